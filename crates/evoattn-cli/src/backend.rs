@@ -1,0 +1,58 @@
+//! Where kernels run: the real GPU through the library, or a mock that computes on the CPU so
+//! that the CLI's behaviour (tables, exit codes, files) is testable on machines with no GPU.
+//! `EVOATTN_BACKEND=mock` selects the mock; it is for tests, and says so in `info`.
+
+use evoattn::plan::ImplChoice;
+use evoattn::{KernelConfig, Problem};
+
+/// What a backend says about the machine.
+#[derive(Clone, Debug)]
+pub struct BackendInfo {
+    pub gpu: String,
+    pub compute_capability: (i32, i32),
+    pub arch: String,
+    pub sm_count: u32,
+    pub driver: String,
+    pub nvrtc: String,
+    pub mock: bool,
+}
+
+/// The result of one forward pass, copied back to the host.
+#[derive(Clone, Debug)]
+pub struct Forward {
+    /// Output bits laid out by `problem.o_strides` (length `problem.extent(O)`).
+    pub o: Vec<u16>,
+    /// `[B, H, Sq]` natural-log LSE when the problem asked for it.
+    pub lse: Option<Vec<f32>>,
+    /// The kernel that ran (its symbol name).
+    pub kernel: String,
+}
+
+/// A place to run attention forward passes.
+pub trait Backend {
+    fn info(&self) -> BackendInfo;
+
+    /// Runs the chosen implementation (`auto`: the planner's) on host inputs laid out by the problem's strides. The output buffer is
+    /// filled with NaN before the launch so that unwritten elements are caught.
+    fn forward(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward>;
+}
+
+/// The environment variable that selects the mock backend (tests only).
+pub const BACKEND_ENV: &str = "EVOATTN_BACKEND";
+
+/// Opens the backend the environment asks for: the GPU unless `EVOATTN_BACKEND=mock`.
+pub fn open() -> anyhow::Result<Box<dyn Backend>> {
+    match std::env::var(BACKEND_ENV).as_deref() {
+        Ok("mock") => Ok(Box::new(crate::backend_mock::MockBackend::from_env()?)),
+        Ok("gpu") | Err(_) => Ok(Box::new(crate::backend_gpu::GpuBackend::new(0)?)),
+        Ok(other) => anyhow::bail!("{BACKEND_ENV}={other}: expected 'gpu' or 'mock'"),
+    }
+}

@@ -1,0 +1,67 @@
+//! `evoattn`: run, check, compile and inspect fused attention kernels.
+//!
+//! Exit codes: 0 success; 1 a check or gate failed; 2 could not run (bad input, no GPU,
+//! no driver, no NVRTC), with a one-line reason on stderr.
+
+mod backend;
+mod backend_gpu;
+mod backend_mock;
+mod cmd_check;
+mod cmd_compile;
+mod cmd_info;
+mod cmd_run;
+mod inputs;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "evoattn",
+    version,
+    about = "Fused attention forward kernels for NVIDIA GPUs, compiled at run time with NVRTC",
+    long_about = "Fused scaled-dot-product attention (softmax(Q·Kᵀ·scale + mask)·V) for NVIDIA GPUs.\n\
+Kernels are compiled at run time by NVRTC and cached on disk; every kernel is checked against a\n\
+float64 reference.\n\n\
+Exit codes: 0 success, 1 a check failed, 2 could not run (bad input, no GPU, no driver, no NVRTC).\n\
+Environment: EVOATTN_IMPL overrides --impl auto; EVOATTN_NVRTC points at libnvrtc;\n\
+EVOATTN_CACHE_DIR moves the kernel cache."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// GPU, compute capability, driver, NVRTC version, kernels available, cache dir.
+    Info(cmd_info::Args),
+    /// Attention on tensors q, k, v from a safetensors file; writes o (and lse) to another.
+    Run(cmd_run::Args),
+    /// Correctness against the float64 / reference-kernel oracle on fresh random inputs.
+    Check(cmd_check::Args),
+    /// Compile kernel variants for an arch (no GPU needed) and print their resource use.
+    Compile(cmd_compile::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Info(args) => cmd_info::run(args),
+        Command::Run(args) => cmd_run::run(args),
+        Command::Check(args) => cmd_check::run(args),
+        Command::Compile(args) => cmd_compile::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            let text = format!("{err:#}");
+            eprintln!("evoattn: {}", text.lines().next().unwrap_or("unknown error"));
+            let rest: Vec<&str> = text.lines().skip(1).collect();
+            if !rest.is_empty() {
+                eprintln!("{}", rest.join("\n"));
+            }
+            ExitCode::from(2)
+        }
+    }
+}

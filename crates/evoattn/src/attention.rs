@@ -1,0 +1,1 @@
+//! The safe entry point.

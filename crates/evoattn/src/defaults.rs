@@ -1,0 +1,57 @@
+//! Default kernel configurations, each with the reason it was chosen. The planner starts from
+//! these; the tuner's store overrides them per GPU and problem bucket.
+
+use crate::arch::Arch;
+use crate::config::{KernelConfig, MmaConfig, ReferenceConfig};
+
+/// 128 threads: four warps give each block enough loads in flight to cover a key row's
+/// latency, and D <= 256 means at most two output columns per thread.
+pub const REFERENCE: ReferenceConfig = ReferenceConfig { threads: 128 };
+
+/// The `mma` default for a head dim on an arch.
+///
+/// - D=64: 128 query rows (8 warps) amortise each K/V tile over more rows; a 3-stage ring of
+///   64-key tiles is 72 KiB, which fits every arch, and hides load latency better than 2.
+/// - D=128: 128 rows and 64 keys with 2 stages is 102 KiB: fine on A100/H100; on the 99 KiB
+///   parts (sm_86/89) drop to 64 rows (85 KiB).
+/// - D=256: the output accumulator alone is 128 registers a thread, so Q is re-read from
+///   shared memory instead of held in registers (else it spills); 64 rows. 64-key tiles with
+///   2 stages need 165 KiB (Hopper only); A100 and the 99 KiB parts take 32-key tiles (99 KiB).
+pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
+    let big_smem = arch.max_smem_per_block() >= 160 * 1024;
+    let hopper = matches!(arch, Arch::Sm90 | Arch::Sm90a);
+    match head_dim {
+        d if d <= 64 => MmaConfig { block_m: 128, block_n: 64, stages: 3, q_in_regs: true },
+        d if d <= 128 && big_smem => MmaConfig { block_m: 128, block_n: 64, stages: 2, q_in_regs: true },
+        d if d <= 128 => MmaConfig { block_m: 64, block_n: 64, stages: 2, q_in_regs: true },
+        _ if hopper => MmaConfig { block_m: 64, block_n: 64, stages: 2, q_in_regs: false },
+        _ => MmaConfig { block_m: 64, block_n: 32, stages: 2, q_in_regs: false },
+    }
+}
+
+/// The default configuration of `imp` for a head dim on an arch.
+pub fn config(imp: crate::config::Impl, arch: Arch, head_dim: usize) -> KernelConfig {
+    match imp {
+        crate::config::Impl::Reference => KernelConfig::Reference(REFERENCE),
+        crate::config::Impl::Mma => KernelConfig::Mma(mma(arch, head_dim)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Impl, KernelSpec};
+    use crate::problem::Dtype;
+
+    #[test]
+    fn every_default_passes_validate_on_its_arch() {
+        for arch in Arch::ALL {
+            for imp in Impl::ALL {
+                for &head_dim in imp.head_dims() {
+                    let spec = KernelSpec { config: config(imp, arch, head_dim), dtype: Dtype::F16, head_dim };
+                    spec.validate(arch).unwrap_or_else(|e| panic!("{} on {arch}: {e}", spec.name()));
+                }
+            }
+        }
+    }
+}

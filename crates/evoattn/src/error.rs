@@ -1,0 +1,74 @@
+//! Typed errors. Every bad input is named before any launch; environment problems (no GPU,
+//! no driver, no NVRTC) are one sentence a user can act on.
+
+use crate::problem::TensorName;
+use crate::runtime::nvrtc::CompileFailure;
+use thiserror::Error;
+
+/// A problem description that no kernel may be launched on.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ProblemError {
+    #[error("head dim D={d} is not supported: expected {expected}")]
+    UnsupportedHeadDim { d: usize, expected: String },
+    #[error("number of KV heads ({hkv}) must be at least 1 and divide the number of query heads ({h})")]
+    HeadsNotDivisible { h: usize, hkv: usize },
+    #[error("scale {0} must be finite and non-zero")]
+    BadScale(f32),
+    #[error("tensor {tensor}: innermost (head-dim) stride is {stride}; it must be 1")]
+    NonUnitInnerStride { tensor: TensorName, stride: usize },
+    #[error("tensor {tensor}: {axis} stride {stride} is not a multiple of 8 elements (16-byte rows are required)")]
+    StrideNotAligned { tensor: TensorName, axis: &'static str, stride: usize },
+    #[error("tensor {tensor}: spans {extent} elements, over the 2^31-1 that 32-bit indexing allows")]
+    IndexOverflow { tensor: TensorName, extent: usize },
+    #[error("tensor {tensor}: expected rank 4 [{expected}], got shape {got:?}")]
+    WrongRank { tensor: TensorName, expected: &'static str, got: Vec<usize> },
+    #[error("tensor {tensor}: expected shape {expected:?}, got {got:?}")]
+    ShapeMismatch { tensor: TensorName, expected: Vec<usize>, got: Vec<usize> },
+    #[error("tensor {tensor}: dtype {got} does not match q's {expected}")]
+    DtypeMismatch { tensor: TensorName, expected: String, got: String },
+    #[error("tensor {tensor}: dtype {got} is not supported (expected f16 or bf16)")]
+    UnsupportedDtype { tensor: TensorName, got: String },
+    #[error("tensor {tensor}: buffer holds {have} elements, the problem needs {need}")]
+    BufferTooSmall { tensor: TensorName, need: usize, have: usize },
+    #[error("tensor {tensor}: device address {addr:#x} is not 16-byte aligned")]
+    Misaligned { tensor: TensorName, addr: u64 },
+    #[error("output {out} overlaps input {input} in device memory")]
+    Overlap { out: TensorName, input: TensorName },
+}
+
+/// Everything that can go wrong in the library.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error(transparent)]
+    Problem(#[from] ProblemError),
+    #[error("implementation '{imp}' cannot run this problem: {reason}")]
+    Unsupported { imp: String, reason: String },
+    #[error("no CUDA driver found (libcuda.so.1 could not be loaded): install the NVIDIA driver, or run on a machine with an NVIDIA GPU")]
+    NoDriver,
+    #[error("no NVIDIA GPU is visible: {0}")]
+    NoGpu(String),
+    #[error("{0}")]
+    NoNvrtc(String),
+    #[error("CUDA call {call} failed: {detail}")]
+    Driver { call: &'static str, detail: String },
+    #[error("{0}")]
+    Compile(Box<CompileFailure>),
+    #[error("kernel {kernel} failed the resource gate for {arch}: {reason}")]
+    ResourceGate { kernel: String, arch: String, reason: String },
+    #[error("kernel cache at {path}: {source}")]
+    Cache { path: String, source: std::io::Error },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a cudarc driver error with the call that produced it.
+    pub fn driver(call: &'static str, err: impl std::fmt::Display) -> Self {
+        Error::Driver { call, detail: err.to_string() }
+    }
+
+    /// True for errors that mean "this machine cannot run kernels at all" (exit 2 in the CLI).
+    pub fn is_environment(&self) -> bool {
+        matches!(self, Error::NoDriver | Error::NoGpu(_) | Error::NoNvrtc(_))
+    }
+}

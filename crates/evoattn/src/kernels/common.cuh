@@ -1,0 +1,79 @@
+// Shared by every kernel: the launch parameters (mirrored by `runtime::device::KernelParams`,
+// field for field) and element conversions. No CUDA headers: NVRTC compiles this alone.
+#pragma once
+
+typedef unsigned short elem_t;  // raw f16 or bf16 bits; EVOATTN_BF16 says which
+typedef unsigned int u32;
+typedef long long i64;
+
+#ifndef EVOATTN_HEAD_DIM
+#error "EVOATTN_HEAD_DIM must be defined by the host"
+#endif
+#ifndef EVOATTN_BF16
+#error "EVOATTN_BF16 must be defined by the host"
+#endif
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+#define NEG_INF (-__int_as_float(0x7f800000))
+
+// Strides are in elements; the head-dim stride is 1 (checked on the host).
+struct AttnParams {
+    const elem_t* q;
+    const elem_t* k;
+    const elem_t* v;
+    elem_t* o;
+    float* lse;  // [B, H, Sq] dense, or null
+    i64 q_batch, q_head, q_seq;
+    i64 k_batch, k_head, k_seq;
+    i64 v_batch, v_head, v_seq;
+    i64 o_batch, o_head, o_seq;
+    int b, h, hkv, sq, sk;
+    int causal;         // 0: no mask; else key j is visible to query i iff j <= i + causal_offset
+    int causal_offset;  // 0 for top-left, Sk - Sq for bottom-right
+    float scale_log2;   // softmax scale * log2(e): scores go straight into exp2
+};
+
+__device__ __forceinline__ float elem_to_float(elem_t x) {
+#if EVOATTN_BF16
+    return __uint_as_float(((u32)x) << 16);
+#else
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+#endif
+}
+
+__device__ __forceinline__ elem_t float_to_elem(float f) {
+    elem_t x;
+#if EVOATTN_BF16
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(x) : "f"(f));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x) : "f"(f));
+#endif
+    return x;
+}
+
+// Two floats to a packed pair (lo in the low half), the layout mma.sync operands use.
+__device__ __forceinline__ u32 pack_float2(float lo, float hi) {
+    u32 r;
+#if EVOATTN_BF16
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Number of keys row `row` may see, or sk when unmasked; may be <= 0.
+__device__ __forceinline__ int visible_keys(const AttnParams& p, int row) {
+    if (!p.causal) return p.sk;
+    int n = row + p.causal_offset + 1;
+    return n < p.sk ? n : p.sk;
+}

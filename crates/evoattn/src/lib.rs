@@ -1,0 +1,29 @@
+//! evoattn: fused scaled-dot-product attention (forward) for NVIDIA GPUs.
+//!
+//! Kernels are CUDA C++ sources embedded in the crate, compiled at run time by NVRTC to CUBIN
+//! for the device's arch and cached on disk. Layers, bottom up:
+//! - [`runtime`]: NVRTC loading and compilation, resource reports, the CUBIN cache, and the
+//!   only `unsafe` code (driver launches), wrapped in RAII types;
+//! - [`problem`], [`config`], [`plan`]: what to compute and with which kernel;
+//! - [`attention`]: the safe entry point a downstream crate calls;
+//! - [`reference`]: the float64 CPU reference every kernel is checked against.
+
+pub mod arch;
+pub mod attention;
+pub mod config;
+pub mod defaults;
+pub mod error;
+pub mod kernels;
+pub mod plan;
+pub mod problem;
+pub mod reference;
+pub mod runtime;
+
+pub use arch::Arch;
+pub use attention::{Attention, DeviceTensors};
+pub use config::{Impl, KernelConfig, KernelSpec, MmaConfig, ReferenceConfig};
+pub use error::{Error, ProblemError, Result};
+pub use problem::{Causal, Dtype, Layout, Problem, Shape, Strides, TensorName};
+
+/// Largest head dim any kernel supports.
+pub const MAX_HEAD_DIM: usize = 256;

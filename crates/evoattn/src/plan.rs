@@ -1,0 +1,94 @@
+//! The planner: which implementation and configuration run a problem. One rule, written here
+//! with its reason, until the tuner's store overrides it.
+
+use crate::arch::Arch;
+use crate::config::{Impl, KernelConfig, KernelSpec};
+use crate::problem::Problem;
+use std::fmt;
+
+/// Environment variable that overrides `--impl auto`.
+pub const IMPL_ENV: &str = "EVOATTN_IMPL";
+
+/// What the user asked for: a named implementation, or the planner's choice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImplChoice {
+    Auto,
+    Fixed(Impl),
+}
+
+impl ImplChoice {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(ImplChoice::Auto);
+        }
+        Impl::parse(s).map(ImplChoice::Fixed).ok_or_else(|| {
+            let names: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
+            format!("unknown implementation '{s}'; expected auto or one of: {}", names.join(", "))
+        })
+    }
+
+    /// `auto` becomes `EVOATTN_IMPL` when that is set; a named choice stays as it is.
+    pub fn with_env_override(self) -> Result<Self, String> {
+        match (self, std::env::var(IMPL_ENV)) {
+            (ImplChoice::Auto, Ok(value)) if !value.is_empty() => {
+                ImplChoice::parse(&value).map_err(|e| format!("{IMPL_ENV}: {e}"))
+            }
+            _ => Ok(self),
+        }
+    }
+}
+
+impl fmt::Display for ImplChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImplChoice::Auto => f.write_str("auto"),
+            ImplChoice::Fixed(imp) => f.write_str(imp.name()),
+        }
+    }
+}
+
+/// The kernel a problem runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Plan {
+    pub spec: KernelSpec,
+    pub arch: Arch,
+}
+
+/// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`.
+///
+/// Rule for `auto`: `mma` for every supported head dim on every supported arch; it is the
+/// only fast path so far. `reference` is never chosen automatically: it is the oracle.
+pub fn plan(problem: &Problem, arch: Arch, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
+    let imp = match choice {
+        ImplChoice::Fixed(imp) => imp,
+        ImplChoice::Auto => Impl::Mma,
+    };
+    let config = match config {
+        Some(c) if c.imp() == imp => c,
+        _ => crate::defaults::config(imp, arch, problem.shape.d),
+    };
+    Plan { spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d }, arch }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Dtype, Layout, Shape};
+
+    #[test]
+    fn parse_choices() {
+        assert_eq!(ImplChoice::parse("auto").unwrap(), ImplChoice::Auto);
+        assert_eq!(ImplChoice::parse("mma").unwrap(), ImplChoice::Fixed(Impl::Mma));
+        let err = ImplChoice::parse("cutlass").unwrap_err();
+        assert!(err.contains("reference, mma"), "{err}");
+    }
+
+    #[test]
+    fn auto_picks_mma_with_the_arch_default() {
+        let p = Problem::dense(Shape::new(1, 8, 512, 128), Dtype::Bf16, Layout::Bhsd);
+        let plan = plan(&p, Arch::Sm89, ImplChoice::Auto, None);
+        assert_eq!(plan.spec.imp(), Impl::Mma);
+        assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, 128));
+        assert_eq!(plan.spec.head_dim, 128);
+    }
+}

@@ -1,0 +1,474 @@
+//! The attention problem: shapes, dtype, mask, scale and per-tensor strides, and the one
+//! `validate()` that every launch path runs before touching the GPU.
+
+use crate::error::ProblemError;
+use std::fmt;
+
+/// Element type of Q, K, V and O. Accumulation is always float32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dtype {
+    F16,
+    Bf16,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+
+    pub fn size_bytes(self) -> usize {
+        2
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "f16" | "fp16" | "half" | "float16" => Some(Dtype::F16),
+            "bf16" | "bfloat16" => Some(Dtype::Bf16),
+            _ => None,
+        }
+    }
+
+    /// Rounds an f64 to this dtype and back (what storing a value in a tensor does).
+    pub fn round(self, x: f64) -> f64 {
+        self.from_bits(self.to_bits(x))
+    }
+
+    pub fn to_bits(self, x: f64) -> u16 {
+        match self {
+            Dtype::F16 => half::f16::from_f64(x).to_bits(),
+            Dtype::Bf16 => half::bf16::from_f64(x).to_bits(),
+        }
+    }
+
+    pub fn from_bits(self, bits: u16) -> f64 {
+        match self {
+            Dtype::F16 => half::f16::from_bits(bits).to_f64(),
+            Dtype::Bf16 => half::bf16::from_bits(bits).to_f64(),
+        }
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which keys a query may see.
+///
+/// Query row `i` may attend key `j` iff `j <= i + offset`, where the offset is 0 for
+/// `TopLeft` (PyTorch `is_causal=True`) and `Sk - Sq` for `BottomRight` (FlashAttention and
+/// KV-cache decoding). A row that may see no key at all gets O = 0 and LSE = -inf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Causal {
+    None,
+    TopLeft,
+    BottomRight,
+}
+
+impl Causal {
+    pub const ALL: [Causal; 3] = [Causal::None, Causal::TopLeft, Causal::BottomRight];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Causal::None => "none",
+            Causal::TopLeft => "top-left",
+            Causal::BottomRight => "bottom-right",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "no" | "false" => Some(Causal::None),
+            "top-left" | "topleft" | "true" => Some(Causal::TopLeft),
+            "bottom-right" | "bottomright" => Some(Causal::BottomRight),
+            _ => None,
+        }
+    }
+
+    /// The diagonal offset: key `j` is visible to query `i` iff `j <= i + offset`.
+    /// `None` for no mask.
+    pub fn offset(self, sq: usize, sk: usize) -> Option<i64> {
+        match self {
+            Causal::None => None,
+            Causal::TopLeft => Some(0),
+            Causal::BottomRight => Some(sk as i64 - sq as i64),
+        }
+    }
+
+    /// Value passed to the kernels' `causal` parameter.
+    pub fn code(self) -> i32 {
+        match self {
+            Causal::None => 0,
+            Causal::TopLeft => 1,
+            Causal::BottomRight => 2,
+        }
+    }
+}
+
+impl fmt::Display for Causal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Memory order of a dense 4-D tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// `[B, H, S, D]`
+    Bhsd,
+    /// `[B, S, H, D]`
+    Bshd,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Bhsd => "bhsd",
+            Layout::Bshd => "bshd",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "bhsd" => Some(Layout::Bhsd),
+            "bshd" => Some(Layout::Bshd),
+            _ => None,
+        }
+    }
+
+    /// Dims of a tensor with `heads` heads and `seq` rows in this layout.
+    pub fn dims(self, b: usize, heads: usize, seq: usize, d: usize) -> [usize; 4] {
+        match self {
+            Layout::Bhsd => [b, heads, seq, d],
+            Layout::Bshd => [b, seq, heads, d],
+        }
+    }
+
+    /// Dense strides (in elements) for a tensor of `heads` heads and `seq` rows.
+    pub fn strides(self, heads: usize, seq: usize, d: usize) -> Strides {
+        match self {
+            Layout::Bhsd => Strides { batch: heads * seq * d, head: seq * d, seq: d, dim: 1 },
+            Layout::Bshd => Strides { batch: seq * heads * d, head: d, seq: heads * d, dim: 1 },
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Strides of a 4-D tensor in elements, named by the logical axis they step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Strides {
+    pub batch: usize,
+    pub head: usize,
+    pub seq: usize,
+    pub dim: usize,
+}
+
+/// The logical sizes of an attention problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub b: usize,
+    /// Query (and output) heads.
+    pub h: usize,
+    /// Key/value heads; divides `h` (GQA when smaller, MQA when 1).
+    pub hkv: usize,
+    pub sq: usize,
+    pub sk: usize,
+    pub d: usize,
+}
+
+impl Shape {
+    /// Self-attention shape: Hkv = H, Sk = Sq.
+    pub fn new(b: usize, h: usize, s: usize, d: usize) -> Self {
+        Shape { b, h, hkv: h, sq: s, sk: s, d }
+    }
+
+    /// Parses `B,H,S,D[,HKV][,SK]`, the command line's shape syntax.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        if !(4..=6).contains(&fields.len()) {
+            return Err(format!("shape '{text}': expected B,H,S,D[,HKV][,SK] (4 to 6 numbers)"));
+        }
+        let mut nums = Vec::with_capacity(fields.len());
+        for f in &fields {
+            nums.push(
+                f.parse::<usize>()
+                    .map_err(|_| format!("shape '{text}': '{f}' is not a non-negative integer"))?,
+            );
+        }
+        let mut shape = Shape::new(nums[0], nums[1], nums[2], nums[3]);
+        if let Some(&hkv) = nums.get(4) {
+            shape.hkv = hkv;
+        }
+        if let Some(&sk) = nums.get(5) {
+            shape.sk = sk;
+        }
+        Ok(shape)
+    }
+
+    /// Heads that share one KV head.
+    pub fn group(&self) -> usize {
+        if self.hkv == 0 {
+            0
+        } else {
+            self.h / self.hkv
+        }
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{},{},{},{}", self.b, self.h, self.sq, self.d)?;
+        if self.hkv != self.h || self.sk != self.sq {
+            write!(f, ",{}", self.hkv)?;
+        }
+        if self.sk != self.sq {
+            write!(f, ",{}", self.sk)?;
+        }
+        Ok(())
+    }
+}
+
+/// Which tensor an error or a stride refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorName {
+    Q,
+    K,
+    V,
+    O,
+    Lse,
+}
+
+impl TensorName {
+    pub const QKVO: [TensorName; 4] = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorName::Q => "q",
+            TensorName::K => "k",
+            TensorName::V => "v",
+            TensorName::O => "o",
+            TensorName::Lse => "lse",
+        }
+    }
+}
+
+impl fmt::Display for TensorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Largest element offset the kernels index with 32-bit arithmetic.
+pub const MAX_INDEX: usize = i32::MAX as usize;
+
+/// Elements per 16-byte vector access; every row stride must be a multiple of it.
+pub const VECTOR_ELEMS: usize = 8;
+
+/// A full attention problem, as the kernels see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub shape: Shape,
+    pub dtype: Dtype,
+    pub causal: Causal,
+    /// Softmax scale; `None` means 1/sqrt(D).
+    pub scale: Option<f32>,
+    pub q_strides: Strides,
+    pub k_strides: Strides,
+    pub v_strides: Strides,
+    pub o_strides: Strides,
+    /// Also write the natural-log log-sum-exp of each row, `[B, H, Sq]` float32, dense.
+    pub with_lse: bool,
+}
+
+impl Problem {
+    /// A problem on dense tensors in `layout`, no mask, default scale, no LSE.
+    pub fn dense(shape: Shape, dtype: Dtype, layout: Layout) -> Self {
+        let Shape { h, hkv, sq, sk, d, .. } = shape;
+        Problem {
+            shape,
+            dtype,
+            causal: Causal::None,
+            scale: None,
+            q_strides: layout.strides(h, sq, d),
+            k_strides: layout.strides(hkv, sk, d),
+            v_strides: layout.strides(hkv, sk, d),
+            o_strides: layout.strides(h, sq, d),
+            with_lse: false,
+        }
+    }
+
+    pub fn with_causal(mut self, causal: Causal) -> Self {
+        self.causal = causal;
+        self
+    }
+
+    pub fn with_scale(mut self, scale: Option<f32>) -> Self {
+        self.scale = scale;
+        self
+    }
+
+    pub fn with_lse(mut self, with_lse: bool) -> Self {
+        self.with_lse = with_lse;
+        self
+    }
+
+    /// The scale actually applied to Q·Kᵀ.
+    pub fn softmax_scale(&self) -> f32 {
+        self.scale.unwrap_or_else(|| 1.0 / (self.shape.d as f32).sqrt())
+    }
+
+    pub fn strides(&self, t: TensorName) -> Strides {
+        match t {
+            TensorName::Q => self.q_strides,
+            TensorName::K => self.k_strides,
+            TensorName::V => self.v_strides,
+            TensorName::O => self.o_strides,
+            TensorName::Lse => Strides {
+                batch: self.shape.h * self.shape.sq,
+                head: self.shape.sq,
+                seq: 1,
+                dim: 1,
+            },
+        }
+    }
+
+    /// Logical (batch, heads, rows, cols) of a tensor.
+    pub fn dims(&self, t: TensorName) -> [usize; 4] {
+        let s = self.shape;
+        match t {
+            TensorName::Q | TensorName::O => [s.b, s.h, s.sq, s.d],
+            TensorName::K | TensorName::V => [s.b, s.hkv, s.sk, s.d],
+            TensorName::Lse => [s.b, s.h, s.sq, 1],
+        }
+    }
+
+    /// Elements a buffer must hold for tensor `t`: largest offset + 1, or 0 when empty.
+    pub fn extent(&self, t: TensorName) -> usize {
+        let dims = self.dims(t);
+        if dims.contains(&0) {
+            return 0;
+        }
+        let st = self.strides(t);
+        let steps = [st.batch, st.head, st.seq, st.dim];
+        1 + dims.iter().zip(steps).map(|(n, s)| (n - 1).saturating_mul(s)).fold(0usize, usize::saturating_add)
+    }
+
+    /// True when there is no output element to write.
+    pub fn is_empty(&self) -> bool {
+        let s = self.shape;
+        s.b == 0 || s.h == 0 || s.sq == 0
+    }
+
+    /// Matrix FLOPs by the FlashAttention convention: 4·B·H·Sq·Sk·D, counting only the
+    /// visible (query, key) pairs under a causal mask; softmax not counted.
+    pub fn flops(&self) -> f64 {
+        let s = self.shape;
+        4.0 * s.b as f64 * s.h as f64 * self.visible_pairs() as f64 * s.d as f64
+    }
+
+    /// Number of (query, key) pairs the mask lets through, per (batch, head).
+    pub fn visible_pairs(&self) -> u64 {
+        let (sq, sk) = (self.shape.sq as i64, self.shape.sk as i64);
+        match self.causal.offset(self.shape.sq, self.shape.sk) {
+            None => (sq * sk) as u64,
+            Some(off) => (0..sq).map(|i| (i + off + 1).clamp(0, sk) as u64).sum(),
+        }
+    }
+
+    /// Checks everything that can be checked without device pointers.
+    pub fn validate(&self) -> Result<(), ProblemError> {
+        let s = self.shape;
+        if s.d == 0 || s.d > crate::MAX_HEAD_DIM || s.d % VECTOR_ELEMS != 0 {
+            return Err(ProblemError::UnsupportedHeadDim {
+                d: s.d,
+                expected: format!("a multiple of {VECTOR_ELEMS} up to {}", crate::MAX_HEAD_DIM),
+            });
+        }
+        if s.hkv == 0 || s.h % s.hkv != 0 {
+            return Err(ProblemError::HeadsNotDivisible { h: s.h, hkv: s.hkv });
+        }
+        if let Some(scale) = self.scale {
+            if !scale.is_finite() || scale == 0.0 {
+                return Err(ProblemError::BadScale(scale));
+            }
+        }
+        for t in TensorName::QKVO {
+            let st = self.strides(t);
+            if st.dim != 1 {
+                return Err(ProblemError::NonUnitInnerStride { tensor: t, stride: st.dim });
+            }
+            for (axis, stride) in [("batch", st.batch), ("head", st.head), ("seq", st.seq)] {
+                if stride % VECTOR_ELEMS != 0 {
+                    return Err(ProblemError::StrideNotAligned { tensor: t, axis, stride });
+                }
+            }
+            let extent = self.extent(t);
+            if extent > MAX_INDEX {
+                return Err(ProblemError::IndexOverflow { tensor: t, extent });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_strides_match_layouts() {
+        let shape = Shape { b: 2, h: 8, hkv: 2, sq: 100, sk: 40, d: 64 };
+        let p = Problem::dense(shape, Dtype::F16, Layout::Bshd);
+        // [B, S, H, D]: one step in S skips H*D elements.
+        assert_eq!(p.q_strides, Strides { batch: 100 * 8 * 64, head: 64, seq: 8 * 64, dim: 1 });
+        assert_eq!(p.k_strides, Strides { batch: 40 * 2 * 64, head: 64, seq: 2 * 64, dim: 1 });
+        assert_eq!(p.extent(TensorName::Q), 2 * 100 * 8 * 64);
+        let p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
+        assert_eq!(p.k_strides, Strides { batch: 2 * 40 * 64, head: 40 * 64, seq: 64, dim: 1 });
+        assert_eq!(p.extent(TensorName::V), 2 * 2 * 40 * 64);
+    }
+
+    #[test]
+    fn parse_shape_forms() {
+        assert_eq!(Shape::parse("1,8,512,64").unwrap(), Shape::new(1, 8, 512, 64));
+        let s = Shape::parse("2, 32, 7, 128, 8, 1000").unwrap();
+        assert_eq!(s, Shape { b: 2, h: 32, hkv: 8, sq: 7, sk: 1000, d: 128 });
+        assert_eq!(s.to_string(), "2,32,7,128,8,1000");
+        assert!(Shape::parse("1,2,3").is_err());
+        assert!(Shape::parse("1,2,x,4").is_err());
+    }
+
+    #[test]
+    fn flops_count_visible_pairs() {
+        // 4 queries, 4 keys, top-left: 1+2+3+4 = 10 visible pairs.
+        let p = Problem::dense(Shape::new(1, 1, 4, 8), Dtype::F16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        assert_eq!(p.visible_pairs(), 10);
+        assert_eq!(p.flops(), 4.0 * 10.0 * 8.0);
+        // Sq=2, Sk=5 bottom-right: offset 3, rows see 4 and 5 keys.
+        let s = Shape { b: 1, h: 1, hkv: 1, sq: 2, sk: 5, d: 8 };
+        let p = Problem::dense(s, Dtype::F16, Layout::Bhsd).with_causal(Causal::BottomRight);
+        assert_eq!(p.visible_pairs(), 9);
+        // Sq=5, Sk=2 bottom-right: offset -3, rows 0..2 see nothing, then 1, 2.
+        let s = Shape { b: 1, h: 1, hkv: 1, sq: 5, sk: 2, d: 8 };
+        let p = Problem::dense(s, Dtype::F16, Layout::Bhsd).with_causal(Causal::BottomRight);
+        assert_eq!(p.visible_pairs(), 3);
+    }
+
+    #[test]
+    fn default_scale_is_inverse_sqrt_d() {
+        let p = Problem::dense(Shape::new(1, 1, 1, 64), Dtype::Bf16, Layout::Bhsd);
+        assert_eq!(p.softmax_scale(), 0.125);
+        assert_eq!(p.with_scale(Some(0.5)).softmax_scale(), 0.5);
+    }
+}

@@ -1,0 +1,1 @@
+//! The float64 CPU reference.
