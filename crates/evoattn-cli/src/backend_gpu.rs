@@ -1,1 +1,95 @@
-//! backend_gpu
+//! The real backend: the library on GPU 0.
+
+use crate::backend::{Backend, BackendInfo, Forward};
+use evoattn::plan::ImplChoice;
+use evoattn::runtime::nvrtc::Nvrtc;
+use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
+
+/// NaN in float32, for the LSE poison.
+const F32_NAN: f32 = f32::NAN;
+
+pub struct GpuBackend {
+    attention: Attention,
+}
+
+impl GpuBackend {
+    pub fn new(ordinal: usize) -> anyhow::Result<Self> {
+        Ok(GpuBackend { attention: Attention::new(ordinal)? })
+    }
+}
+
+fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Error {
+    move |e| evoattn::Error::driver(call, e)
+}
+
+impl Backend for GpuBackend {
+    fn info(&self) -> BackendInfo {
+        let gpu = self.attention.gpu();
+        let nvrtc = match Nvrtc::get() {
+            Ok(n) => format!("{}.{} ({})", n.version().0, n.version().1, n.library()),
+            Err(e) => format!("not found: {e}"),
+        };
+        BackendInfo {
+            gpu: gpu.name().to_string(),
+            compute_capability: gpu.compute_capability(),
+            arch: gpu.arch().to_string(),
+            sm_count: gpu.sm_count(),
+            driver: gpu.driver_version(),
+            nvrtc,
+            mock: false,
+        }
+    }
+
+    fn forward(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        // Zero-length allocations are refused by the driver; an empty tensor gets one element.
+        let upload = |host: &[u16]| {
+            if host.is_empty() {
+                stream.clone_htod(&[0u16][..])
+            } else {
+                stream.clone_htod(host)
+            }
+        };
+        let q_dev = upload(q).map_err(driver("cuMemcpyHtoD"))?;
+        let k_dev = upload(k).map_err(driver("cuMemcpyHtoD"))?;
+        let v_dev = upload(v).map_err(driver("cuMemcpyHtoD"))?;
+        let o_len = problem.extent(TensorName::O);
+        let poison = vec![crate::inputs::nan_bits(problem.dtype); o_len.max(1)];
+        let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
+        let lse_len = problem.extent(TensorName::Lse).max(1);
+        let mut lse_dev = if problem.with_lse {
+            Some(stream.clone_htod(&vec![F32_NAN; lse_len]).map_err(driver("cuMemcpyHtoD"))?)
+        } else {
+            None
+        };
+        let tensors = DeviceTensors {
+            q: q_dev.slice(..q.len()),
+            k: k_dev.slice(..k.len()),
+            v: v_dev.slice(..v.len()),
+            o: o_dev.slice_mut(..o_len),
+            lse: lse_dev.as_mut().map(|l| l.slice_mut(..problem.extent(TensorName::Lse))),
+        };
+        let spec = self.attention.forward(problem, choice, config, tensors)?;
+        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+        let mut o_host = stream.clone_dtoh(&o_dev).map_err(driver("cuMemcpyDtoH"))?;
+        o_host.truncate(o_len);
+        let lse = match &lse_dev {
+            Some(l) => {
+                let mut host = stream.clone_dtoh(l).map_err(driver("cuMemcpyDtoH"))?;
+                host.truncate(problem.extent(TensorName::Lse));
+                Some(host)
+            }
+            None => None,
+        };
+        Ok(Forward { o: o_host, lse, kernel: spec.name() })
+    }
+}

@@ -1,1 +1,296 @@
-//! cmd_check
+//! `evoattn check`: correctness of a kernel on fresh random inputs, against float64 on the CPU
+//! for small problems and the `reference` kernel (itself checked against float64) for large.
+
+use crate::backend::{open, Backend};
+use crate::inputs::{random_inputs, Distribution};
+use crate::presets::{preset, Preset};
+use anyhow::{bail, Context};
+use evoattn::plan::ImplChoice;
+use evoattn::reference::{attention_f64, compare, compare_lse, dense_o, tolerance, Comparison};
+use evoattn::{Causal, Dtype, Impl, KernelConfig, Layout, Problem, Shape};
+use std::process::ExitCode;
+
+/// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
+/// the `reference` kernel is. 2^27 keeps one CPU reference under about a second.
+const DEFAULT_CPU_LIMIT: u64 = 1 << 27;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A named problem set (repeatable): mission, small, grid (the full correctness grid),
+    /// sanitize (a small grid for compute-sanitizer).
+    #[arg(long = "preset", value_name = "NAME")]
+    presets: Vec<String>,
+    /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
+    #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
+    shapes: Vec<String>,
+    /// Element types, comma-separated: f16, bf16 or all. Default: the preset's, else f16.
+    #[arg(long, value_delimiter = ',')]
+    dtype: Vec<String>,
+    /// Masks, comma-separated: none, top-left, bottom-right or all. `--causal` alone means
+    /// top-left (PyTorch is_causal=True). Default: the preset's, else none.
+    #[arg(long, value_delimiter = ',', num_args = 0..=1, default_missing_value = "top-left")]
+    causal: Vec<String>,
+    /// Layouts, comma-separated: bhsd, bshd or all. Default: the preset's, else bhsd.
+    #[arg(long, value_delimiter = ',')]
+    layout: Vec<String>,
+    /// Kernel under test: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
+    #[arg(long = "impl", default_value = "auto")]
+    imp: String,
+    /// Lever overrides for the kernel under test, e.g. block_m=64,stages=3.
+    #[arg(long)]
+    config: Option<String>,
+    /// Random input sets per case; even seeds draw standard normal values, odd seeds wide ones
+    /// that push the softmax towards one-hot rows.
+    #[arg(long, default_value_t = 2)]
+    seeds: u64,
+    /// First seed, for reproducing a failure.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Largest B·H·Sq·Sk·D checked against float64 on the CPU; larger use the reference kernel.
+    #[arg(long, default_value_t = DEFAULT_CPU_LIMIT)]
+    cpu_limit: u64,
+    /// Print only failing rows and the summary.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// One row of the table: a problem and the worst result over its seeds.
+struct CaseResult {
+    problem: Problem,
+    layout: Layout,
+    kernel: String,
+    oracle: &'static str,
+    worst: Option<Comparison>,
+    lse_err: f64,
+    error: Option<String>,
+    passed: bool,
+}
+
+fn parse_list<T>(
+    values: &[String],
+    fallback: &[T],
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> anyhow::Result<Vec<T>>
+where
+    T: Copy + PartialEq,
+{
+    if values.is_empty() {
+        return Ok(fallback.to_vec());
+    }
+    let mut out = Vec::new();
+    for v in values {
+        if v.eq_ignore_ascii_case("all") {
+            return Ok(all.to_vec());
+        }
+        let item = parse(v).with_context(|| format!("unknown {what} '{v}'"))?;
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
+/// Expands presets and shapes into the problems to check, each with its layout.
+fn cases(args: &Args) -> anyhow::Result<Vec<(Problem, Layout)>> {
+    let mut sets: Vec<Preset> = Vec::new();
+    for name in &args.presets {
+        sets.push(preset(name).map_err(anyhow::Error::msg)?);
+    }
+    if !args.shapes.is_empty() {
+        let shapes = args.shapes.iter().map(|s| Shape::parse(s)).collect::<Result<Vec<_>, _>>().map_err(anyhow::Error::msg)?;
+        sets.push(Preset {
+            name: "shapes",
+            about: "",
+            shapes,
+            dtypes: vec![Dtype::F16],
+            causal: vec![Causal::None],
+            layouts: vec![Layout::Bhsd],
+        });
+    }
+    if sets.is_empty() {
+        bail!("nothing to check: give --preset NAME or --shape B,H,S,D (see `evoattn check --help`)");
+    }
+    let layouts_all = [Layout::Bhsd, Layout::Bshd];
+    let mut out = Vec::new();
+    for set in &sets {
+        let dtypes = parse_list(&args.dtype, &set.dtypes, &Dtype::ALL, Dtype::parse, "dtype")?;
+        let causals = parse_list(&args.causal, &set.causal, &Causal::ALL, Causal::parse, "mask")?;
+        let layouts = parse_list(&args.layout, &set.layouts, &layouts_all, Layout::parse, "layout")?;
+        for shape in &set.shapes {
+            for &dtype in &dtypes {
+                for &causal in &causals {
+                    for &layout in &layouts {
+                        let problem = Problem::dense(*shape, dtype, layout).with_causal(causal).with_lse(true);
+                        problem.validate().with_context(|| format!("shape {shape}"))?;
+                        out.push((problem, layout));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn macs(p: &Problem) -> u64 {
+    let s = p.shape;
+    (s.b * s.h * s.sq * s.sk * s.d) as u64
+}
+
+fn check_case(
+    backend: &mut dyn Backend,
+    args: &Args,
+    choice: ImplChoice,
+    config: Option<KernelConfig>,
+    problem: &Problem,
+    layout: Layout,
+) -> CaseResult {
+    let on_cpu = macs(problem) <= args.cpu_limit || choice == ImplChoice::Fixed(Impl::Reference);
+    let mut result = CaseResult {
+        problem: problem.clone(),
+        layout,
+        kernel: String::new(),
+        oracle: if on_cpu { "f64-cpu" } else { "reference-gpu" },
+        worst: None,
+        lse_err: 0.0,
+        error: None,
+        passed: true,
+    };
+    let tol = tolerance(problem.dtype);
+    for i in 0..args.seeds {
+        let seed = args.seed + i;
+        let dist = if seed % 2 == 0 { Distribution::Normal } else { Distribution::Wide };
+        let inputs = random_inputs(problem, dist, seed);
+        let got = match backend.forward(problem, choice, config, &inputs.q, &inputs.k, &inputs.v) {
+            Ok(f) => f,
+            Err(e) => {
+                result.error = Some(format!("{e}"));
+                result.passed = false;
+                return result;
+            }
+        };
+        result.kernel = got.kernel.clone();
+        let (want_o, want_lse) = if on_cpu {
+            let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
+            (r.o, r.lse)
+        } else {
+            match backend.forward(problem, ImplChoice::Fixed(Impl::Reference), None, &inputs.q, &inputs.k, &inputs.v) {
+                Ok(r) => {
+                    let lse = r.lse.unwrap_or_default().into_iter().map(f64::from).collect();
+                    (dense_o(problem, &r.o), lse)
+                }
+                Err(e) => {
+                    result.error = Some(format!("reference kernel: {e}"));
+                    result.passed = false;
+                    return result;
+                }
+            }
+        };
+        let cmp = compare(&dense_o(problem, &got.o), &want_o);
+        let got_lse: Vec<f64> = got.lse.unwrap_or_default().into_iter().map(f64::from).collect();
+        let lse_err = compare_lse(&got_lse, &want_lse);
+        result.passed &= cmp.passes(&tol) && lse_err <= tol.lse_abs;
+        result.lse_err = result.lse_err.max(lse_err);
+        let worse = result.worst.as_ref().is_none_or(|w| cmp.max_abs > w.max_abs || cmp.nonfinite > w.nonfinite);
+        if worse {
+            result.worst = Some(cmp);
+        }
+    }
+    result
+}
+
+fn row(r: &CaseResult) -> String {
+    let p = &r.problem;
+    let verdict = if r.passed { "PASS" } else { "FAIL" };
+    match (&r.error, &r.worst) {
+        (Some(e), _) => format!(
+            "{:<22} {:<5} {:<12} {:<5} {:<44} {}: {e}",
+            p.shape.to_string(),
+            p.dtype.name(),
+            p.causal.name(),
+            r.layout.name(),
+            r.kernel,
+            verdict
+        ),
+        (None, Some(c)) => format!(
+            "{:<22} {:<5} {:<12} {:<5} {:<44} {:<13} {:>9.2e} {:>9.2e} {:>9.2e} {:>5} {}",
+            p.shape.to_string(),
+            p.dtype.name(),
+            p.causal.name(),
+            r.layout.name(),
+            r.kernel,
+            r.oracle,
+            c.max_abs,
+            c.rel_l2,
+            r.lse_err,
+            c.nonfinite,
+            verdict
+        ),
+        (None, None) => format!("{:<22} no seeds run", p.shape.to_string()),
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let choice = ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+    if args.config.is_some() && choice == ImplChoice::Auto {
+        bail!("--config needs a named --impl (the levers belong to one kernel)");
+    }
+    if args.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let cases = cases(args)?;
+    let mut backend = open()?;
+    let info = backend.info();
+    let arch = evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    println!(
+        "check: {} cases x {} seeds on {} ({}), impl {choice}, tolerances per dtype in evoattn::reference::tolerance",
+        cases.len(),
+        args.seeds,
+        info.gpu,
+        info.arch
+    );
+    println!(
+        "{:<22} {:<5} {:<12} {:<5} {:<44} {:<13} {:>9} {:>9} {:>9} {:>5} result",
+        "shape B,H,Sq,D[,Hkv,Sk]", "dtype", "mask", "lay", "kernel", "oracle", "max_abs", "rel_l2", "lse_abs", "nan"
+    );
+    let bar = indicatif::ProgressBar::new(cases.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases, {elapsed} elapsed, eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut results = Vec::with_capacity(cases.len());
+    for (problem, layout) in &cases {
+        let config = match (&args.config, choice) {
+            (Some(text), ImplChoice::Fixed(imp)) => {
+                let base = evoattn::defaults::config(imp, arch, problem.shape.d);
+                Some(base.with_overrides(text).map_err(anyhow::Error::msg)?)
+            }
+            _ => None,
+        };
+        let r = check_case(backend.as_mut(), args, choice, config, problem, *layout);
+        if !args.quiet || !r.passed {
+            bar.suspend(|| println!("{}", row(&r)));
+        }
+        bar.inc(1);
+        results.push(r);
+    }
+    bar.finish_and_clear();
+    let failed = results.iter().filter(|r| !r.passed).count();
+    for dtype in Dtype::ALL {
+        let of_dtype: Vec<&CaseResult> = results.iter().filter(|r| r.problem.dtype == dtype).collect();
+        let worst = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.max_abs).fold(0.0, f64::max);
+        let worst_rel = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.rel_l2).fold(0.0, f64::max);
+        if !of_dtype.is_empty() {
+            let tol = tolerance(dtype);
+            println!(
+                "{dtype}: {} cases, worst max_abs {worst:.3e}, worst rel_l2 {worst_rel:.3e} (tolerance: max_abs {:.1e} x max(1, |ref|), rel_l2 {:.1e})",
+                of_dtype.len(),
+                tol.max_abs,
+                tol.rel_l2
+            );
+        }
+    }
+    println!("{} passed, {} failed", results.len() - failed, failed);
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

@@ -11,6 +11,7 @@ mod cmd_compile;
 mod cmd_info;
 mod cmd_run;
 mod inputs;
+mod presets;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

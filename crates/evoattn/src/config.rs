@@ -193,6 +193,15 @@ impl KernelSpec {
         }
     }
 
+    /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches.
+    pub fn grid(&self, shape: &crate::problem::Shape) -> [usize; 3] {
+        let rows_per_block = match self.config {
+            KernelConfig::Reference(_) => 1,
+            KernelConfig::Mma(c) => c.block_m as usize,
+        };
+        [shape.sq.div_ceil(rows_per_block), shape.h, shape.b]
+    }
+
     /// Dynamic shared memory per block, in bytes.
     pub fn dynamic_smem_bytes(&self) -> usize {
         let elem = self.dtype.size_bytes();

@@ -10,6 +10,7 @@
 
 pub mod arch;
 pub mod attention;
+pub mod buffers;
 pub mod config;
 pub mod defaults;
 pub mod error;

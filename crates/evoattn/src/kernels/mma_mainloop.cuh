@@ -1,0 +1,92 @@
+// `mma` main loop pieces: global -> shared tile copies (cp.async), and the two warp-level
+// GEMMs, S = Q·Kᵀ and O += P·V, on mma.sync m16n8k16 fragments read with ldmatrix.
+//
+// Fragment ownership (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4*g + t holds
+// rows g and g+8 of a 16-row tile, columns 2t and 2t+1 of each 8-column n-tile.
+#pragma once
+#include "ptx.cuh"
+
+#define D EVOATTN_HEAD_DIM
+#define BM EVOATTN_BLOCK_M
+#define BN EVOATTN_BLOCK_N
+#define STAGES EVOATTN_STAGES
+#define WARPS (BM / 16)
+#define THREADS (WARPS * 32)
+#define SMEM_ROW (D + 8)        // padded row: 8 ldmatrix rows land 16 bytes apart, on distinct banks
+#define CHUNK 8                 // elements per 16-byte cp.async
+#define K_STEPS (D / 16)        // k-steps of Q·Kᵀ
+#define S_TILES (BN / 8)        // n-tiles of S per warp
+#define O_TILES (D / 8)         // n-tiles of O per warp
+#define PV_STEPS (BN / 16)      // k-steps of P·V
+
+static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
+static_assert(D % 16 == 0 && BN % 16 == 0 && BM % 16 == 0, "tiles must be multiples of 16");
+static_assert(STAGES >= 1 && STAGES <= 3, "1 to 3 K/V stages");
+
+// Copies `rows` rows of D elements starting at global row `row0` (stride `row_stride`) into a
+// padded shared tile; rows at or past `row_end` are zero-filled, so masked keys multiply a
+// finite V and padded queries produce finite scores.
+template <int ROWS>
+__device__ __forceinline__ void load_tile(elem_t* smem, const elem_t* gmem, i64 row_stride, int row0, int row_end) {
+    constexpr int CHUNKS_PER_ROW = D / CHUNK;
+    constexpr int TOTAL = ROWS * CHUNKS_PER_ROW;
+    for (int i = threadIdx.x; i < TOTAL; i += THREADS) {
+        const int r = i / CHUNKS_PER_ROW, c = (i % CHUNKS_PER_ROW) * CHUNK;
+        const int row = row0 + r;
+        const bool inside = row < row_end;
+        const elem_t* src = inside ? gmem + (i64)row * row_stride + c : gmem;
+        cp_async_16(smem + r * SMEM_ROW + c, src, inside ? 16 : 0);
+    }
+}
+
+// A fragments of this warp's 16 query rows for k-step `ks`.
+__device__ __forceinline__ void load_q_frag(u32 (&a)[4], const elem_t* sQ, int warp, int ks) {
+    const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
+    const int row = warp * 16 + (mat % 2) * 8 + r, col = ks * 16 + (mat / 2) * 8;
+    ldmatrix_x4(a, sQ + row * SMEM_ROW + col);
+}
+
+// S(16 x BN) = Q(16 x D) · K_tileᵀ, accumulated from zero. `q_frag(ks, a)` supplies Q.
+template <typename QFrag>
+__device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, QFrag q_frag) {
+    const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
+#pragma unroll
+    for (int nt = 0; nt < S_TILES; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < K_STEPS; ++ks) {
+        u32 a[4];
+        q_frag(ks, a);
+#pragma unroll
+        for (int nt = 0; nt < S_TILES; nt += 2) {
+            // matrices: keys nt*8.. x (d lo, d hi), keys (nt+1)*8.. x (d lo, d hi)
+            const int key = nt * 8 + (mat / 2) * 8 + r, col = ks * 16 + (mat % 2) * 8;
+            u32 b[4];
+            ldmatrix_x4(b, sK + key * SMEM_ROW + col);
+            mma_16816(s[nt], a, b[0], b[1]);
+            mma_16816(s[nt + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+// O(16 x D) += P(16 x BN) · V_tile, with P packed from the S accumulators: two adjacent
+// n-tiles of S are exactly one A fragment of P.
+__device__ __forceinline__ void gemm_pv(float (&o)[O_TILES][4], const float (&p)[S_TILES][4], const elem_t* sV) {
+    const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
+#pragma unroll
+    for (int kk = 0; kk < PV_STEPS; ++kk) {
+        u32 a[4];
+        a[0] = pack_float2(p[2 * kk][0], p[2 * kk][1]);
+        a[1] = pack_float2(p[2 * kk][2], p[2 * kk][3]);
+        a[2] = pack_float2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[3] = pack_float2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+#pragma unroll
+        for (int nt = 0; nt < O_TILES; nt += 2) {
+            // matrices (transposed): keys lo/hi x d of n-tile nt, then of n-tile nt+1
+            const int key = kk * 16 + (mat % 2) * 8 + r, col = nt * 8 + (mat / 2) * 8;
+            u32 b[4];
+            ldmatrix_x4_trans(b, sV + key * SMEM_ROW + col);
+            mma_16816(o[nt], a, b[0], b[1]);
+            mma_16816(o[nt + 1], a, b[2], b[3]);
+        }
+    }
+}

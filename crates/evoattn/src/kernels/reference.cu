@@ -21,7 +21,7 @@ __device__ float block_reduce(float x, bool take_max, float* scratch) {
     return x;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const AttnParams p) {
+extern "C" __global__ void EVOATTN_KERNEL_NAME(const AttnParams p) {
     extern __shared__ float smem[];
     float* q_row = smem;        // [D]
     float* probs = smem + D;    // [THREADS]: one key's probability per thread
@@ -50,6 +50,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const 
 
     // Pass 2: probabilities chunk by chunk; each thread owns output columns.
     float acc[COLS_PER_THREAD];
+#pragma unroll
     for (int c = 0; c < COLS_PER_THREAD; ++c) acc[c] = 0.f;
     float sum = 0.f;
     for (int base = 0; base < n_keys; base += THREADS) {
@@ -65,16 +66,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const 
         probs[threadIdx.x] = pr;
         __syncthreads();
         const int chunk = min(THREADS, n_keys - base);
-        for (int c = 0; c < COLS_PER_THREAD; ++c) {
-            const int d = threadIdx.x + c * THREADS;
-            if (d < D) {
-                for (int jj = 0; jj < chunk; ++jj) acc[c] += probs[jj] * elem_to_float(v[(i64)(base + jj) * p.v_seq + d]);
+        for (int jj = 0; jj < chunk; ++jj) {
+            const float pj = probs[jj];
+            const elem_t* v_row = v + (i64)(base + jj) * p.v_seq;
+#pragma unroll
+            for (int c = 0; c < COLS_PER_THREAD; ++c) {
+                const int d = threadIdx.x + c * THREADS;
+                if (d < D) acc[c] += pj * elem_to_float(v_row[d]);
             }
         }
     }
     sum = block_reduce(sum, false, scratch);
 
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
     for (int c = 0; c < COLS_PER_THREAD; ++c) {
         const int d = threadIdx.x + c * THREADS;
         if (d < D) o[d] = float_to_elem(acc[c] * inv);

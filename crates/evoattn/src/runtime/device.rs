@@ -1,1 +1,290 @@
-//! device
+//! The driver layer: a GPU (context + stream), loaded kernels, and launches. Above this file
+//! nothing is `unsafe` and no raw device pointer is visible.
+
+use crate::arch::Arch;
+use crate::config::KernelSpec;
+use crate::error::{Error, Result};
+use crate::runtime::compile::CompiledKernel;
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use crate::buffers::{validate_buffers, BufferSpan};
+use crate::problem::{Causal, Problem, TensorName};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
+    PushKernelArg,
+};
+use std::sync::Arc;
+
+/// Dynamic shared memory a kernel gets without opting in (CUDA's default per-block limit).
+const DEFAULT_DYNAMIC_SMEM: usize = 48 * 1024;
+
+/// One GPU with the stream evoattn launches on.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: Arch,
+    name: String,
+    compute_capability: (i32, i32),
+    sm_count: u32,
+    l2_bytes: usize,
+    driver_version: i32,
+}
+
+impl Gpu {
+    /// Opens GPU `ordinal`. No driver, no GPU, or an unsupported GPU is a typed error with one
+    /// sentence, never a panic from the dynamic loader.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        // Safety: only tries to dlopen the driver library by its known names; no driver call.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::NoDriver);
+        }
+        let count = CudaContext::device_count().map_err(|e| Error::NoGpu(format!("the driver reports: {e}")))?;
+        if count <= 0 {
+            return Err(Error::NoGpu("the driver lists no CUDA device".into()));
+        }
+        if ordinal >= count as usize {
+            return Err(Error::NoGpu(format!("GPU {ordinal} asked for, but only {count} visible")));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::driver("cuCtxCreate", e))?;
+        let name = ctx.name().map_err(|e| Error::driver("cuDeviceGetName", e))?;
+        let compute_capability = ctx.compute_capability().map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
+        let arch = Arch::from_compute_capability(compute_capability.0, compute_capability.1).ok_or_else(|| {
+            Error::Unsupported {
+                imp: "evoattn".into(),
+                reason: format!(
+                    "{name} has compute capability {}.{}; evoattn needs 8.0, 8.6, 8.9 or 9.0",
+                    compute_capability.0, compute_capability.1
+                ),
+            }
+        })?;
+        let attr = |a: CUdevice_attribute| ctx.attribute(a).map_err(|e| Error::driver("cuDeviceGetAttribute", e));
+        let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let l2_bytes = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
+        let mut driver_version = 0;
+        // Safety: the driver library is loaded (checked above) and the pointer is to a live i32.
+        let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver_version) };
+        if status != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::driver("cuDriverGetVersion", format!("{status:?}")));
+        }
+        let stream = ctx.default_stream();
+        Ok(Gpu { ctx, stream, arch, name, compute_capability, sm_count, l2_bytes, driver_version })
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    pub fn l2_bytes(&self) -> usize {
+        self.l2_bytes
+    }
+
+    /// The CUDA version the driver supports, e.g. "13.0".
+    pub fn driver_version(&self) -> String {
+        format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Loads a compiled kernel and raises its dynamic shared-memory limit when it needs more
+    /// than the default.
+    pub fn load(&self, kernel: &CompiledKernel) -> Result<LoadedKernel> {
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(kernel.cubin.clone()))
+            .map_err(|e| Error::driver("cuModuleLoadData", e))?;
+        let name = kernel.spec.name();
+        let function = module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+        let smem = kernel.spec.dynamic_smem_bytes();
+        if smem > DEFAULT_DYNAMIC_SMEM {
+            function
+                .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
+                .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
+        }
+        Ok(LoadedKernel { function, spec: kernel.spec, smem })
+    }
+}
+
+/// Kernel launch parameters; field for field the `AttnParams` struct of `kernels/common.cuh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct KernelParams {
+    q: u64,
+    k: u64,
+    v: u64,
+    o: u64,
+    lse: u64,
+    q_strides: [i64; 3],
+    k_strides: [i64; 3],
+    v_strides: [i64; 3],
+    o_strides: [i64; 3],
+    b: i32,
+    h: i32,
+    hkv: i32,
+    sq: i32,
+    sk: i32,
+    causal: i32,
+    causal_offset: i32,
+    scale_log2: f32,
+}
+
+// Safety: `KernelParams` is `repr(C)`, holds only plain integers and floats, and matches the
+// layout of `AttnParams` in kernels/common.cuh (pointers as u64, `long long` as i64, `int` as
+// i32), so the driver may copy its bytes as the kernel's parameter.
+unsafe impl DeviceRepr for KernelParams {}
+
+/// A kernel loaded into the GPU's context, ready to launch.
+pub struct LoadedKernel {
+    function: CudaFunction,
+    spec: KernelSpec,
+    smem: usize,
+}
+
+/// The tensors of one forward pass, as device views (whole allocations or sub-slices).
+pub struct DeviceTensors<'a> {
+    pub q: CudaView<'a, u16>,
+    pub k: CudaView<'a, u16>,
+    pub v: CudaView<'a, u16>,
+    pub o: CudaViewMut<'a, u16>,
+    /// `[B, H, Sq]` float32, required when the problem asks for LSE.
+    pub lse: Option<CudaViewMut<'a, f32>>,
+}
+
+impl LoadedKernel {
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+
+    /// Launches the kernel for `problem` on `stream`, after checking every buffer's size,
+    /// alignment and overlap. The problem itself must already be validated.
+    pub fn run(&self, stream: &CudaStream, problem: &Problem, tensors: DeviceTensors<'_>) -> Result<()> {
+        let DeviceTensors { q, k, v, mut o, mut lse } = tensors;
+        if problem.with_lse != lse.is_some() {
+            return Err(Error::Unsupported {
+                imp: self.spec.imp().to_string(),
+                reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
+            });
+        }
+        let (q_ptr, _q_sync) = q.device_ptr(stream);
+        let (k_ptr, _k_sync) = k.device_ptr(stream);
+        let (v_ptr, _v_sync) = v.device_ptr(stream);
+        let o_len = o.len();
+        let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
+        let lse_len = lse.as_ref().map_or(0, |l| l.len());
+        let (lse_ptr, _lse_sync) = match lse.as_mut() {
+            Some(l) => {
+                let (ptr, sync) = l.device_ptr_mut(stream);
+                (ptr, Some(sync))
+            }
+            None => (0, None),
+        };
+        let elem = problem.dtype.size_bytes();
+        let mut spans = vec![
+            BufferSpan { tensor: TensorName::Q, addr: q_ptr, len: q.len(), elem_bytes: elem },
+            BufferSpan { tensor: TensorName::K, addr: k_ptr, len: k.len(), elem_bytes: elem },
+            BufferSpan { tensor: TensorName::V, addr: v_ptr, len: v.len(), elem_bytes: elem },
+            BufferSpan { tensor: TensorName::O, addr: o_ptr, len: o_len, elem_bytes: elem },
+        ];
+        if problem.with_lse {
+            spans.push(BufferSpan { tensor: TensorName::Lse, addr: lse_ptr, len: lse_len, elem_bytes: 4 });
+        }
+        validate_buffers(problem, &spans)?;
+        if problem.is_empty() {
+            return Ok(());
+        }
+        let grid = self.spec.grid(&problem.shape);
+        if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ || grid[0] > MAX_GRID_X {
+            return Err(Error::Unsupported {
+                imp: self.spec.imp().to_string(),
+                reason: format!("launch grid {grid:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535 heads/batches)"),
+            });
+        }
+        let params = KernelParams::new(problem, [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr]);
+        let cfg = LaunchConfig {
+            grid_dim: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
+            block_dim: (self.spec.threads(), 1, 1),
+            shared_mem_bytes: self.smem as u32,
+        };
+        let mut launch = stream.launch_builder(&self.function);
+        launch.arg(&params);
+        // Safety: the pointers in `params` come from views borrowed for this call, whose sizes,
+        // alignment and disjointness `validate_buffers` checked against the validated problem;
+        // the sync guards (`_q_sync`..) keep stream ordering with their other uses.
+        unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+        Ok(())
+    }
+}
+
+/// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
+const MAX_GRID_X: usize = i32::MAX as usize;
+const MAX_GRID_YZ: usize = 65535;
+
+impl KernelParams {
+    /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]).
+    fn new(problem: &Problem, ptrs: [u64; 5]) -> Self {
+        let s = problem.shape;
+        let strides = |t| {
+            let st = problem.strides(t);
+            [st.batch as i64, st.head as i64, st.seq as i64]
+        };
+        KernelParams {
+            q: ptrs[0],
+            k: ptrs[1],
+            v: ptrs[2],
+            o: ptrs[3],
+            lse: ptrs[4],
+            q_strides: strides(TensorName::Q),
+            k_strides: strides(TensorName::K),
+            v_strides: strides(TensorName::V),
+            o_strides: strides(TensorName::O),
+            b: s.b as i32,
+            h: s.h as i32,
+            hkv: s.hkv as i32,
+            sq: s.sq as i32,
+            sk: s.sk as i32,
+            causal: i32::from(problem.causal != Causal::None),
+            causal_offset: problem.causal.offset(s.sq, s.sk).unwrap_or(0) as i32,
+            scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_layout_matches_attn_params() {
+        // 5 pointers (40) + 12 i64 strides (96) + 7 i32 + 1 f32 (32) = 168 bytes, 8-aligned:
+        // what `struct AttnParams` in kernels/common.cuh occupies.
+        assert_eq!(std::mem::size_of::<KernelParams>(), 168);
+        assert_eq!(std::mem::align_of::<KernelParams>(), 8);
+    }
+
+    #[test]
+    fn params_encode_the_causal_offset_and_log2_scale() {
+        let shape = crate::problem::Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 10, d: 64 };
+        let p = Problem::dense(shape, crate::problem::Dtype::F16, crate::problem::Layout::Bshd)
+            .with_causal(Causal::BottomRight);
+        let k = KernelParams::new(&p, [1, 2, 3, 4, 0]);
+        assert_eq!((k.causal, k.causal_offset), (1, 7));
+        assert_eq!(k.k_strides, [10 * 2 * 64, 64, 2 * 64]);
+        assert_eq!(k.scale_log2, 0.125 * std::f32::consts::LOG2_E);
+    }
+}
