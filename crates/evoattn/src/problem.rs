@@ -201,10 +201,7 @@ impl Shape {
         }
         let mut nums = Vec::with_capacity(fields.len());
         for f in &fields {
-            nums.push(
-                f.parse::<usize>()
-                    .map_err(|_| format!("shape '{text}': '{f}' is not a non-negative integer"))?,
-            );
+            nums.push(f.parse::<usize>().map_err(|_| format!("shape '{text}': '{f}' is not a non-negative integer"))?);
         }
         let mut shape = Shape::new(nums[0], nums[1], nums[2], nums[3]);
         if let Some(&hkv) = nums.get(4) {
@@ -334,13 +331,15 @@ impl Problem {
             TensorName::K => self.k_strides,
             TensorName::V => self.v_strides,
             TensorName::O => self.o_strides,
-            TensorName::Lse => Strides {
-                batch: self.shape.h * self.shape.sq,
-                head: self.shape.sq,
-                seq: 1,
-                dim: 1,
-            },
+            TensorName::Lse => Strides { batch: self.shape.h * self.shape.sq, head: self.shape.sq, seq: 1, dim: 1 },
         }
+    }
+
+    /// Element offset of logical index `[b, h, s, d]` in tensor `t`'s buffer, by its strides
+    /// (`h` counts KV heads for K and V; `d` is 0 for LSE).
+    pub fn offset(&self, t: TensorName, b: usize, h: usize, s: usize, d: usize) -> usize {
+        let st = self.strides(t);
+        b * st.batch + h * st.head + s * st.seq + d * st.dim
     }
 
     /// Logical (batch, heads, rows, cols) of a tensor.
@@ -437,6 +436,20 @@ mod tests {
         let p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
         assert_eq!(p.k_strides, Strides { batch: 2 * 40 * 64, head: 40 * 64, seq: 64, dim: 1 });
         assert_eq!(p.extent(TensorName::V), 2 * 2 * 40 * 64);
+    }
+
+    #[test]
+    fn offset_follows_each_tensors_strides() {
+        let shape = Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 5, d: 8 };
+        let p = Problem::dense(shape, Dtype::F16, Layout::Bshd);
+        // q [B, Sq, H, D] = [2, 3, 4, 8]: (1, 2, 1, 5) -> ((1*3 + 1)*4 + 2)*8 + 5
+        assert_eq!(p.offset(TensorName::Q, 1, 2, 1, 5), ((3 + 1) * 4 + 2) * 8 + 5);
+        // k [B, Sk, Hkv, D] = [2, 5, 2, 8]: (1, 1, 4, 7) -> ((1*5 + 4)*2 + 1)*8 + 7
+        assert_eq!(p.offset(TensorName::K, 1, 1, 4, 7), ((5 + 4) * 2 + 1) * 8 + 7);
+        // lse is always dense [B, H, Sq]
+        assert_eq!(p.offset(TensorName::Lse, 1, 3, 2, 0), (4 + 3) * 3 + 2);
+        // the last logical element sits at extent - 1
+        assert_eq!(p.offset(TensorName::V, 1, 1, 4, 7), p.extent(TensorName::V) - 1);
     }
 
     #[test]

@@ -1,1 +1,591 @@
-//! The float64 CPU reference.
+//! The float64 CPU reference every kernel is checked against, and the one place that defines
+//! "close enough": how an output is compared with the reference, and the per-dtype tolerances
+//! with the error budget behind each number.
+//!
+//! Conventions, shared with the kernels and FlashAttention: a score is `scale · (q · k)`, with
+//! the scale taken as the f32 the kernels receive and applied in f64; a query row that may see
+//! no key (a bottom-right mask with Sq > Sk, or Sk = 0) has O = 0 and LSE = -inf.
+
+use crate::problem::{Dtype, Problem, TensorName};
+use std::num::NonZeroUsize;
+
+/// The reference result, dense: `o` is `[B, H, Sq, D]`; `lse` is `[B, H, Sq]`, the natural log
+/// of the sum of exp of the row's scaled scores (-inf for a row that sees no key).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceOutput {
+    pub o: Vec<f64>,
+    pub lse: Vec<f64>,
+}
+
+/// Buffer offsets of tensor `t`'s elements in logical order (b, h, s, d), the order of a dense
+/// BHSD array: the i-th offset holds dense element i.
+pub fn logical_offsets(problem: &Problem, t: TensorName) -> impl Iterator<Item = usize> + '_ {
+    let [nb, nh, ns, nd] = problem.dims(t);
+    (0..nb).flat_map(move |b| {
+        (0..nh).flat_map(move |h| (0..ns).flat_map(move |s| (0..nd).map(move |d| problem.offset(t, b, h, s, d))))
+    })
+}
+
+/// Attention in float64 on inputs given as raw bits of `problem.dtype`, laid out by the
+/// problem's strides. Numerically stable (each row's max score is subtracted before `exp`).
+/// Runs the (batch, head) pairs on all cores.
+///
+/// Panics when a buffer is shorter than the problem's extent, or when a non-empty problem has
+/// D = 0 or Hkv not dividing H (`Problem::validate` rejects both).
+pub fn attention_f64(problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> ReferenceOutput {
+    for (t, buf) in [(TensorName::Q, q), (TensorName::K, k), (TensorName::V, v)] {
+        let need = problem.extent(t);
+        assert!(buf.len() >= need, "reference: tensor {t} holds {} elements, the problem needs {need}", buf.len());
+    }
+    let s = problem.shape;
+    let rows = s.b * s.h * s.sq;
+    let mut o = vec![0.0; rows * s.d];
+    let mut lse = vec![f64::NEG_INFINITY; rows];
+    if rows == 0 {
+        return ReferenceOutput { o, lse };
+    }
+    assert!(
+        s.d > 0 && s.hkv > 0 && s.h.is_multiple_of(s.hkv),
+        "reference: needs D >= 1 and Hkv dividing H, got D={} H={} Hkv={}",
+        s.d,
+        s.h,
+        s.hkv
+    );
+
+    let mut heads: Vec<_> = o.chunks_mut(s.sq * s.d).zip(lse.chunks_mut(s.sq)).enumerate().collect();
+    let threads = std::thread::available_parallelism().map_or(1, NonZeroUsize::get).min(heads.len());
+    let heads_per_thread = heads.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for group in heads.chunks_mut(heads_per_thread) {
+            scope.spawn(move || {
+                for (bh, (o_head, lse_head)) in group.iter_mut() {
+                    attend_head(problem, [q, k, v], *bh / s.h, *bh % s.h, o_head, lse_head);
+                }
+            });
+        }
+    });
+    ReferenceOutput { o, lse }
+}
+
+/// One (batch, head): writes the head's dense O rows and LSE entries. `o_head` starts at 0
+/// and `lse_head` at -inf, which rows that see no key keep.
+fn attend_head(
+    problem: &Problem,
+    [q, k, v]: [&[u16]; 3],
+    b: usize,
+    h: usize,
+    o_head: &mut [f64],
+    lse_head: &mut [f64],
+) {
+    let s = problem.shape;
+    let kv_head = h / s.group();
+    let load = |t: TensorName, buf: &[u16], head: usize, rows: usize| -> Vec<f64> {
+        (0..rows)
+            .flat_map(|r| (0..s.d).map(move |d| problem.dtype.from_bits(buf[problem.offset(t, b, head, r, d)])))
+            .collect()
+    };
+    let queries = load(TensorName::Q, q, h, s.sq);
+    let keys = load(TensorName::K, k, kv_head, s.sk);
+    let values = load(TensorName::V, v, kv_head, s.sk);
+    let scale = f64::from(problem.softmax_scale());
+    let diagonal = problem.causal.offset(s.sq, s.sk);
+
+    let mut scores = Vec::with_capacity(s.sk);
+    let rows = queries.chunks_exact(s.d).zip(o_head.chunks_exact_mut(s.d)).zip(lse_head.iter_mut());
+    for (i, ((query, out), lse)) in rows.enumerate() {
+        let visible = match diagonal {
+            None => s.sk,
+            // key j is visible iff j <= i + offset, so keys 0..=i+offset, clamped to 0..Sk
+            Some(offset) => (i as i64 + offset + 1).clamp(0, s.sk as i64) as usize,
+        };
+        scores.clear();
+        scores.extend(keys.chunks_exact(s.d).take(visible).map(|key| scale * dot(query, key)));
+        let Some(max) = scores.iter().copied().reduce(f64::max) else {
+            continue;
+        };
+        let mut sum = 0.0;
+        for (score, value) in scores.iter().zip(values.chunks_exact(s.d)) {
+            let p = (score - max).exp();
+            sum += p;
+            for (acc, x) in out.iter_mut().zip(value) {
+                *acc += p * x;
+            }
+        }
+        out.iter_mut().for_each(|x| *x /= sum);
+        *lse = max + sum.ln();
+    }
+}
+
+/// Dot product with independent partial sums: one f64 add chain is latency-bound, four keep
+/// the FPU busy; the changed summation order is far below the dtypes' precision.
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    const LANES: usize = 4;
+    let (a_lanes, b_lanes) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: f64 = a_lanes.remainder().iter().zip(b_lanes.remainder()).map(|(x, y)| x * y).sum();
+    let mut acc = [0.0; LANES];
+    for (xs, ys) in a_lanes.zip(b_lanes) {
+        for ((acc, x), y) in acc.iter_mut().zip(xs).zip(ys) {
+            *acc += x * y;
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+/// An output buffer laid out by `problem.o_strides`, as dense `[B, H, Sq, D]` f64. NaN bits
+/// (unwritten elements of a NaN-poisoned buffer) stay NaN.
+pub fn dense_o(problem: &Problem, o_bits: &[u16]) -> Vec<f64> {
+    let need = problem.extent(TensorName::O);
+    assert!(o_bits.len() >= need, "dense_o: buffer holds {} elements, the problem needs {need}", o_bits.len());
+    logical_offsets(problem, TensorName::O).map(|off| problem.dtype.from_bits(o_bits[off])).collect()
+}
+
+/// How far an output is from the reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Comparison {
+    /// Largest |got - want| over the finite elements of `got`.
+    pub max_abs: f64,
+    /// ‖got - want‖₂ / ‖want‖₂ over the finite elements of `got`; when the reference is all
+    /// zero (every row empty, or V = 0) this is ‖got‖₂ itself, so only an exact 0 scores 0.
+    pub rel_l2: f64,
+    /// NaN or infinite elements of `got`: unwritten (NaN-poisoned) or overflowed.
+    pub nonfinite: usize,
+    /// Largest |want|: the scale `max_abs` is judged against.
+    pub ref_max_abs: f64,
+    /// Largest LSE error, once [`Comparison::with_lse`] has compared the LSE.
+    pub lse_max_abs: Option<f64>,
+    /// Largest |LSE| of the reference over rows that see a key (0 until compared).
+    pub lse_ref_max_abs: f64,
+}
+
+/// Compares an output with the reference, element by element (both dense, same order).
+pub fn compare(got: &[f64], want: &[f64]) -> Comparison {
+    assert_eq!(got.len(), want.len(), "compare: output and reference differ in length");
+    let mut c = Comparison {
+        max_abs: 0.0,
+        rel_l2: 0.0,
+        nonfinite: 0,
+        ref_max_abs: 0.0,
+        lse_max_abs: None,
+        lse_ref_max_abs: 0.0,
+    };
+    let (mut err_sq, mut ref_sq) = (0.0, 0.0);
+    for (&g, &w) in got.iter().zip(want) {
+        c.ref_max_abs = c.ref_max_abs.max(w.abs());
+        if !g.is_finite() {
+            c.nonfinite += 1;
+            continue;
+        }
+        let err = (g - w).abs();
+        c.max_abs = c.max_abs.max(err);
+        err_sq += err * err;
+        ref_sq += w * w;
+    }
+    c.rel_l2 = if ref_sq > 0.0 { (err_sq / ref_sq).sqrt() } else { err_sq.sqrt() };
+    c
+}
+
+impl Comparison {
+    /// Adds the LSE comparison (both `[B, H, Sq]`). A row whose reference is -inf (it sees no
+    /// key) must be exactly -inf; any other non-finite value counts as an infinite error.
+    pub fn with_lse(mut self, got: &[f64], want: &[f64]) -> Self {
+        assert_eq!(got.len(), want.len(), "with_lse: output and reference LSE differ in length");
+        let mut max_err = 0.0f64;
+        for (&g, &w) in got.iter().zip(want) {
+            let err = if w == f64::NEG_INFINITY {
+                if g == w {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                self.lse_ref_max_abs = self.lse_ref_max_abs.max(w.abs());
+                if g.is_finite() {
+                    (g - w).abs()
+                } else {
+                    f64::INFINITY
+                }
+            };
+            max_err = max_err.max(err);
+        }
+        self.lse_max_abs = Some(max_err);
+        self
+    }
+
+    /// True when every element was written and each error is within `tol`. Written so that a
+    /// NaN error fails.
+    pub fn passes(&self, tol: &Tolerance) -> bool {
+        self.nonfinite == 0
+            && self.max_abs <= tol.max_abs * self.ref_max_abs.max(1.0)
+            && self.rel_l2 <= tol.rel_l2
+            && self.lse_max_abs.is_none_or(|err| err <= tol.lse * self.lse_ref_max_abs.max(1.0))
+    }
+}
+
+/// Acceptance bounds for one dtype against the float64 reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    /// Bound on [`Comparison::max_abs`], relative to max(1, |reference|max).
+    pub max_abs: f64,
+    /// Bound on [`Comparison::rel_l2`].
+    pub rel_l2: f64,
+    /// Bound on [`Comparison::lse_max_abs`], relative to max(1, |reference LSE|max).
+    pub lse: f64,
+}
+
+/// f16 unit roundoff, 2^-11 (11-bit significand): the relative error of one rounding.
+pub const F16_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+/// bf16 unit roundoff, 2^-8 (8-bit significand).
+pub const BF16_UNIT_ROUNDOFF: f64 = 1.0 / 256.0;
+
+/// The relative error of one rounding to `dtype`.
+pub fn unit_roundoff(dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::F16 => F16_UNIT_ROUNDOFF,
+        Dtype::Bf16 => BF16_UNIT_ROUNDOFF,
+    }
+}
+
+/// `max_abs` bound in units of the dtype's roundoff u. A correct kernel rounds twice on the
+/// way to O: P to the dtype before P·V (each weight off by ≤ u, so O by ≤ u·Σp|v|, which is
+/// ≈ u·|O| for rows dominated by few keys and far less than u for spread rows, whose errors
+/// cancel), and O itself on the store (≤ u·|O|). That is 2u relative to max(1, |O|max). On
+/// top, fp32 error: dot products of D ≤ 256 terms and sums over Sk ≤ 16k keys stay below
+/// ~3e-4 absolute on our inputs (0.6u for f16, 0.08u for bf16), and `ex2.approx` is 2^-22
+/// relative. The remaining ~1.4u is headroom for the tail over millions of elements and many
+/// seeds; a real bug (missed key tile, wrong mask row, stale rescale) errs by ≫ 4u.
+/// f16: 1.95e-3, bf16: 1.56e-2.
+const MAX_ABS_UNITS: f64 = 4.0;
+
+/// `rel_l2` bound in units of u. Roundings are unbiased, so the norm sees their rms, not the
+/// worst case: each of the two roundings is uniform within ±u relative (rms u/√3), together
+/// ≈ 0.8u; fp32 error adds ≲ 1e-4 relative. 2.5u is three times the expected value, below
+/// `max_abs`'s worst-case budget because one element's tail barely moves a norm.
+/// f16: 1.22e-3, bf16: 9.77e-3.
+const REL_L2_UNITS: f64 = 2.5;
+
+/// LSE bound relative to max(1, |LSE|max); independent of the dtype since the LSE is fp32 all
+/// the way (dtype inputs are exact in fp32). Its error is the scores' fp32 dot-product error,
+/// ≤ D·2^-24·Σ|q_d k_d|·scale, and for random data Σ|q_d k_d| ≈ 0.64·√D·|score|max, so at
+/// D = 256 the worst case (all roundings one way, as truncating tensor-core accumulation can
+/// approach) is 1.6e-4 relative; the row sum's fp32 error (≲ 1e-5) and the f32 store (6e-8)
+/// are below it. 3e-4 is about twice the worst case at the largest head dim.
+const LSE_RELATIVE: f64 = 3e-4;
+
+/// The acceptance bounds for `dtype`; the only place tolerances are defined.
+pub fn tolerance(dtype: Dtype) -> Tolerance {
+    let u = unit_roundoff(dtype);
+    Tolerance { max_abs: MAX_ABS_UNITS * u, rel_l2: REL_L2_UNITS * u, lse: LSE_RELATIVE }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Causal, Layout, Shape};
+
+    const D: usize = 8;
+    /// Exact enough for closed forms evaluated in f64 in a different order.
+    const CLOSE: f64 = 1e-12;
+
+    fn bits(dtype: Dtype, xs: &[f64]) -> Vec<u16> {
+        xs.iter().map(|&x| dtype.to_bits(x)).collect()
+    }
+
+    /// A D-wide row with `head` in its first elements and zeros after.
+    fn row(head: &[f64]) -> Vec<f64> {
+        let mut r = vec![0.0; D];
+        r[..head.len()].copy_from_slice(head);
+        r
+    }
+
+    /// V rows that are exact in f16 and bf16: row r is [r+1, r+2, ..., r+D].
+    fn v_rows(n: usize) -> Vec<f64> {
+        (0..n).flat_map(|r| (0..D).map(move |d| (r + d + 1) as f64)).collect()
+    }
+
+    fn single_head(sq: usize, sk: usize) -> Problem {
+        Problem::dense(Shape { b: 1, h: 1, hkv: 1, sq, sk, d: D }, Dtype::F16, Layout::Bhsd)
+    }
+
+    fn run(p: &Problem, q: &[f64], k: &[f64], v: &[f64]) -> ReferenceOutput {
+        attention_f64(p, &bits(p.dtype, q), &bits(p.dtype, k), &bits(p.dtype, v))
+    }
+
+    fn assert_close(got: &[f64], want: &[f64]) {
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((g - w).abs() <= CLOSE, "element {i}: got {g}, want {w}");
+        }
+    }
+
+    #[test]
+    fn one_key_returns_its_value_row_and_lse_is_the_score() {
+        // q·k = 1·2 = 2, scale 0.5: score 1; softmax over one key is 1, so O = V exactly.
+        let p = single_head(1, 1).with_scale(Some(0.5));
+        let out = run(&p, &row(&[1.0]), &row(&[2.0]), &v_rows(1));
+        assert_eq!(out.o, v_rows(1));
+        assert_eq!(out.lse, vec![1.0]);
+    }
+
+    #[test]
+    fn equal_scores_average_the_values_and_add_ln2() {
+        // Both keys give q·k = 1; default scale 1/sqrt(8) as the kernels' f32.
+        let p = single_head(1, 2);
+        let k = [row(&[1.0]), row(&[1.0, 5.0])].concat();
+        let out = run(&p, &row(&[1.0, 0.0]), &k, &v_rows(2));
+        let score = f64::from(1.0 / (D as f32).sqrt());
+        let mean: Vec<f64> = (0..D).map(|d| (d + 1) as f64 + 0.5).collect();
+        assert_close(&out.o, &mean);
+        assert_close(&out.lse, &[score + 2f64.ln()]);
+    }
+
+    #[test]
+    fn top_left_causal_two_by_two() {
+        // scale 1. Row 0 sees key 0 only: O = v0, LSE = q0·k0 = 3.
+        // Row 1 sees both: scores 0 and 1, weights 1/(1+e) and e/(1+e).
+        let p = single_head(2, 2).with_scale(Some(1.0)).with_causal(Causal::TopLeft);
+        let q = [row(&[3.0]), row(&[0.0, 1.0])].concat();
+        let k = [row(&[1.0]), row(&[1.0, 1.0])].concat();
+        let v = v_rows(2);
+        let out = run(&p, &q, &k, &v);
+        let e = 1f64.exp();
+        let row1: Vec<f64> = (0..D).map(|d| (v[d] + e * v[D + d]) / (1.0 + e)).collect();
+        assert_close(&out.o, &[&v[..D], &row1[..]].concat());
+        assert_close(&out.lse, &[3.0, (1.0 + e).ln()]);
+        // Without the mask row 0 also sees key 1 (score 3): the mean of both rows.
+        let out = run(&p.clone().with_causal(Causal::None), &q, &k, &v);
+        assert_close(&out.o[..D], &(0..D).map(|d| (d + 1) as f64 + 0.5).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bottom_right_with_more_queries_than_keys_leaves_empty_rows() {
+        // Sq=3, Sk=2: offset -1, so row 0 sees nothing, row 1 key 0, row 2 keys 0 and 1.
+        let p = single_head(3, 2).with_scale(Some(1.0)).with_causal(Causal::BottomRight);
+        let q = [row(&[1.0]), row(&[2.0]), row(&[0.0])].concat();
+        let k = [row(&[1.0]), row(&[1.0])].concat();
+        let v = v_rows(2);
+        let out = run(&p, &q, &k, &v);
+        let mean: Vec<f64> = (0..D).map(|d| (d + 1) as f64 + 0.5).collect();
+        assert_close(&out.o, &[&[0.0; D][..], &v[..D], &mean].concat());
+        assert_close(&out.lse[1..], &[2.0, 2f64.ln()]);
+        assert_eq!(out.lse[0], f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn no_keys_or_no_rows() {
+        let p = single_head(2, 0);
+        let out = run(&p, &[row(&[1.0]), row(&[1.0])].concat(), &[], &[]);
+        assert_eq!(out.o, vec![0.0; 2 * D]);
+        assert_eq!(out.lse, vec![f64::NEG_INFINITY; 2]);
+        let empty = Problem::dense(Shape { b: 0, h: 4, hkv: 2, sq: 3, sk: 3, d: D }, Dtype::Bf16, Layout::Bshd);
+        let out = attention_f64(&empty, &[], &[], &[]);
+        assert!(out.o.is_empty() && out.lse.is_empty());
+    }
+
+    #[test]
+    fn gqa_heads_read_their_group_kv_head() {
+        // H=4, Hkv=2, one key: O of head h is the V row of KV head h/2 (1s, then 2s).
+        let p = Problem::dense(Shape { b: 1, h: 4, hkv: 2, sq: 1, sk: 1, d: D }, Dtype::Bf16, Layout::Bhsd);
+        let q = vec![1.0; 4 * D];
+        let k = vec![1.0; 2 * D];
+        let v = [vec![1.0; D], vec![2.0; D]].concat();
+        let out = run(&p, &q, &k, &v);
+        let want: Vec<f64> = [1.0, 1.0, 2.0, 2.0].iter().flat_map(|&x| vec![x; D]).collect();
+        assert_eq!(out.o, want);
+    }
+
+    #[test]
+    fn bshd_strides_give_the_same_result_as_bhsd() {
+        let shape = Shape { b: 2, h: 4, hkv: 2, sq: 5, sk: 7, d: D };
+        let bhsd = Problem::dense(shape, Dtype::F16, Layout::Bhsd).with_causal(Causal::BottomRight);
+        let bshd = Problem { o_strides: bhsd.o_strides, ..Problem::dense(shape, Dtype::F16, Layout::Bshd) }
+            .with_causal(Causal::BottomRight);
+        // Logical data: a fixed pattern of small exact values, laid out by each problem.
+        let pattern = |n: usize, salt: usize| -> Vec<u16> {
+            (0..n).map(|i| Dtype::F16.to_bits(((i * 37 + salt) % 17) as f64 / 8.0 - 1.0)).collect()
+        };
+        let layout = |p: &Problem, t: TensorName, dense: &[u16]| -> Vec<u16> {
+            let mut buf = vec![0; p.extent(t)];
+            for (off, &x) in logical_offsets(p, t).zip(dense) {
+                buf[off] = x;
+            }
+            buf
+        };
+        let (q, k, v) = (pattern(2 * 4 * 5 * D, 1), pattern(2 * 2 * 7 * D, 2), pattern(2 * 2 * 7 * D, 3));
+        let a = attention_f64(&bhsd, &q, &k, &v);
+        let b = attention_f64(
+            &bshd,
+            &layout(&bshd, TensorName::Q, &q),
+            &layout(&bshd, TensorName::K, &k),
+            &layout(&bshd, TensorName::V, &v),
+        );
+        assert_eq!(a, b);
+        assert!(a.lse.iter().all(|x| x.is_finite()), "bottom-right with Sk > Sq leaves no row empty");
+    }
+
+    #[test]
+    fn scale_is_honoured() {
+        // Scores q·k = 0 and 2. Scale 0.5: LSE = ln(1 + e); default 1/sqrt(8) differs.
+        let q = row(&[1.0]);
+        let k = [row(&[0.0]), row(&[2.0])].concat();
+        let out = run(&single_head(1, 2).with_scale(Some(0.5)), &q, &k, &v_rows(2));
+        assert_close(&out.lse, &[(1.0 + 1f64.exp()).ln()]);
+        let default = run(&single_head(1, 2), &q, &k, &v_rows(2));
+        let s = 2.0 * f64::from(1.0 / (D as f32).sqrt());
+        assert_close(&default.lse, &[(1.0 + s.exp()).ln()]);
+    }
+
+    #[test]
+    fn dense_o_reorders_bshd_and_keeps_nan() {
+        let p = Problem::dense(Shape { b: 1, h: 2, hkv: 2, sq: 2, sk: 2, d: D }, Dtype::Bf16, Layout::Bshd);
+        // BSHD buffer: element (s, h, d) holds 100·h + 10·s + d; one element left NaN.
+        let mut buf: Vec<u16> = (0..2 * 2 * D)
+            .map(|i| {
+                let (s, h, d) = (i / (2 * D), (i / D) % 2, i % D);
+                Dtype::Bf16.to_bits((100 * h + 10 * s + d) as f64)
+            })
+            .collect();
+        buf[p.offset(TensorName::O, 0, 1, 0, 3)] = Dtype::Bf16.to_bits(f64::NAN);
+        let dense = dense_o(&p, &buf);
+        // Dense BHSD index of (h, s, d) is (h·2 + s)·D + d.
+        assert_eq!(dense[(2 + 1) * D + 5], 115.0);
+        assert_eq!(dense[D + 7], 17.0);
+        assert!(dense[2 * D + 3].is_nan());
+        assert_eq!(dense.iter().filter(|x| x.is_nan()).count(), 1);
+    }
+
+    #[test]
+    fn compare_counts_nonfinite_and_measures_the_rest() {
+        let c = compare(&[1.0, 2.5, f64::NAN, f64::INFINITY], &[1.0, 2.0, 3.0, -4.0]);
+        assert_eq!(c.nonfinite, 2);
+        assert_eq!(c.max_abs, 0.5);
+        assert_close(&[c.rel_l2], &[0.5 / 5f64.sqrt()]);
+        assert_eq!(c.ref_max_abs, 4.0);
+        assert!(!c.passes(&tolerance(Dtype::Bf16)), "non-finite elements always fail");
+    }
+
+    #[test]
+    fn compare_against_an_all_zero_reference_uses_the_absolute_norm() {
+        assert_eq!(compare(&[0.0, 0.0], &[0.0, 0.0]).rel_l2, 0.0);
+        assert_close(&[compare(&[0.3, 0.4], &[0.0, 0.0]).rel_l2], &[0.5]);
+        let empty = compare(&[], &[]);
+        assert_eq!((empty.max_abs, empty.rel_l2, empty.nonfinite), (0.0, 0.0, 0));
+        assert!(empty.passes(&tolerance(Dtype::F16)));
+    }
+
+    #[test]
+    fn lse_rows_without_keys_must_stay_minus_infinity() {
+        let want = [f64::NEG_INFINITY, 2.0, -30.0];
+        let c = compare(&[], &[]).with_lse(&[f64::NEG_INFINITY, 2.001, -30.0], &want);
+        assert_close(&[c.lse_max_abs.unwrap()], &[0.001]);
+        assert_eq!(c.lse_ref_max_abs, 30.0);
+        let tol = tolerance(Dtype::F16);
+        // 1e-3 is within 3e-4 · 30 = 9e-3
+        assert!(c.passes(&tol));
+        for got in [[0.0, 2.0, -30.0], [f64::NEG_INFINITY, f64::NAN, -30.0], [f64::NEG_INFINITY; 3]] {
+            let c = compare(&[], &[]).with_lse(&got, &want);
+            assert_eq!(c.lse_max_abs, Some(f64::INFINITY), "{got:?}");
+            assert!(!c.passes(&tol));
+        }
+    }
+
+    #[test]
+    fn tolerances_are_multiples_of_the_unit_roundoff() {
+        let f16 = tolerance(Dtype::F16);
+        assert_eq!((f16.max_abs, f16.rel_l2), (4.0 / 2048.0, 2.5 / 2048.0));
+        let bf16 = tolerance(Dtype::Bf16);
+        assert_eq!((bf16.max_abs, bf16.rel_l2), (4.0 / 256.0, 2.5 / 256.0));
+        assert_eq!(f16.lse, bf16.lse);
+    }
+
+    #[test]
+    fn max_abs_is_relative_to_the_reference_scale_with_a_floor_of_one() {
+        let tol = tolerance(Dtype::F16);
+        let at = |max_abs: f64, ref_max_abs: f64| Comparison {
+            max_abs,
+            rel_l2: 0.0,
+            nonfinite: 0,
+            ref_max_abs,
+            lse_max_abs: None,
+            lse_ref_max_abs: 0.0,
+        };
+        assert!(at(1.9e-3, 0.1).passes(&tol));
+        assert!(!at(2.0e-3, 0.1).passes(&tol), "floor of 1: the bound is 1.95e-3");
+        assert!(at(1.9e-2, 10.0).passes(&tol));
+        assert!(!at(2.0e-2, 10.0).passes(&tol));
+        assert!(!at(f64::NAN, 1.0).passes(&tol));
+        assert!(!Comparison { rel_l2: 1.3e-3, ..at(0.0, 1.0) }.passes(&tol));
+    }
+
+    /// Deterministic standard normals (SplitMix64 + Box-Muller): the library has no RNG.
+    fn normals(n: usize, seed: u64) -> Vec<f64> {
+        let mut state = seed;
+        let mut uniform = move || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        (0..n)
+            .map(|_| {
+                let (u1, u2) = (1.0 - uniform(), uniform());
+                (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+            })
+            .collect()
+    }
+
+    /// A model of a correct kernel's numerics (dense BHSD, no mask, Hkv = H): f32 scores and
+    /// row sums, P rounded to the dtype before an f32 P·V, O rounded to the dtype.
+    fn emulate_kernel(p: &Problem, q: &[u16], k: &[u16], v: &[u16], drop_last_key: bool) -> Vec<f64> {
+        let Shape { b, h, sq, sk, d, .. } = p.shape;
+        let f = |x: u16| p.dtype.from_bits(x) as f32;
+        let scale = p.softmax_scale();
+        let keys = if drop_last_key { sk - 1 } else { sk };
+        let mut o = Vec::with_capacity(b * h * sq * d);
+        for bh in 0..b * h {
+            for i in 0..sq {
+                let qi = &q[(bh * sq + i) * d..][..d];
+                let scores: Vec<f32> = (0..keys)
+                    .map(|j| {
+                        qi.iter().zip(&k[(bh * sk + j) * d..][..d]).map(|(&x, &y)| f(x) * f(y)).sum::<f32>() * scale
+                    })
+                    .collect();
+                let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+                let sum: f32 = weights.iter().sum();
+                let mut acc = vec![0f32; d];
+                for (j, w) in weights.iter().enumerate() {
+                    let w = p.dtype.round(f64::from(*w)) as f32;
+                    for (a, &x) in acc.iter_mut().zip(&v[(bh * sk + j) * d..][..d]) {
+                        *a += w * f(x);
+                    }
+                }
+                o.extend(acc.iter().map(|a| p.dtype.round(f64::from(a / sum))));
+            }
+        }
+        o
+    }
+
+    #[test]
+    fn a_model_of_a_correct_kernel_passes_and_a_dropped_key_fails() {
+        let shape = Shape { b: 1, h: 2, hkv: 2, sq: 256, sk: 257, d: 64 };
+        // std 1 (spread rows) and std 3 for Q and K (scores std 9: rows dominated by few keys)
+        for dtype in Dtype::ALL {
+            for (seed, qk_std) in [(1u64, 1.0), (2, 3.0)] {
+                let p = Problem::dense(shape, dtype, Layout::Bhsd);
+                let gen = |n, salt: u64, std: f64| -> Vec<u16> {
+                    normals(n, seed * 10 + salt).iter().map(|x| dtype.to_bits(std * x)).collect()
+                };
+                let q = gen(p.extent(TensorName::Q), 1, qk_std);
+                let k = gen(p.extent(TensorName::K), 2, qk_std);
+                let v = gen(p.extent(TensorName::V), 3, 1.0);
+                let want = attention_f64(&p, &q, &k, &v).o;
+                let tol = tolerance(dtype);
+                let good = compare(&emulate_kernel(&p, &q, &k, &v, false), &want);
+                assert!(good.passes(&tol), "{dtype} std {qk_std}: {good:?} vs {tol:?}");
+                let bad = compare(&emulate_kernel(&p, &q, &k, &v, true), &want);
+                assert!(!bad.passes(&tol), "{dtype} std {qk_std}: a dropped key went unnoticed: {bad:?}");
+            }
+        }
+    }
+}
