@@ -1,0 +1,210 @@
+//! Every kernel compiles with NVRTC for every arch (no GPU needed) and passes the resource
+//! gate with its default configuration; the `mma` search space compiles for sm_90a.
+//!
+//! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
+//! missing NVRTC is a failure.
+
+use evoattn::kernels::{SourceFile, HEADERS};
+use evoattn::runtime::cache::CubinCache;
+use evoattn::runtime::compile::{compile, compile_parallel, options, CompiledKernel};
+use evoattn::runtime::nvrtc::Nvrtc;
+use evoattn::{defaults, Arch, Dtype, Error, Impl, KernelSpec};
+use std::time::Instant;
+
+/// The NVRTC to test with, or `None` (after saying why) when the test should be skipped.
+fn nvrtc_or_skip() -> Option<&'static Nvrtc> {
+    match Nvrtc::get() {
+        Ok(nvrtc) => Some(nvrtc),
+        Err(err) if std::env::var_os("CI").is_some() => panic!("NVRTC is required under CI: {err}"),
+        Err(err) => {
+            println!("skipped: {err}");
+            None
+        }
+    }
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A cache in a fresh directory, so that every compile below is a cold one.
+fn fresh_cache() -> (tempfile::TempDir, CubinCache) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = CubinCache::open(dir.path().to_path_buf()).expect("open cache");
+    (dir, cache)
+}
+
+fn row(k: &CompiledKernel) -> String {
+    let r = &k.resources;
+    format!(
+        "{:7} {:44} {:>3} regs  spill {}/{}  stack {}  smem {}+{}  {:>6.0} ms{}",
+        k.arch.name(),
+        k.spec.name(),
+        r.registers,
+        r.spill_store_bytes,
+        r.spill_load_bytes,
+        r.stack_frame_bytes,
+        r.static_smem_bytes,
+        r.dynamic_smem_bytes,
+        k.elapsed.as_secs_f64() * 1e3,
+        if k.from_cache { " (cached)" } else { "" }
+    )
+}
+
+#[test]
+fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
+    let Some(nvrtc) = nvrtc_or_skip() else { return };
+    let (_dir, cache) = fresh_cache();
+    let mut jobs = Vec::new();
+    for arch in Arch::ALL {
+        for imp in Impl::ALL {
+            for dtype in Dtype::ALL {
+                for &head_dim in imp.head_dims() {
+                    jobs.push((KernelSpec { config: defaults::config(imp, arch, head_dim), dtype, head_dim }, arch));
+                }
+            }
+        }
+    }
+    let start = Instant::now();
+    let results = compile_parallel(&jobs, Some(&cache), threads(), || {});
+    println!(
+        "NVRTC {:?} from {}: {} cold compiles in {:.1?}",
+        nvrtc.version(),
+        nvrtc.library(),
+        jobs.len(),
+        start.elapsed()
+    );
+
+    let mut failures = Vec::new();
+    for ((spec, arch), result) in jobs.iter().zip(results) {
+        match result {
+            Ok(kernel) => {
+                assert!(!kernel.from_cache, "{}: the cache was fresh", spec.name());
+                assert!(kernel.cubin.starts_with(b"\x7fELF"), "{}: CUBIN is not an ELF image", spec.name());
+                assert_eq!(kernel.resources.dynamic_smem_bytes as usize, spec.dynamic_smem_bytes());
+                println!("{}", row(&kernel));
+                if let Err(err) = kernel.gate() {
+                    failures.push(err.to_string());
+                }
+            }
+            Err(err) => failures.push(format!("{} for {arch}: {err}", spec.name())),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} default variants failed:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_mma_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    let arch = Arch::Sm90a;
+    let (_dir, cache) = fresh_cache();
+    let mut jobs = Vec::new();
+    let mut rejected = 0;
+    for dtype in Dtype::ALL {
+        for &head_dim in Impl::Mma.head_dims() {
+            for spec in KernelSpec::space(Impl::Mma, dtype, head_dim) {
+                match spec.validate(arch) {
+                    Ok(()) => jobs.push((spec, arch)),
+                    Err(_) => rejected += 1,
+                }
+            }
+        }
+    }
+    let start = Instant::now();
+    let results = compile_parallel(&jobs, Some(&cache), threads(), || {});
+    let elapsed = start.elapsed();
+
+    let (mut gate_failures, mut compile_failures) = (Vec::new(), Vec::new());
+    for ((spec, _), result) in jobs.iter().zip(results) {
+        match result {
+            Ok(kernel) => {
+                println!("{}", row(&kernel));
+                if let Err(err) = kernel.gate() {
+                    gate_failures.push(err.to_string());
+                }
+            }
+            Err(err) => compile_failures.push(format!("{}: {err}", spec.name())),
+        }
+    }
+    println!(
+        "mma space on {arch}: {} compiled in {elapsed:.1?}, {rejected} rejected by validate, {} fail the resource gate:",
+        jobs.len(),
+        gate_failures.len()
+    );
+    for failure in &gate_failures {
+        println!("  {failure}");
+    }
+    assert!(!jobs.is_empty());
+    assert!(
+        compile_failures.is_empty(),
+        "{} of {} valid mma variants failed to compile:\n{}",
+        compile_failures.len(),
+        jobs.len(),
+        compile_failures.join("\n")
+    );
+}
+
+#[test]
+fn a_second_compile_is_served_from_the_cache() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    let (_dir, cache) = fresh_cache();
+    let spec =
+        KernelSpec { config: defaults::config(Impl::Reference, Arch::Sm80, 64), dtype: Dtype::F16, head_dim: 64 };
+    let cold = compile(&spec, Arch::Sm80, Some(&cache)).expect("cold compile");
+    let warm = compile(&spec, Arch::Sm80, Some(&cache)).expect("cached compile");
+    assert!(!cold.from_cache);
+    assert!(warm.from_cache);
+    assert_eq!(warm.cubin, cold.cubin);
+    assert_eq!(warm.resources, cold.resources);
+    assert_eq!(warm.log, cold.log);
+    // Another arch is another entry.
+    assert!(!compile(&spec, Arch::Sm86, Some(&cache)).expect("sm_86").from_cache);
+    // Without a cache nothing is read.
+    assert!(!compile(&spec, Arch::Sm80, None).expect("uncached").from_cache);
+}
+
+#[test]
+fn an_invalid_config_is_rejected_before_compiling() {
+    // validate runs first, so this needs no NVRTC.
+    let config =
+        defaults::config(Impl::Mma, Arch::Sm89, 64).with_overrides("block_m=128,block_n=128,stages=3").expect("levers");
+    let spec = KernelSpec { config, dtype: Dtype::F16, head_dim: 64 };
+    match compile(&spec, Arch::Sm89, None) {
+        Err(Error::Unsupported { imp, reason }) => {
+            assert_eq!(imp, "mma");
+            assert!(reason.contains("shared memory"), "{reason}");
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_broken_source_is_a_compile_failure_with_the_log() {
+    let Some(nvrtc) = nvrtc_or_skip() else { return };
+    let unit = SourceFile {
+        name: "broken.cu",
+        text: "#include \"common.cuh\"\nextern \"C\" __global__ void broken() { undeclared_name = 1; }\n",
+    };
+    let spec =
+        KernelSpec { config: defaults::config(Impl::Reference, Arch::Sm80, 64), dtype: Dtype::F16, head_dim: 64 };
+    let opts = options(&spec, Arch::Sm80);
+    let failure = nvrtc.compile_cubin(&unit, HEADERS, "broken", Arch::Sm80, &opts).expect_err("must not compile");
+    assert_eq!(failure.kernel, "broken");
+    assert_eq!(failure.arch, "sm_80");
+    assert_eq!(failure.source_name, "broken.cu");
+    assert_eq!(failure.options, opts);
+    assert!(failure.log.contains("broken.cu(2)") && failure.log.contains("undeclared_name"), "{}", failure.log);
+    let text = Error::Compile(Box::new(failure)).to_string();
+    assert_eq!(text.lines().next(), Some("NVRTC failed to compile broken for sm_80 (source broken.cu)"));
+    assert!(text.contains("-DEVOATTN_HEAD_DIM=64"), "{text}");
+}
