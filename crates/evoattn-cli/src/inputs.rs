@@ -1,1 +1,159 @@
-//! inputs
+//! Random inputs for checks and benchmarks: fresh per seed, laid out by the problem's strides.
+//! Every buffer element outside the logical tensor (the gaps of non-dense strides) holds NaN,
+//! so a kernel that reads outside its tensor produces NaN and fails the check.
+
+use evoattn::reference::logical_offsets;
+use evoattn::{Dtype, Problem, TensorName};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+
+/// Which values fill Q, K and V.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Distribution {
+    /// Q, K, V standard normal. With the default 1/sqrt(D) scale the scores are N(0, 1):
+    /// softmax rows spread over many keys, so P·V sums many similar terms.
+    Normal,
+    /// Q and K normal with std [`WIDE_QK_STD`], V standard normal. Scores get std 9 (with the
+    /// default scale) and spread over about ±30: each row is dominated by a few keys, exp
+    /// underflows for most keys (P rounds to 0 in f16), and a softmax without the max
+    /// subtraction or a missed rescale overflows.
+    Wide,
+}
+
+/// Standard deviation of Q and K under [`Distribution::Wide`]; the scores' std is its square.
+pub const WIDE_QK_STD: f64 = 3.0;
+
+impl Distribution {
+    fn qk_std(self) -> f64 {
+        match self {
+            Distribution::Normal => 1.0,
+            Distribution::Wide => WIDE_QK_STD,
+        }
+    }
+}
+
+/// Host buffers of raw dtype bits, each `problem.extent(t)` elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inputs {
+    pub q: Vec<u16>,
+    pub k: Vec<u16>,
+    pub v: Vec<u16>,
+}
+
+/// The quiet-NaN bit pattern of `dtype`.
+pub fn nan_bits(dtype: Dtype) -> u16 {
+    dtype.to_bits(f64::NAN)
+}
+
+/// Q, K and V for `problem`, reproducible from `seed`. Values are drawn in logical
+/// (b, h, s, d) order, so one seed gives the same logical tensors in every layout.
+pub fn random_inputs(problem: &Problem, dist: Distribution, seed: u64) -> Inputs {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut fill = |t: TensorName, std: f64| -> Vec<u16> {
+        let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
+        for off in logical_offsets(problem, t) {
+            let x: f64 = rng.sample(StandardNormal);
+            buf[off] = problem.dtype.to_bits(std * x);
+        }
+        buf
+    };
+    let qk_std = dist.qk_std();
+    let q = fill(TensorName::Q, qk_std);
+    let k = fill(TensorName::K, qk_std);
+    let v = fill(TensorName::V, 1.0);
+    Inputs { q, k, v }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evoattn::{Layout, Shape, Strides};
+
+    fn shape() -> Shape {
+        Shape { b: 2, h: 4, hkv: 2, sq: 33, sk: 17, d: 64 }
+    }
+
+    fn logical(problem: &Problem, t: TensorName, buf: &[u16]) -> Vec<f64> {
+        logical_offsets(problem, t).map(|off| problem.dtype.from_bits(buf[off])).collect()
+    }
+
+    fn std_dev(xs: &[f64]) -> f64 {
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt()
+    }
+
+    #[test]
+    fn nan_bits_are_nan_in_both_dtypes() {
+        for dtype in Dtype::ALL {
+            assert!(dtype.from_bits(nan_bits(dtype)).is_nan(), "{dtype}");
+        }
+        assert_eq!(nan_bits(Dtype::F16), 0x7e00);
+        assert_eq!(nan_bits(Dtype::Bf16), 0x7fc0);
+    }
+
+    #[test]
+    fn dense_buffers_are_fully_written_and_reproducible() {
+        let p = Problem::dense(shape(), Dtype::Bf16, Layout::Bhsd);
+        let a = random_inputs(&p, Distribution::Normal, 7);
+        assert_eq!(a.q.len(), 2 * 4 * 33 * 64);
+        assert_eq!(a.k.len(), 2 * 2 * 17 * 64);
+        for buf in [&a.q, &a.k, &a.v] {
+            assert!(buf.iter().all(|&x| Dtype::Bf16.from_bits(x).is_finite()));
+        }
+        assert_eq!(a, random_inputs(&p, Distribution::Normal, 7));
+        assert_ne!(a.q, random_inputs(&p, Distribution::Normal, 8).q);
+    }
+
+    #[test]
+    fn gaps_of_padded_strides_are_nan() {
+        // Rows padded from 64 to 72 elements, heads padded by one extra row.
+        let mut p = Problem::dense(shape(), Dtype::F16, Layout::Bhsd);
+        p.q_strides = Strides { batch: 4 * 34 * 72, head: 34 * 72, seq: 72, dim: 1 };
+        let inputs = random_inputs(&p, Distribution::Normal, 1);
+        let extent = p.extent(TensorName::Q);
+        assert_eq!(inputs.q.len(), extent);
+        let nan = inputs.q.iter().filter(|&&x| Dtype::F16.from_bits(x).is_nan()).count();
+        assert_eq!(nan, extent - 2 * 4 * 33 * 64);
+        assert!(logical(&p, TensorName::Q, &inputs.q).iter().all(|x| x.is_finite()));
+        // the padding after row 0's 64 elements
+        assert!(inputs.q[64..72].iter().all(|&x| Dtype::F16.from_bits(x).is_nan()));
+    }
+
+    #[test]
+    fn one_seed_gives_the_same_logical_tensors_in_both_layouts() {
+        let bhsd = Problem::dense(shape(), Dtype::F16, Layout::Bhsd);
+        let bshd = Problem::dense(shape(), Dtype::F16, Layout::Bshd);
+        let (a, b) = (random_inputs(&bhsd, Distribution::Wide, 3), random_inputs(&bshd, Distribution::Wide, 3));
+        assert_ne!(a.q, b.q, "the buffers are laid out differently");
+        assert_eq!(logical(&bhsd, TensorName::Q, &a.q), logical(&bshd, TensorName::Q, &b.q));
+        assert_eq!(logical(&bhsd, TensorName::V, &a.v), logical(&bshd, TensorName::V, &b.v));
+    }
+
+    #[test]
+    fn wide_widens_q_and_k_but_not_v() {
+        let p = Problem::dense(Shape::new(1, 4, 256, 64), Dtype::F16, Layout::Bhsd);
+        let normal = random_inputs(&p, Distribution::Normal, 5);
+        let wide = random_inputs(&p, Distribution::Wide, 5);
+        let sd = |t, buf: &[u16]| std_dev(&logical(&p, t, buf));
+        // 65536 samples: the sample std's relative standard error is 1/sqrt(2n) = 0.3%
+        const REL: f64 = 0.02;
+        for (got, want) in [
+            (sd(TensorName::Q, &normal.q), 1.0),
+            (sd(TensorName::V, &normal.v), 1.0),
+            (sd(TensorName::Q, &wide.q), WIDE_QK_STD),
+            (sd(TensorName::K, &wide.k), WIDE_QK_STD),
+            (sd(TensorName::V, &wide.v), 1.0),
+        ] {
+            assert!((got / want - 1.0).abs() < REL, "std {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn empty_problems_get_empty_buffers() {
+        let p = Problem::dense(Shape { b: 1, h: 2, hkv: 1, sq: 0, sk: 5, d: 64 }, Dtype::F16, Layout::Bshd);
+        let inputs = random_inputs(&p, Distribution::Normal, 0);
+        assert!(inputs.q.is_empty());
+        assert_eq!(inputs.k.len(), 5 * 64);
+    }
+}
