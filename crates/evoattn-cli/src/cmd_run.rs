@@ -1,1 +1,194 @@
-//! cmd_run
+//! `evoattn run`: attention on tensors q, k, v from a safetensors file; o (and lse) written to
+//! another. Every input problem is a typed error naming the tensor, raised before the backend
+//! is opened; `main` turns it into one line on stderr and exit 2.
+
+use crate::backend::{open, Forward};
+use anyhow::{anyhow, Context};
+use evoattn::plan::{plan, ImplChoice};
+use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Shape, TensorName};
+use safetensors::tensor::TensorView;
+use safetensors::SafeTensors;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(clap::Args)]
+#[command(after_help = "Example (tensors saved from PyTorch with \
+safetensors.torch.save_file({\"q\": q, \"k\": k, \"v\": v}, \"qkv.safetensors\")):
+  evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd
+
+Bad input (wrong rank or shape, mixed dtypes, unsupported head dim, Hkv not dividing H) exits 2
+with a one-line reason naming the tensor.")]
+pub struct Args {
+    /// Safetensors file with tensors q, k, v: rank 4, all f16 or all bf16, row-major in
+    /// --layout order. BHSD: q [B, H, Sq, D], k and v [B, Hkv, Sk, D]; Hkv must divide H
+    /// (GQA/MQA), D a multiple of 8 up to 256; Sq and Sk may differ.
+    #[arg(long, value_name = "IN.safetensors")]
+    input: PathBuf,
+    /// File to write: o with q's dtype and shape, plus lse with --lse.
+    #[arg(long, value_name = "OUT.safetensors")]
+    output: PathBuf,
+    /// Causal mask. Bare --causal is top-left, PyTorch SDPA's is_causal=True: query i sees
+    /// keys 0..=i. bottom-right is FlashAttention's and KV-cache decoding's: query i sees keys
+    /// 0..=i+Sk-Sq, so the last query sees every key. The two agree when Sq = Sk.
+    #[arg(long, value_name = "ALIGN", num_args = 0..=1, default_missing_value = "top-left", value_parser = parse_causal)]
+    causal: Option<Causal>,
+    /// Softmax scale applied to Q·Kᵀ [default: 1/sqrt(D)].
+    #[arg(long)]
+    scale: Option<f32>,
+    /// Kernel: auto (the planner's choice; the EVOATTN_IMPL environment variable overrides
+    /// it) or a kernel name, e.g. mma or reference (`evoattn info` lists them).
+    #[arg(long = "impl", value_name = "NAME", default_value = "auto")]
+    imp: String,
+    /// Memory order of q, k, v and o: bhsd [B, H, S, D] or bshd [B, S, H, D].
+    #[arg(long, value_name = "ORDER", default_value = "bhsd", value_parser = parse_layout)]
+    layout: Layout,
+    /// Lever overrides for the kernel that runs, e.g. block_m=64,stages=3.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    config: Option<String>,
+    /// Also write lse: the natural-log log-sum-exp of each row's scaled scores, f32
+    /// [B, H, Sq] in any layout; -inf for a row that sees no key (its o row is 0).
+    #[arg(long)]
+    lse: bool,
+}
+
+fn parse_causal(text: &str) -> Result<Causal, String> {
+    Causal::parse(text).ok_or_else(|| format!("'{text}': expected top-left or bottom-right"))
+}
+
+fn parse_layout(text: &str) -> Result<Layout, String> {
+    Layout::parse(text).ok_or_else(|| format!("'{text}': expected bhsd or bshd"))
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let choice =
+        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+    let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
+    let file = SafeTensors::deserialize(&bytes)
+        .with_context(|| format!("--input {} is not a safetensors file", args.input.display()))?;
+    let inputs = Inputs::read(&file, &args.input, args.layout)?;
+    let problem = Problem::dense(inputs.shape, inputs.dtype, args.layout)
+        .with_causal(args.causal.unwrap_or(Causal::None))
+        .with_scale(args.scale)
+        .with_lse(args.lse);
+    problem.validate()?;
+
+    let mut backend = open()?;
+    let config = match &args.config {
+        Some(text) => {
+            let info = backend.info();
+            let arch =
+                Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+            let base = plan(&problem, arch, choice, None).spec.config;
+            Some(base.with_overrides(text).map_err(|e| anyhow!("--config: {e}"))?)
+        }
+        None => None,
+    };
+    let forward = backend.forward(&problem, choice, config, &inputs.q, &inputs.k, &inputs.v)?;
+    write_output(&args.output, &problem, args.layout, &forward)?;
+    eprintln!(
+        "evoattn run: {} on {} {} {}, causal {}, scale {}{} -> {}",
+        forward.kernel,
+        problem.shape,
+        problem.dtype,
+        args.layout,
+        problem.causal,
+        problem.softmax_scale(),
+        if problem.with_lse { ", with lse" } else { "" },
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// q, k, v from the input file, checked and as raw dtype bits in the file's (dense) order.
+struct Inputs {
+    shape: Shape,
+    dtype: Dtype,
+    q: Vec<u16>,
+    k: Vec<u16>,
+    v: Vec<u16>,
+}
+
+impl Inputs {
+    fn read(file: &SafeTensors, path: &Path, layout: Layout) -> anyhow::Result<Self> {
+        let tensor = |t: TensorName| {
+            file.tensor(t.name()).map_err(|_| anyhow!("{} has no tensor '{t}' (expected q, k and v)", path.display()))
+        };
+        let (q, k, v) = (tensor(TensorName::Q)?, tensor(TensorName::K)?, tensor(TensorName::V)?);
+
+        let dtype = match q.dtype() {
+            safetensors::Dtype::F16 => Dtype::F16,
+            safetensors::Dtype::BF16 => Dtype::Bf16,
+            other => {
+                return Err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtype_name(other) }.into())
+            }
+        };
+        for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
+            if view.dtype() != q.dtype() {
+                let (expected, got) = (dtype.name().to_string(), dtype_name(view.dtype()));
+                return Err(ProblemError::DtypeMismatch { tensor: t, expected, got }.into());
+            }
+        }
+        for (t, view) in [(TensorName::Q, &q), (TensorName::K, &k), (TensorName::V, &v)] {
+            if view.shape().len() != 4 {
+                let expected = axes(layout, t);
+                return Err(ProblemError::WrongRank { tensor: t, expected, got: view.shape().to_vec() }.into());
+            }
+        }
+
+        // (batch, heads, rows, head dim) of a rank-4 shape in `layout` order
+        let logical = |dims: &[usize]| match layout {
+            Layout::Bhsd => (dims[0], dims[1], dims[2], dims[3]),
+            Layout::Bshd => (dims[0], dims[2], dims[1], dims[3]),
+        };
+        let (b, h, sq, d) = logical(q.shape());
+        let (_, hkv, sk, _) = logical(k.shape());
+        let kv_dims = layout.dims(b, hkv, sk, d).to_vec();
+        for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
+            if view.shape() != kv_dims {
+                let (expected, got) = (kv_dims.clone(), view.shape().to_vec());
+                return Err(ProblemError::ShapeMismatch { tensor: t, expected, got }.into());
+            }
+        }
+        Ok(Inputs { shape: Shape { b, h, hkv, sq, sk, d }, dtype, q: bits(&q), k: bits(&k), v: bits(&v) })
+    }
+}
+
+/// The axis names of tensor `t` in `layout`, for rank errors.
+fn axes(layout: Layout, t: TensorName) -> &'static str {
+    match (layout, t) {
+        (Layout::Bhsd, TensorName::Q) => "B, H, Sq, D",
+        (Layout::Bhsd, _) => "B, Hkv, Sk, D",
+        (Layout::Bshd, TensorName::Q) => "B, Sq, H, D",
+        (Layout::Bshd, _) => "B, Sk, Hkv, D",
+    }
+}
+
+/// A safetensors dtype in the lower-case spelling evoattn uses (f16, bf16, f32, ...).
+fn dtype_name(dtype: safetensors::Dtype) -> String {
+    dtype.to_string().to_ascii_lowercase()
+}
+
+/// Little-endian 16-bit elements as raw bits.
+fn bits(view: &TensorView) -> Vec<u16> {
+    view.data().chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
+}
+
+fn write_output(path: &Path, problem: &Problem, layout: Layout, forward: &Forward) -> anyhow::Result<()> {
+    let s = problem.shape;
+    let dtype = match problem.dtype {
+        Dtype::F16 => safetensors::Dtype::F16,
+        Dtype::Bf16 => safetensors::Dtype::BF16,
+    };
+    let o_bytes: Vec<u8> = forward.o.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let lse_bytes: Option<Vec<u8>> = match (&forward.lse, problem.with_lse) {
+        (Some(lse), true) => Some(lse.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        (None, true) => anyhow::bail!("the backend returned no lse"),
+        (_, false) => None,
+    };
+    let mut tensors = vec![("o", TensorView::new(dtype, layout.dims(s.b, s.h, s.sq, s.d).to_vec(), &o_bytes)?)];
+    if let Some(lse_bytes) = &lse_bytes {
+        tensors.push(("lse", TensorView::new(safetensors::Dtype::F32, vec![s.b, s.h, s.sq], lse_bytes)?));
+    }
+    let bytes = safetensors::serialize(tensors, None)?;
+    std::fs::write(path, bytes).with_context(|| format!("cannot write --output {}", path.display()))
+}

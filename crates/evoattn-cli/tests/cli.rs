@@ -1,0 +1,288 @@
+//! The `evoattn run` command-line contract, exercised against the mock backend (CPU float64,
+//! rounded to the dtype), so it runs on machines without a GPU.
+
+use evoattn::reference::{attention_f64, dense_o, logical_offsets};
+use evoattn::{Causal, Dtype, Layout, Problem, Shape, TensorName};
+use safetensors::tensor::TensorView;
+use safetensors::SafeTensors;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXIT_BAD_INPUT: i32 = 2;
+
+/// Runs the binary on the mock backend with a clean environment for the variables it reads.
+fn evoattn(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evoattn"));
+    cmd.args(args).env("EVOATTN_BACKEND", "mock").env_remove("EVOATTN_IMPL").env_remove("EVOATTN_MOCK_FAULT");
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    cmd.output().expect("the evoattn binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// One tensor for an input file.
+struct Tensor {
+    name: &'static str,
+    dtype: safetensors::Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl Tensor {
+    /// A tensor of 16-bit `dtype` values from a fixed pattern of small values exact in f16 and
+    /// bf16 (multiples of 1/8 in [-1.75, 1.75]); `salt` makes q, k and v differ.
+    fn pattern(name: &'static str, dtype: Dtype, shape: &[usize], salt: usize) -> Self {
+        let n: usize = shape.iter().product();
+        let data =
+            (0..n).flat_map(|i| dtype.to_bits(((i * 37 + salt) % 29) as f64 / 8.0 - 1.75).to_le_bytes()).collect();
+        let dtype = match dtype {
+            Dtype::F16 => safetensors::Dtype::F16,
+            Dtype::Bf16 => safetensors::Dtype::BF16,
+        };
+        Tensor { name, dtype, shape: shape.to_vec(), data }
+    }
+
+    /// The same shape and values, labelled as another dtype (byte size adjusted).
+    fn with_dtype(mut self, dtype: safetensors::Dtype) -> Self {
+        let n: usize = self.shape.iter().product();
+        self.data = vec![0; n * dtype.bitsize() / 8];
+        self.dtype = dtype;
+        self
+    }
+}
+
+/// q, k, v for `shape` in `layout`.
+fn qkv(shape: Shape, dtype: Dtype, layout: Layout) -> Vec<Tensor> {
+    let Shape { b, h, hkv, sq, sk, d } = shape;
+    vec![
+        Tensor::pattern("q", dtype, &layout.dims(b, h, sq, d), 1),
+        Tensor::pattern("k", dtype, &layout.dims(b, hkv, sk, d), 2),
+        Tensor::pattern("v", dtype, &layout.dims(b, hkv, sk, d), 3),
+    ]
+}
+
+fn write_file(dir: &Path, tensors: &[Tensor]) -> PathBuf {
+    let views: Vec<(&str, TensorView)> = tensors
+        .iter()
+        .map(|t| (t.name, TensorView::new(t.dtype, t.shape.clone(), &t.data).expect("a consistent tensor")))
+        .collect();
+    let path = dir.join("in.safetensors");
+    std::fs::write(&path, safetensors::serialize(views, None).expect("serializable")).expect("writable temp dir");
+    path
+}
+
+fn u16s(bytes: &[u8]) -> Vec<u16> {
+    bytes.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
+}
+
+/// Runs `evoattn run` on `tensors` with `extra` flags; returns the process output and the
+/// output file's bytes (empty when none was written).
+fn run_on(tensors: &[Tensor], extra: &[&str], env: &[(&str, &str)]) -> (Output, Vec<u8>) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let input = write_file(dir.path(), tensors);
+    let output = dir.path().join("out.safetensors");
+    let mut args = vec!["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = evoattn(&args, env);
+    (out, std::fs::read(&output).unwrap_or_default())
+}
+
+/// Asserts a run succeeded and that `o` equals the float64 reference rounded to the dtype
+/// (the mock's exact output), read back through the layout. Returns the output file.
+fn assert_round_trip(problem: &Problem, layout: Layout, extra: &[&str]) -> Vec<u8> {
+    let tensors = qkv(problem.shape, problem.dtype, layout);
+    let (out, file) = run_on(&tensors, extra, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let st = SafeTensors::deserialize(&file).expect("a safetensors output");
+    let o = st.tensor("o").expect("an o tensor");
+    let s = problem.shape;
+    assert_eq!(o.shape(), layout.dims(s.b, s.h, s.sq, s.d));
+    assert_eq!(o.dtype(), tensors[0].dtype);
+    let [q, k, v] = [0, 1, 2].map(|i| u16s(&tensors[i].data));
+    let want: Vec<f64> = attention_f64(problem, &q, &k, &v).o.iter().map(|&x| problem.dtype.round(x)).collect();
+    assert_eq!(dense_o(problem, &u16s(o.data())), want);
+    file
+}
+
+#[test]
+fn run_bhsd_gqa_top_left() {
+    let shape = Shape { b: 2, h: 4, hkv: 2, sq: 9, sk: 13, d: 64 };
+    let problem = Problem::dense(shape, Dtype::F16, Layout::Bhsd).with_causal(Causal::TopLeft);
+    assert_round_trip(&problem, Layout::Bhsd, &["--causal"]);
+}
+
+#[test]
+fn run_bshd_mqa_bottom_right_with_scale() {
+    // Sq > Sk: the first rows see no key and must come back as 0.
+    let shape = Shape { b: 1, h: 4, hkv: 1, sq: 11, sk: 6, d: 128 };
+    let problem =
+        Problem::dense(shape, Dtype::Bf16, Layout::Bshd).with_causal(Causal::BottomRight).with_scale(Some(0.3));
+    assert_round_trip(&problem, Layout::Bshd, &["--layout", "bshd", "--causal", "bottom-right", "--scale", "0.3"]);
+}
+
+#[test]
+fn lse_is_f32_bhsq_with_minus_infinity_for_rows_without_keys() {
+    let shape = Shape { b: 2, h: 2, hkv: 2, sq: 5, sk: 3, d: 64 };
+    let problem = Problem::dense(shape, Dtype::F16, Layout::Bshd).with_causal(Causal::BottomRight).with_lse(true);
+    let file = assert_round_trip(&problem, Layout::Bshd, &["--layout", "bshd", "--causal", "bottom-right", "--lse"]);
+    let st = SafeTensors::deserialize(&file).unwrap();
+    let lse = st.tensor("lse").expect("an lse tensor");
+    assert_eq!((lse.dtype(), lse.shape()), (safetensors::Dtype::F32, &[2, 2, 5][..]));
+    let got: Vec<f32> = lse.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let tensors = qkv(shape, Dtype::F16, Layout::Bshd);
+    let [q, k, v] = [0, 1, 2].map(|i| u16s(&tensors[i].data));
+    let want: Vec<f32> = attention_f64(&problem, &q, &k, &v).lse.iter().map(|&x| x as f32).collect();
+    assert_eq!(got, want);
+    // offset Sk - Sq = -2: rows 0 and 1 of each head see nothing
+    assert_eq!(got.iter().filter(|x| **x == f32::NEG_INFINITY).count(), 2 * 2 * 2);
+}
+
+#[test]
+fn empty_problem_writes_an_empty_output() {
+    let shape = Shape { b: 0, h: 2, hkv: 1, sq: 4, sk: 4, d: 64 };
+    let problem = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
+    let file = assert_round_trip(&problem, Layout::Bhsd, &[]);
+    let st = SafeTensors::deserialize(&file).unwrap();
+    assert!(st.tensor("o").unwrap().data().is_empty());
+}
+
+#[test]
+fn env_override_applies_to_auto_only() {
+    let tensors = qkv(Shape::new(1, 2, 8, 64), Dtype::F16, Layout::Bhsd);
+    let (out, _) = run_on(&tensors, &["--impl", "auto"], &[("EVOATTN_IMPL", "reference")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("evoattn_reference_f16_d64"), "{}", stderr(&out));
+    let (out, _) = run_on(&tensors, &["--impl", "mma"], &[("EVOATTN_IMPL", "reference")]);
+    assert!(stderr(&out).contains("evoattn_mma_f16_d64"), "{}", stderr(&out));
+    let (out, _) = run_on(&tensors, &[], &[]);
+    assert!(stderr(&out).contains("evoattn_mma_f16_d64"), "auto is mma: {}", stderr(&out));
+}
+
+#[test]
+fn config_overrides_reach_the_kernel() {
+    let tensors = qkv(Shape::new(1, 2, 8, 64), Dtype::Bf16, Layout::Bhsd);
+    let (out, _) = run_on(&tensors, &["--impl", "mma", "--config", "block_m=64,stages=2"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("evoattn_mma_bf16_d64_bm64_bn64_s2_"), "{}", stderr(&out));
+}
+
+/// Each bad input exits 2 with exactly one line on stderr that contains `needle`, and writes
+/// no output file.
+fn assert_rejected(tensors: &[Tensor], extra: &[&str], env: &[(&str, &str)], needle: &str) {
+    let (out, file) = run_on(tensors, extra, env);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line expected: {err}");
+    assert!(err.starts_with("evoattn: ") && err.contains(needle), "want '{needle}' in: {err}");
+    assert!(file.is_empty(), "no output file on failure");
+}
+
+#[test]
+fn bad_inputs_exit_2_with_a_one_line_reason() {
+    let shape = Shape { b: 1, h: 4, hkv: 2, sq: 8, sk: 8, d: 64 };
+    let good = || qkv(shape, Dtype::F16, Layout::Bhsd);
+
+    let mut rank3 = good();
+    rank3[0].shape = vec![4, 8, 64];
+    assert_rejected(&rank3, &[], &[], "tensor q: expected rank 4 [B, H, Sq, D], got shape [4, 8, 64]");
+
+    let mut mixed = good();
+    mixed[1] = Tensor::pattern("k", Dtype::Bf16, &[1, 2, 8, 64], 2);
+    assert_rejected(&mixed, &[], &[], "tensor k: dtype bf16 does not match q's f16");
+
+    let f32s: Vec<Tensor> = good().into_iter().map(|t| t.with_dtype(safetensors::Dtype::F32)).collect();
+    assert_rejected(&f32s, &[], &[], "tensor q: dtype f32 is not supported (expected f16 or bf16)");
+
+    let heads = qkv(Shape { h: 6, hkv: 4, ..shape }, Dtype::F16, Layout::Bhsd);
+    assert_rejected(
+        &heads,
+        &[],
+        &[],
+        "number of KV heads (4) must be at least 1 and divide the number of query heads (6)",
+    );
+
+    let head_dim = qkv(Shape { d: 100, ..shape }, Dtype::F16, Layout::Bhsd);
+    assert_rejected(&head_dim, &[], &[], "head dim D=100 is not supported");
+
+    let mut v_shape = good();
+    v_shape[2] = Tensor::pattern("v", Dtype::F16, &[1, 2, 7, 64], 3);
+    assert_rejected(&v_shape, &[], &[], "tensor v: expected shape [1, 2, 8, 64], got [1, 2, 7, 64]");
+
+    let mut k_batch = qkv(shape, Dtype::F16, Layout::Bshd);
+    k_batch[1].shape = vec![2, 8, 2, 32];
+    assert_rejected(&k_batch, &["--layout", "bshd"], &[], "tensor k: expected shape [1, 8, 2, 64], got [2, 8, 2, 32]");
+
+    let mut no_v = good();
+    no_v.pop();
+    assert_rejected(&no_v, &[], &[], "has no tensor 'v' (expected q, k and v)");
+
+    assert_rejected(&good(), &["--impl", "cutlass"], &[], "unknown implementation 'cutlass'");
+    assert_rejected(&good(), &[], &[("EVOATTN_IMPL", "fast")], "EVOATTN_IMPL: unknown implementation 'fast'");
+    assert_rejected(&good(), &["--scale", "0"], &[], "scale 0 must be finite and non-zero");
+    assert_rejected(&good(), &["--impl", "mma", "--config", "warps=4"], &[], "--config: 'warps' is not a lever of mma");
+    assert_rejected(&good(), &[], &[("EVOATTN_MOCK_FAULT", "bogus")], "EVOATTN_MOCK_FAULT=bogus");
+}
+
+#[test]
+fn unreadable_input_files_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.safetensors");
+    let missing = dir.path().join("missing.safetensors");
+    let out = evoattn(&["run", "--input", missing.to_str().unwrap(), "--output", output.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("cannot read --input"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim_end().lines().count(), 1);
+
+    let garbage = dir.path().join("garbage.safetensors");
+    std::fs::write(&garbage, b"not a tensor file").unwrap();
+    let out = evoattn(&["run", "--input", garbage.to_str().unwrap(), "--output", output.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("is not a safetensors file"), "{}", stderr(&out));
+}
+
+#[test]
+fn help_teaches_the_flags() {
+    let out = evoattn(&["run", "--help"], &[]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in ["--causal [<ALIGN>]", "top-left", "bottom-right", "EVOATTN_IMPL", "bshd", "1/sqrt(D)", "Example"] {
+        assert!(help.contains(needle), "'{needle}' missing from:\n{help}");
+    }
+}
+
+/// The input pattern really is laid out by the layout: the same logical q gives the same o in
+/// both layouts.
+#[test]
+fn layouts_agree_on_the_same_logical_data() {
+    let shape = Shape { b: 2, h: 2, hkv: 1, sq: 4, sk: 6, d: 64 };
+    let outputs: Vec<Vec<f64>> = [Layout::Bhsd, Layout::Bshd]
+        .iter()
+        .map(|&layout| {
+            let problem = Problem::dense(shape, Dtype::F16, layout);
+            // Logical values from one dense BHSD pattern, placed by this layout's strides.
+            let tensors: Vec<Tensor> = qkv(shape, Dtype::F16, Layout::Bhsd)
+                .into_iter()
+                .zip([TensorName::Q, TensorName::K, TensorName::V])
+                .map(|(mut t, name)| {
+                    let dense = u16s(&t.data);
+                    let mut placed = vec![0u16; dense.len()];
+                    for (off, x) in logical_offsets(&problem, name).zip(dense) {
+                        placed[off] = x;
+                    }
+                    let [b, heads, seq, d] = problem.dims(name);
+                    t.shape = layout.dims(b, heads, seq, d).to_vec();
+                    t.data = placed.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    t
+                })
+                .collect();
+            let (out, file) = run_on(&tensors, &["--layout", layout.name()], &[]);
+            assert!(out.status.success(), "{}", stderr(&out));
+            let st = SafeTensors::deserialize(&file).unwrap();
+            dense_o(&problem, &u16s(st.tensor("o").unwrap().data()))
+        })
+        .collect();
+    assert_eq!(outputs[0], outputs[1]);
+}
