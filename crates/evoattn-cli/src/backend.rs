@@ -28,6 +28,20 @@ pub struct Forward {
     pub kernel: String,
 }
 
+/// How to time a kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct TimingOptions {
+    pub warmup: usize,
+    pub samples: usize,
+}
+
+/// Raw per-launch times of one kernel.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    pub samples_us: Vec<f64>,
+    pub kernel: String,
+}
+
 /// A place to run attention forward passes.
 pub trait Backend {
     fn info(&self) -> BackendInfo;
@@ -43,6 +57,23 @@ pub trait Backend {
         k: &[u16],
         v: &[u16],
     ) -> evoattn::Result<Forward>;
+
+    /// Times `samples` launches with device events, each after overwriting a buffer larger
+    /// than L2 so no launch reads another's cache. Backends that cannot time say so.
+    #[allow(clippy::too_many_arguments)]
+    fn time(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        let _ = (problem, choice, config, q, k, v, options);
+        Err(evoattn::Error::NoGpu(format!("the {} backend cannot time kernels", self.info().gpu)))
+    }
 }
 
 /// The environment variable that selects the mock backend (tests only).

@@ -1,9 +1,12 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward};
+use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
 use evoattn::plan::ImplChoice;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
+
+/// The L2 flush buffer is this many times the L2 size, so nothing of the last launch survives.
+const FLUSH_L2_MULTIPLE: usize = 2;
 
 /// NaN in float32, for the LSE poison.
 const F32_NAN: f32 = f32::NAN;
@@ -91,5 +94,62 @@ impl Backend for GpuBackend {
             None => None,
         };
         Ok(Forward { o: o_host, lse, kernel: spec.name() })
+    }
+
+    fn time(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let q_dev = stream.clone_htod(q).map_err(driver("cuMemcpyHtoD"))?;
+        let k_dev = stream.clone_htod(k).map_err(driver("cuMemcpyHtoD"))?;
+        let v_dev = stream.clone_htod(v).map_err(driver("cuMemcpyHtoD"))?;
+        let mut o_dev =
+            stream.alloc_zeros::<u16>(problem.extent(TensorName::O).max(1)).map_err(driver("cuMemAlloc"))?;
+        let mut lse_dev = if problem.with_lse {
+            Some(stream.alloc_zeros::<f32>(problem.extent(TensorName::Lse).max(1)).map_err(driver("cuMemAlloc"))?)
+        } else {
+            None
+        };
+        let flush_len = self.attention.gpu().l2_bytes() * FLUSH_L2_MULTIPLE;
+        let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
+        let mut launch = |attention: &mut Attention| {
+            let tensors = DeviceTensors {
+                q: q_dev.as_view(),
+                k: k_dev.as_view(),
+                v: v_dev.as_view(),
+                o: o_dev.as_view_mut(),
+                lse: lse_dev.as_mut().map(|l| l.as_view_mut()),
+            };
+            attention.forward(problem, choice, config, tensors)
+        };
+        let mut spec = None;
+        for _ in 0..options.warmup.max(1) {
+            spec = Some(launch(&mut self.attention)?);
+        }
+        let timing_flags = Some(evoattn::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::with_capacity(options.samples);
+        for _ in 0..options.samples {
+            stream.memset_zeros(&mut flush).map_err(driver("cuMemsetD8"))?;
+            let start = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
+            launch(&mut self.attention)?;
+            let end = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
+            events.push((start, end));
+        }
+        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+        let mut samples_us = Vec::with_capacity(events.len());
+        for (start, end) in &events {
+            let ms = start.elapsed_ms(end).map_err(driver("cuEventElapsedTime"))?;
+            samples_us.push(f64::from(ms) * 1e3);
+        }
+        let kernel = spec.map(|s| s.name()).unwrap_or_default();
+        Ok(Timing { samples_us, kernel })
     }
 }

@@ -3,11 +3,11 @@
 
 use crate::backend::{open, Backend};
 use crate::inputs::{random_inputs, Distribution};
-use crate::presets::{preset, Preset};
+use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
-use evoattn::reference::{attention_f64, compare, compare_lse, dense_o, tolerance, Comparison};
-use evoattn::{Causal, Dtype, Impl, KernelConfig, Layout, Problem, Shape};
+use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
+use evoattn::{Dtype, Impl, KernelConfig, Layout, Problem};
 use std::process::ExitCode;
 
 /// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
@@ -16,23 +16,8 @@ const DEFAULT_CPU_LIMIT: u64 = 1 << 27;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A named problem set (repeatable): mission, small, grid (the full correctness grid),
-    /// sanitize (a small grid for compute-sanitizer).
-    #[arg(long = "preset", value_name = "NAME")]
-    presets: Vec<String>,
-    /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
-    #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
-    shapes: Vec<String>,
-    /// Element types, comma-separated: f16, bf16 or all. Default: the preset's, else f16.
-    #[arg(long, value_delimiter = ',')]
-    dtype: Vec<String>,
-    /// Masks, comma-separated: none, top-left, bottom-right or all. `--causal` alone means
-    /// top-left (PyTorch is_causal=True). Default: the preset's, else none.
-    #[arg(long, value_delimiter = ',', num_args = 0..=1, default_missing_value = "top-left")]
-    causal: Vec<String>,
-    /// Layouts, comma-separated: bhsd, bshd or all. Default: the preset's, else bhsd.
-    #[arg(long, value_delimiter = ',')]
-    layout: Vec<String>,
+    #[command(flatten)]
+    problems: ProblemArgs,
     /// Kernel under test: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
     #[arg(long = "impl", default_value = "auto")]
     imp: String,
@@ -64,73 +49,6 @@ struct CaseResult {
     lse_err: f64,
     error: Option<String>,
     passed: bool,
-}
-
-fn parse_list<T>(
-    values: &[String],
-    fallback: &[T],
-    all: &[T],
-    parse: impl Fn(&str) -> Option<T>,
-    what: &str,
-) -> anyhow::Result<Vec<T>>
-where
-    T: Copy + PartialEq,
-{
-    if values.is_empty() {
-        return Ok(fallback.to_vec());
-    }
-    let mut out = Vec::new();
-    for v in values {
-        if v.eq_ignore_ascii_case("all") {
-            return Ok(all.to_vec());
-        }
-        let item = parse(v).with_context(|| format!("unknown {what} '{v}'"))?;
-        if !out.contains(&item) {
-            out.push(item);
-        }
-    }
-    Ok(out)
-}
-
-/// Expands presets and shapes into the problems to check, each with its layout.
-fn cases(args: &Args) -> anyhow::Result<Vec<(Problem, Layout)>> {
-    let mut sets: Vec<Preset> = Vec::new();
-    for name in &args.presets {
-        sets.push(preset(name).map_err(anyhow::Error::msg)?);
-    }
-    if !args.shapes.is_empty() {
-        let shapes = args.shapes.iter().map(|s| Shape::parse(s)).collect::<Result<Vec<_>, _>>().map_err(anyhow::Error::msg)?;
-        sets.push(Preset {
-            name: "shapes",
-            about: "",
-            shapes,
-            dtypes: vec![Dtype::F16],
-            causal: vec![Causal::None],
-            layouts: vec![Layout::Bhsd],
-        });
-    }
-    if sets.is_empty() {
-        bail!("nothing to check: give --preset NAME or --shape B,H,S,D (see `evoattn check --help`)");
-    }
-    let layouts_all = [Layout::Bhsd, Layout::Bshd];
-    let mut out = Vec::new();
-    for set in &sets {
-        let dtypes = parse_list(&args.dtype, &set.dtypes, &Dtype::ALL, Dtype::parse, "dtype")?;
-        let causals = parse_list(&args.causal, &set.causal, &Causal::ALL, Causal::parse, "mask")?;
-        let layouts = parse_list(&args.layout, &set.layouts, &layouts_all, Layout::parse, "layout")?;
-        for shape in &set.shapes {
-            for &dtype in &dtypes {
-                for &causal in &causals {
-                    for &layout in &layouts {
-                        let problem = Problem::dense(*shape, dtype, layout).with_causal(causal).with_lse(true);
-                        problem.validate().with_context(|| format!("shape {shape}"))?;
-                        out.push((problem, layout));
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 fn macs(p: &Problem) -> u64 {
@@ -187,11 +105,10 @@ fn check_case(
                 }
             }
         };
-        let cmp = compare(&dense_o(problem, &got.o), &want_o);
         let got_lse: Vec<f64> = got.lse.unwrap_or_default().into_iter().map(f64::from).collect();
-        let lse_err = compare_lse(&got_lse, &want_lse);
-        result.passed &= cmp.passes(&tol) && lse_err <= tol.lse_abs;
-        result.lse_err = result.lse_err.max(lse_err);
+        let cmp = compare(&dense_o(problem, &got.o), &want_o).with_lse(&got_lse, &want_lse);
+        result.passed &= cmp.passes(&tol);
+        result.lse_err = result.lse_err.max(cmp.lse_max_abs.unwrap_or(0.0));
         let worse = result.worst.as_ref().is_none_or(|w| cmp.max_abs > w.max_abs || cmp.nonfinite > w.nonfinite);
         if worse {
             result.worst = Some(cmp);
@@ -232,17 +149,19 @@ fn row(r: &CaseResult) -> String {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let choice = ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+    let choice =
+        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
     if args.config.is_some() && choice == ImplChoice::Auto {
         bail!("--config needs a named --impl (the levers belong to one kernel)");
     }
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
-    let cases = cases(args)?;
+    let cases = args.problems.expand()?;
     let mut backend = open()?;
     let info = backend.info();
-    let arch = evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    let arch =
+        evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
     println!(
         "check: {} cases x {} seeds on {} ({}), impl {choice}, tolerances per dtype in evoattn::reference::tolerance",
         cases.len(),

@@ -16,8 +16,12 @@ pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
             let info = b.info();
             let mock = if info.mock { " [mock backend: CPU float64, for tests]" } else { "" };
             println!("GPU:        {}{mock}", info.gpu);
-            println!("capability: {}.{} ({}), {} SMs", info.compute_capability.0, info.compute_capability.1, info.arch, info.sm_count);
+            println!(
+                "capability: {}.{} ({}), {} SMs",
+                info.compute_capability.0, info.compute_capability.1, info.arch, info.sm_count
+            );
             println!("driver:     CUDA {}", info.driver);
+            println!("NVRTC:      {}", info.nvrtc);
             Arch::parse(&info.arch)
         }
         Err(e) => {
@@ -25,9 +29,11 @@ pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
             None
         }
     };
-    match Nvrtc::get() {
-        Ok(n) => println!("NVRTC:      {}.{} ({})", n.version().0, n.version().1, n.library()),
-        Err(e) => println!("NVRTC:      not found ({e})"),
+    if backend.is_err() {
+        match Nvrtc::get() {
+            Ok(n) => println!("NVRTC:      {}.{} ({})", n.version().0, n.version().1, n.library()),
+            Err(e) => println!("NVRTC:      not found ({e})"),
+        }
     }
     println!("cache:      {}", CubinCache::default_dir().display());
     println!("kernels (--impl; `auto` lets the planner choose, EVOATTN_IMPL overrides it):");

@@ -6,12 +6,14 @@
 mod backend;
 mod backend_gpu;
 mod backend_mock;
+mod cmd_bench;
 mod cmd_check;
 mod cmd_compile;
 mod cmd_info;
 mod cmd_run;
 mod inputs;
 mod presets;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -41,6 +43,8 @@ enum Command {
     Run(cmd_run::Args),
     /// Correctness against the float64 / reference-kernel oracle on fresh random inputs.
     Check(cmd_check::Args),
+    /// Time kernels with device events (median, p10, p90, TFLOP/s) on random inputs.
+    Bench(cmd_bench::Args),
     /// Compile kernel variants for an arch (no GPU needed) and print their resource use.
     Compile(cmd_compile::Args),
 }
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
         Command::Info(args) => cmd_info::run(args),
         Command::Run(args) => cmd_run::run(args),
         Command::Check(args) => cmd_check::run(args),
+        Command::Bench(args) => cmd_bench::run(args),
         Command::Compile(args) => cmd_compile::run(args),
     };
     match result {

@@ -1,7 +1,8 @@
 //! Named problem sets for `check` (and later `bench`): shapes, plus the dtypes, masks and
 //! layouts a preset covers when the command line does not say.
 
-use evoattn::{Causal, Dtype, Layout, Shape};
+use anyhow::{bail, Context};
+use evoattn::{Causal, Dtype, Layout, Problem, Shape};
 
 /// A named set of shapes and the settings it is meant to be crossed with.
 pub struct Preset {
@@ -88,6 +89,105 @@ pub fn preset(name: &str) -> Result<Preset, String> {
         other => return Err(format!("unknown preset '{other}'; presets: {}", NAMES.join(", "))),
     };
     Ok(p)
+}
+
+/// The problem-selection flags `check` and `bench` share.
+#[derive(clap::Args, Debug, Default)]
+pub struct ProblemArgs {
+    /// A named problem set (repeatable): mission, small, grid (the full correctness grid),
+    /// sanitize (a small grid for compute-sanitizer).
+    #[arg(long = "preset", value_name = "NAME")]
+    pub presets: Vec<String>,
+    /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
+    #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
+    pub shapes: Vec<String>,
+    /// Element types, comma-separated: f16, bf16 or all. Default: the preset's, else f16.
+    #[arg(long, value_delimiter = ',')]
+    pub dtype: Vec<String>,
+    /// Masks, comma-separated: none, top-left, bottom-right or all. `--causal` alone means
+    /// top-left (PyTorch is_causal=True). Default: the preset's, else none.
+    #[arg(long, value_delimiter = ',', num_args = 0..=1, default_missing_value = "top-left")]
+    pub causal: Vec<String>,
+    /// Layouts, comma-separated: bhsd, bshd or all. Default: the preset's, else bhsd.
+    #[arg(long, value_delimiter = ',')]
+    pub layout: Vec<String>,
+}
+
+fn parse_list<T>(
+    values: &[String],
+    fallback: &[T],
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> anyhow::Result<Vec<T>>
+where
+    T: Copy + PartialEq,
+{
+    if values.is_empty() {
+        return Ok(fallback.to_vec());
+    }
+    let mut out = Vec::new();
+    for v in values {
+        if v.eq_ignore_ascii_case("all") {
+            return Ok(all.to_vec());
+        }
+        let item = parse(v).with_context(|| format!("unknown {what} '{v}'"))?;
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
+impl ProblemArgs {
+    /// Expands presets and shapes into problems (with LSE, for checking), each with its layout.
+    pub fn expand(&self) -> anyhow::Result<Vec<(Problem, Layout)>> {
+        let args = self;
+        let mut sets: Vec<Preset> = Vec::new();
+        for name in &args.presets {
+            let set = preset(name).map_err(anyhow::Error::msg)?;
+            eprintln!("preset {}: {}", set.name, set.about);
+            sets.push(set);
+        }
+        if !args.shapes.is_empty() {
+            let shapes = args
+                .shapes
+                .iter()
+                .map(|s| Shape::parse(s))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(anyhow::Error::msg)?;
+            sets.push(Preset {
+                name: "shapes",
+                about: "",
+                shapes,
+                dtypes: vec![Dtype::F16],
+                causal: vec![Causal::None],
+                layouts: vec![Layout::Bhsd],
+            });
+        }
+        if sets.is_empty() {
+            bail!("nothing to check: give --preset NAME or --shape B,H,S,D (see `evoattn check --help`)");
+        }
+        let layouts_all = [Layout::Bhsd, Layout::Bshd];
+        let mut out = Vec::new();
+        for set in &sets {
+            let dtypes = parse_list(&args.dtype, &set.dtypes, &Dtype::ALL, Dtype::parse, "dtype")?;
+            let causals = parse_list(&args.causal, &set.causal, &Causal::ALL, Causal::parse, "mask")?;
+            let layouts = parse_list(&args.layout, &set.layouts, &layouts_all, Layout::parse, "layout")?;
+            for shape in &set.shapes {
+                for &dtype in &dtypes {
+                    for &causal in &causals {
+                        for &layout in &layouts {
+                            let problem = Problem::dense(*shape, dtype, layout).with_causal(causal).with_lse(true);
+                            problem.validate().with_context(|| format!("shape {shape}"))?;
+                            out.push((problem, layout));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

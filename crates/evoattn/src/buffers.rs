@@ -57,7 +57,12 @@ mod tests {
 
     fn spans(problem: &Problem, o_addr: u64) -> Vec<BufferSpan> {
         let mk = |tensor, addr| BufferSpan { tensor, addr, len: problem.extent(tensor), elem_bytes: 2 };
-        vec![mk(TensorName::Q, 0x1000), mk(TensorName::K, 0x10000), mk(TensorName::V, 0x20000), mk(TensorName::O, o_addr)]
+        vec![
+            mk(TensorName::Q, 0x1000),
+            mk(TensorName::K, 0x10000),
+            mk(TensorName::V, 0x20000),
+            mk(TensorName::O, o_addr),
+        ]
     }
 
     #[test]

@@ -124,9 +124,7 @@ impl KernelConfig {
     /// Applies `key=value[,key=value]` overrides, e.g. `block_m=64,stages=3`.
     pub fn with_overrides(mut self, text: &str) -> Result<Self, String> {
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (key, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("config item '{item}' is not key=value"))?;
+            let (key, value) = item.split_once('=').ok_or_else(|| format!("config item '{item}' is not key=value"))?;
             let num: u32 = match value.trim() {
                 "true" => 1,
                 "false" => 0,
@@ -232,7 +230,12 @@ impl KernelSpec {
     /// Rejects impossible combinations before compiling; mirrors the kernels' `static_assert`s.
     pub fn validate(&self, arch: Arch) -> Result<(), String> {
         if !self.imp().head_dims().contains(&self.head_dim) {
-            return Err(format!("{} supports head dims {:?}, not {}", self.imp(), self.imp().head_dims(), self.head_dim));
+            return Err(format!(
+                "{} supports head dims {:?}, not {}",
+                self.imp(),
+                self.imp().head_dims(),
+                self.head_dim
+            ));
         }
         match self.config {
             KernelConfig::Reference(c) => {

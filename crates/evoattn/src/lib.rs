@@ -26,5 +26,8 @@ pub use config::{Impl, KernelConfig, KernelSpec, MmaConfig, ReferenceConfig};
 pub use error::{Error, ProblemError, Result};
 pub use problem::{Causal, Dtype, Layout, Problem, Shape, Strides, TensorName};
 
+/// The CUDA bindings evoattn is built on: `DeviceTensors` holds their views.
+pub use cudarc;
+
 /// Largest head dim any kernel supports.
 pub const MAX_HEAD_DIM: usize = 256;

@@ -78,8 +78,13 @@ mod tests {
             let main = main_source(imp);
             for file in std::iter::once(main).chain(HEADERS.iter().copied()) {
                 for line in file.text.lines().filter(|l| l.trim_start().starts_with("#include")) {
-                    let name = line.split('"').nth(1).unwrap_or_else(|| panic!("{}: use quoted includes: {line}", file.name));
-                    assert!(HEADERS.iter().any(|h| h.name == name), "{} includes {name}, which is not embedded", file.name);
+                    let name =
+                        line.split('"').nth(1).unwrap_or_else(|| panic!("{}: use quoted includes: {line}", file.name));
+                    assert!(
+                        HEADERS.iter().any(|h| h.name == name),
+                        "{} includes {name}, which is not embedded",
+                        file.name
+                    );
                 }
             }
         }

@@ -2,12 +2,12 @@
 //! nothing is `unsafe` and no raw device pointer is visible.
 
 use crate::arch::Arch;
+use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::KernelSpec;
 use crate::error::{Error, Result};
+use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use crate::buffers::{validate_buffers, BufferSpan};
-use crate::problem::{Causal, Problem, TensorName};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
     PushKernelArg,
@@ -212,7 +212,9 @@ impl LoadedKernel {
         if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ || grid[0] > MAX_GRID_X {
             return Err(Error::Unsupported {
                 imp: self.spec.imp().to_string(),
-                reason: format!("launch grid {grid:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535 heads/batches)"),
+                reason: format!(
+                    "launch grid {grid:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535 heads/batches)"
+                ),
             });
         }
         let params = KernelParams::new(problem, [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr]);
