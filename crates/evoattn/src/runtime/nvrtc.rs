@@ -1,10 +1,11 @@
 //! Finding and loading NVRTC, and compiling one translation unit to CUBIN.
 //!
 //! cudarc's NVRTC bindings load the library lazily by a fixed list of plain names and panic
-//! when none loads. So NVRTC is located here first, and a copy found at an explicit path is
-//! opened with `RTLD_GLOBAL` and kept open: glibc then answers cudarc's later
+//! when none loads. So NVRTC is located here first (also in directories cudarc does not
+//! search), opened with `RTLD_GLOBAL` and kept open: glibc then answers cudarc's later
 //! `dlopen("libnvrtc.so.13")` with the already-loaded object, matched by its SONAME. cudarc's
-//! functions are only called once `is_culib_present()` says its own loader will succeed.
+//! functions are only called once `is_culib_present()` says its own loader will succeed, and
+//! after checking that it resolves to the same library.
 
 use crate::arch::Arch;
 use crate::error::{Error, Result};
@@ -36,8 +37,8 @@ const SITE_DIRS: [&str; 2] = ["site-packages", "dist-packages"];
 pub struct Nvrtc {
     library: String,
     version: (i32, i32),
-    /// Libraries opened by path, kept open for the life of the process so that cudarc's
-    /// plain-name `dlopen` keeps resolving to them.
+    /// NVRTC and its builtins, kept open for the life of the process so that cudarc's (and
+    /// NVRTC's) plain-name `dlopen` keeps resolving to them.
     _preloaded: Vec<Library>,
 }
 
@@ -132,7 +133,10 @@ impl Nvrtc {
     }
 
     fn load() -> std::result::Result<Nvrtc, String> {
-        let (library, preloaded) = locate()?;
+        let (found, lib) = locate()?;
+        let ours = probe(&lib).ok_or_else(|| format!("{found} is not NVRTC: it has no nvrtcVersion"))?;
+        // The file itself, symlinks and loader search resolved: for `info`, and to find builtins.
+        let library = mapped_file(ours as usize).map_or(found, |p| p.display().to_string());
         // Safety: `is_culib_present` only tries to dlopen cudarc's library names.
         if !unsafe { sys::is_culib_present() } {
             return Err(format!(
@@ -140,13 +144,11 @@ impl Nvrtc {
                  point {NVRTC_ENV} at an unrenamed NVRTC 12 or 13 library"
             ));
         }
-        if let Some(ours) = preloaded.first() {
-            if !same_library(ours) {
-                return Err(format!(
-                    "{library} was loaded, but another libnvrtc on the loader path (LD_LIBRARY_PATH or ldconfig) \
-                     shadows it; remove that one from the path or unset {NVRTC_ENV}"
-                ));
-            }
+        if probe_cudarc() != Some(ours) {
+            return Err(format!(
+                "{library} was loaded, but another libnvrtc on the loader path (LD_LIBRARY_PATH or ldconfig) \
+                 shadows it; remove that one from the path or unset {NVRTC_ENV}"
+            ));
         }
         let (mut major, mut minor) = (0, 0);
         // Safety: cudarc's loader is known to succeed (checked above); both pointers are to
@@ -161,11 +163,10 @@ impl Nvrtc {
                  or `pip install nvidia-cuda-nvrtc`, or set {NVRTC_ENV}"
             ));
         }
-        let mut preloaded = preloaded;
-        // NVRTC dlopens its builtins library by plain name when it compiles; next to a copy
-        // found by path it is outside the loader's search path, so load it from there now.
-        let dir = Path::new(&library).parent().filter(|_| !preloaded.is_empty());
-        let builtins = dir.map(|d| d.join(format!("libnvrtc-builtins.so.{major}.{minor}")));
+        let mut preloaded = vec![lib];
+        // NVRTC dlopens its builtins library by plain name when it compiles; beside a copy
+        // found by path (or through a symlink) it is outside the loader's search path.
+        let builtins = Path::new(&library).parent().map(|d| d.join(format!("libnvrtc-builtins.so.{major}.{minor}")));
         if let Some(lib) = builtins.and_then(|b| open_global(&b).ok()) {
             preloaded.push(lib);
         }
@@ -174,24 +175,29 @@ impl Nvrtc {
 }
 
 /// Finds NVRTC: `EVOATTN_NVRTC`, then cudarc's plain names (LD_LIBRARY_PATH, ldconfig),
-/// then well-known directories. Returns what was loaded and the handles opened by path.
-fn locate() -> std::result::Result<(String, Vec<Library>), String> {
+/// then well-known directories. Returns the path or name loaded and its handle.
+fn locate() -> std::result::Result<(String, Library), String> {
     if let Some(value) = std::env::var_os(NVRTC_ENV).filter(|v| !v.is_empty()) {
         let given = PathBuf::from(value);
         let path = if given.is_dir() { find_in_dir(&given) } else { Some(given.clone()) };
         let path = path.ok_or_else(|| format!("{NVRTC_ENV}={} holds no {LIB_PREFIX}* file", given.display()))?;
-        let lib = open_global(&path).map_err(|e| format!("{NVRTC_ENV}={}: cannot load it: {e}", given.display()))?;
-        return Ok((path.display().to_string(), vec![lib]));
+        let lib = open_global(&path).map_err(|e| {
+            // libloading's own message is just "dlopen failed"; dlerror's text is its source.
+            let detail = std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string());
+            format!("{NVRTC_ENV}={}: cannot load it ({detail})", given.display())
+        })?;
+        return Ok((path.display().to_string(), lib));
     }
-    if let Some(name) = cudarc::get_lib_name_candidates("nvrtc").into_iter().find(|n| open_global(Path::new(n)).is_ok())
-    {
-        // cudarc's own loader will find it the same way; nothing needs to stay open.
-        return Ok((name, Vec::new()));
+    // cudarc's own loader will find it the same way.
+    for name in cudarc::get_lib_name_candidates("nvrtc") {
+        if let Ok(lib) = open_global(Path::new(&name)) {
+            return Ok((name, lib));
+        }
     }
     for dir in well_known_dirs() {
         if let Some(path) = find_in_dir(&dir) {
             if let Ok(lib) = open_global(&path) {
-                return Ok((path.display().to_string(), vec![lib]));
+                return Ok((path.display().to_string(), lib));
             }
         }
     }
@@ -203,21 +209,32 @@ fn locate() -> std::result::Result<(String, Vec<Library>), String> {
 }
 
 fn open_global(path: &Path) -> std::result::Result<Library, libloading::Error> {
-    // Safety: loading NVRTC runs only its ELF initialisers, which have no preconditions; the
-    // handle is either kept for the whole process or dropped right away (dlclose of a library
-    // whose symbols nobody holds).
+    // Safety: loading NVRTC runs only its ELF initialisers, which have no preconditions; a
+    // handle is kept for the whole process, or dropped at once when it is not NVRTC.
     unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }
 }
 
-/// True when cudarc's handle resolves to the library we loaded by path.
-fn same_library(ours: &Library) -> bool {
-    // Safety: only symbol addresses are read (as data pointers), nothing is called; `culib`
-    // cannot panic because `is_culib_present` returned true.
-    unsafe {
-        let ours = ours.get::<*const c_void>(PROBE_SYMBOL).map(|s| *s);
-        let theirs = sys::culib().get::<*const c_void>(PROBE_SYMBOL).map(|s| *s);
-        matches!((ours, theirs), (Ok(a), Ok(b)) if a == b)
-    }
+/// The address of NVRTC's probe symbol in `lib`; `None` if `lib` is not NVRTC.
+fn probe(lib: &Library) -> Option<*const c_void> {
+    // Safety: the symbol's address is only compared, never called or read through.
+    unsafe { lib.get::<*const c_void>(PROBE_SYMBOL).ok().map(|s| *s) }
+}
+
+/// The address of the probe symbol in the library cudarc's bindings call.
+fn probe_cudarc() -> Option<*const c_void> {
+    // Safety: as in `probe`; `culib` does not panic once `is_culib_present` returned true.
+    unsafe { sys::culib().get::<*const c_void>(PROBE_SYMBOL).ok().map(|s| *s) }
+}
+
+/// The file mapped at `addr` in this process, from `/proc/self/maps`: the library holding a symbol.
+fn mapped_file(addr: usize) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        // "start-end perms offset dev inode path": the path is the only field with a '/'.
+        let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+        let range = usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?;
+        range.contains(&addr).then(|| line.find('/').map(|i| PathBuf::from(&line[i..])))?
+    })
 }
 
 /// The NVRTC library in `dir`: the shortest `libnvrtc.so*` name (`libnvrtc.so`, else the
