@@ -21,7 +21,7 @@ pub struct CompiledKernel {
     /// NVRTC's log of the compile that produced the CUBIN (also when served from cache).
     pub log: String,
     pub from_cache: bool,
-    /// Wall time of this call: the compile, or the cache read.
+    /// Wall time of the compile, or of the cache read.
     pub elapsed: Duration,
 }
 
@@ -46,9 +46,10 @@ pub fn options(spec: &KernelSpec, arch: Arch) -> Vec<String> {
 
 /// Compiles `spec` for `arch`, through `cache` when given.
 pub fn compile(spec: &KernelSpec, arch: Arch, cache: Option<&CubinCache>) -> Result<CompiledKernel> {
-    let start = Instant::now();
     spec.validate(arch).map_err(|reason| Error::Unsupported { imp: spec.imp().name().to_string(), reason })?;
     let nvrtc = Nvrtc::get()?;
+    // Timed from here: loading NVRTC is once per process, not part of any one kernel.
+    let start = Instant::now();
     let options = options(spec, arch);
     let key = CacheKey::new(spec, arch, nvrtc.version(), &options);
     let done = |kernel: CachedKernel, from_cache: bool| CompiledKernel {

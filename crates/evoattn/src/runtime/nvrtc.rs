@@ -128,7 +128,7 @@ impl Nvrtc {
                 other => format!("nvrtcCompileProgram: {other:?}\n{log}"),
             }));
         }
-        let cubin = program.cubin().map_err(|status| fail(format!("nvrtcGetCUBIN: {status:?}\n{log}")))?;
+        let cubin = program.cubin().map_err(|reason| fail(format!("{reason}\n{log}")))?;
         Ok(Compiled { cubin, log })
     }
 
@@ -345,7 +345,7 @@ impl Program {
     fn log(&self) -> String {
         let mut size = 0usize;
         // Safety: `self.0` is a live program; `size` is a live stack integer.
-        if unsafe { sys::nvrtcGetProgramLogSize(self.0, &mut size) } != sys::nvrtcResult::NVRTC_SUCCESS {
+        if unsafe { sys::nvrtcGetProgramLogSize(self.0, &mut size) } != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
             return String::new();
         }
         let mut buf = vec![0u8; size];
@@ -357,18 +357,21 @@ impl Program {
         String::from_utf8_lossy(text).into_owned()
     }
 
-    fn cubin(&self) -> std::result::Result<Vec<u8>, sys::nvrtcResult> {
+    fn cubin(&self) -> std::result::Result<Vec<u8>, String> {
         let mut size = 0usize;
         // Safety: `self.0` is a live, compiled program; `size` is a live stack integer.
         let status = unsafe { sys::nvrtcGetCUBINSize(self.0, &mut size) };
         if status != sys::nvrtcResult::NVRTC_SUCCESS {
-            return Err(status);
+            return Err(format!("nvrtcGetCUBINSize: {status:?}"));
+        }
+        if size == 0 {
+            return Err("NVRTC produced no CUBIN (the target must be a real sm_XX arch)".to_string());
         }
         let mut cubin = vec![0u8; size];
         // Safety: `cubin` holds the `size` bytes NVRTC said the CUBIN needs.
         match unsafe { sys::nvrtcGetCUBIN(self.0, cubin.as_mut_ptr().cast()) } {
             sys::nvrtcResult::NVRTC_SUCCESS => Ok(cubin),
-            other => Err(other),
+            other => Err(format!("nvrtcGetCUBIN: {other:?}")),
         }
     }
 }
