@@ -14,6 +14,9 @@ use std::process::ExitCode;
 /// the `reference` kernel is. 2^27 keeps one CPU reference under about a second.
 const DEFAULT_CPU_LIMIT: u64 = 1 << 27;
 
+const ORACLE_CPU: &str = "f64-cpu";
+const ORACLE_GPU: &str = "reference-gpu";
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -69,7 +72,7 @@ fn check_case(
         problem: problem.clone(),
         layout,
         kernel: String::new(),
-        oracle: if on_cpu { "f64-cpu" } else { "reference-gpu" },
+        oracle: if on_cpu { ORACLE_CPU } else { ORACLE_GPU },
         worst: None,
         lse_err: 0.0,
         error: None,
@@ -210,6 +213,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let on_cpu = results.iter().filter(|r| r.oracle == ORACLE_CPU).count();
+    println!(
+        "oracles: {on_cpu} cases against float64 on the CPU, {} against the reference kernel",
+        results.len() - on_cpu
+    );
     println!("{} passed, {} failed", results.len() - failed, failed);
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -6,8 +6,9 @@ use crate::config::KernelSpec;
 use crate::error::{Error, Result};
 use crate::kernels::{main_source, HEADERS};
 use crate::runtime::cache::{CacheKey, CachedKernel, CubinCache};
+use crate::runtime::cubin::report;
 use crate::runtime::nvrtc::{CompileFailure, Nvrtc};
-use crate::runtime::resources::{parse_ptxas_log, ResourceReport};
+use crate::runtime::resources::ResourceReport;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -69,12 +70,12 @@ pub fn compile(spec: &KernelSpec, arch: Arch, cache: Option<&CubinCache>) -> Res
     let unit = main_source(spec.imp());
     let compiled =
         nvrtc.compile_cubin(&unit, HEADERS, &name, arch, &options).map_err(|f| Error::Compile(Box::new(f)))?;
-    let Some(mut resources) = parse_ptxas_log(&compiled.log, &name) else {
+    let Some(mut resources) = report(&compiled.cubin, &compiled.log, &name, arch) else {
         return Err(Error::Compile(Box::new(CompileFailure {
             kernel: name,
             arch: arch.name().to_string(),
             options,
-            log: format!("the CUBIN has no ptxas resource report for this kernel; NVRTC's log:\n{}", compiled.log),
+            log: format!("the CUBIN holds no register count for this kernel; NVRTC's log:\n{}", compiled.log),
             source_name: unit.name.to_string(),
         })));
     };

@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod compile;
+pub mod cubin;
 pub mod device;
 pub mod nvrtc;
 pub mod resources;
