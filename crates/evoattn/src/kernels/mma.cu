@@ -11,7 +11,7 @@ __device__ __forceinline__ int block_key_end(const AttnParams& p, int m0) {
     return max(visible_keys(p, last_row), 0);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     elem_t* sQ = (elem_t*)smem_raw;                  // [BM][SMEM_ROW]
     elem_t* sK = sQ + BM * SMEM_ROW;                 // [STAGES][BN][SMEM_ROW]
