@@ -81,7 +81,7 @@ fn check_case(
     let tol = tolerance(problem.dtype);
     for i in 0..args.seeds {
         let seed = args.seed + i;
-        let dist = if seed % 2 == 0 { Distribution::Normal } else { Distribution::Wide };
+        let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
         let inputs = random_inputs(problem, dist, seed);
         let got = match backend.forward(problem, choice, config, &inputs.q, &inputs.k, &inputs.v) {
             Ok(f) => f,

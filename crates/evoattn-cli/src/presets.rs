@@ -5,6 +5,7 @@ use anyhow::{bail, Context};
 use evoattn::{Causal, Dtype, Layout, Problem, Shape};
 
 /// A named set of shapes and the settings it is meant to be crossed with.
+#[derive(Debug)]
 pub struct Preset {
     pub name: &'static str,
     pub about: &'static str,

@@ -222,7 +222,11 @@ impl KernelSpec {
             ("EVOATTN_THREADS".to_string(), self.threads().to_string()),
         ];
         for (key, value) in self.config.levers() {
-            d.push((format!("EVOATTN_{}", key.to_ascii_uppercase()), value));
+            let name = format!("EVOATTN_{}", key.to_ascii_uppercase());
+            // A lever may be one of the derived values above (the reference kernel's threads).
+            if !d.iter().any(|(n, _)| *n == name) {
+                d.push((name, value));
+            }
         }
         d
     }

@@ -212,14 +212,12 @@ impl Shape {
         }
         Ok(shape)
     }
+}
 
-    /// Heads that share one KV head.
+impl Shape {
+    /// Query heads that share one KV head (0 when Hkv is 0, which `validate` rejects).
     pub fn group(&self) -> usize {
-        if self.hkv == 0 {
-            0
-        } else {
-            self.h / self.hkv
-        }
+        self.h.checked_div(self.hkv).unwrap_or(0)
     }
 }
 
@@ -388,13 +386,13 @@ impl Problem {
     /// Checks everything that can be checked without device pointers.
     pub fn validate(&self) -> Result<(), ProblemError> {
         let s = self.shape;
-        if s.d == 0 || s.d > crate::MAX_HEAD_DIM || s.d % VECTOR_ELEMS != 0 {
+        if s.d == 0 || s.d > crate::MAX_HEAD_DIM || !s.d.is_multiple_of(VECTOR_ELEMS) {
             return Err(ProblemError::UnsupportedHeadDim {
                 d: s.d,
                 expected: format!("a multiple of {VECTOR_ELEMS} up to {}", crate::MAX_HEAD_DIM),
             });
         }
-        if s.hkv == 0 || s.h % s.hkv != 0 {
+        if s.hkv == 0 || !s.h.is_multiple_of(s.hkv) {
             return Err(ProblemError::HeadsNotDivisible { h: s.h, hkv: s.hkv });
         }
         if let Some(scale) = self.scale {
@@ -408,7 +406,7 @@ impl Problem {
                 return Err(ProblemError::NonUnitInnerStride { tensor: t, stride: st.dim });
             }
             for (axis, stride) in [("batch", st.batch), ("head", st.head), ("seq", st.seq)] {
-                if stride % VECTOR_ELEMS != 0 {
+                if !stride.is_multiple_of(VECTOR_ELEMS) {
                     return Err(ProblemError::StrideNotAligned { tensor: t, axis, stride });
                 }
             }

@@ -187,7 +187,7 @@ mod tests {
         let mut elf = vec![0u8; 64];
         elf[..4].copy_from_slice(ELF_MAGIC);
         elf[4] = ELFCLASS64;
-        let mut place = |data: &[u8], elf: &mut Vec<u8>| {
+        let place = |data: &[u8], elf: &mut Vec<u8>| {
             let at = elf.len();
             elf.extend_from_slice(data);
             at as u64
