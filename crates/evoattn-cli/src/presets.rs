@@ -1,5 +1,5 @@
-//! Named problem sets for `check` (and later `bench`): shapes, plus the dtypes, masks and
-//! layouts a preset covers when the command line does not say.
+//! Named problem sets for `check`, `bench` and `gate` (shapes, plus the dtypes, masks and
+//! layouts a preset covers when the command line does not say), and user workload files.
 
 use anyhow::{bail, Context};
 use evoattn::{Causal, Dtype, Layout, Problem, Shape};
@@ -20,7 +20,14 @@ pub struct Preset {
 pub const GRID_LENGTHS: [usize; 7] = [1, 17, 113, 128, 1000, 1023, 4097];
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-pub const NAMES: [&str; 4] = ["mission", "small", "grid", "sanitize"];
+pub const NAMES: [&str; 9] = ["mission", "small", "long", "wide", "stress", "seed", "fa3-grid", "grid", "sanitize"];
+
+/// The FlashAttention-3 paper's grid: 16k tokens (B·S) and a model width H·D of 2048.
+const FA3_TOKENS: usize = 16 * 1024;
+const FA3_WIDTH: usize = 2048;
+const FA3_LENGTHS: [usize; 6] = [512, 1024, 2048, 4096, 8192, 16384];
+/// ../shared/ANCHORS.md's `seed` rows: fp16, S=512, D=64, these (B, H).
+const SEED_BATCH_HEADS: [(usize, usize); 5] = [(1, 8), (2, 8), (4, 8), (4, 16), (8, 16)];
 
 fn gqa(b: usize, h: usize, hkv: usize, sq: usize, sk: usize, d: usize) -> Shape {
     Shape { b, h, hkv, sq, sk, d }
@@ -52,6 +59,54 @@ pub fn preset(name: &str) -> Result<Preset, String> {
             causal: all_causal,
             layouts: vec![Layout::Bhsd],
         },
+        "long" => Preset {
+            name: "long",
+            about: "one long sequence: B=1, H=8, S=8192, D=64, fp16",
+            shapes: vec![Shape::new(1, 8, 8192, 64)],
+            dtypes: vec![Dtype::F16],
+            causal: vec![Causal::None],
+            layouts: vec![Layout::Bhsd],
+        },
+        "wide" => Preset {
+            name: "wide",
+            about: "the mission shape at head dim 128: B=1, H=8, S=512, D=128, fp16",
+            shapes: vec![Shape::new(1, 8, 512, 128)],
+            dtypes: vec![Dtype::F16],
+            causal: vec![Causal::None],
+            layouts: vec![Layout::Bhsd],
+        },
+        "stress" => Preset {
+            name: "stress",
+            about: "a large batch that fills the GPU: B=16, H=16, S=2048, D=64, fp16",
+            shapes: vec![Shape::new(16, 16, 2048, 64)],
+            dtypes: vec![Dtype::F16],
+            causal: vec![Causal::None],
+            layouts: vec![Layout::Bhsd],
+        },
+        "seed" => Preset {
+            name: "seed",
+            about: "the 10 fp16 S=512 D=64 shapes of ANCHORS.md (B,H in 1,8 2,8 4,8 4,16 8,16; causal and not)",
+            shapes: SEED_BATCH_HEADS.iter().map(|&(b, h)| Shape::new(b, h, 512, 64)).collect(),
+            dtypes: vec![Dtype::F16],
+            causal: vec![Causal::None, Causal::TopLeft],
+            layouts: vec![Layout::Bhsd],
+        },
+        "fa3-grid" => {
+            let mut shapes = Vec::new();
+            for d in HEAD_DIMS {
+                for s in FA3_LENGTHS {
+                    shapes.push(Shape::new(FA3_TOKENS / s, FA3_WIDTH / d, s, d));
+                }
+            }
+            Preset {
+                name: "fa3-grid",
+                about: "the 36 large bf16 shapes of ANCHORS.md: B*S = 16k, H*D = 2048, S 512..16k, D 64/128/256, causal and not",
+                shapes,
+                dtypes: vec![Dtype::Bf16],
+                causal: vec![Causal::None, Causal::TopLeft],
+                layouts: vec![Layout::Bhsd],
+            }
+        }
         "grid" => {
             // Per head dim and length L: self-attention (H = Hkv), and GQA 4:1 against the
             // next length in the list, so every length also appears with Sq != Sk.
@@ -95,10 +150,15 @@ pub fn preset(name: &str) -> Result<Preset, String> {
 /// The problem-selection flags `check` and `bench` share.
 #[derive(clap::Args, Debug, Default)]
 pub struct ProblemArgs {
-    /// A named problem set (repeatable): mission, small, grid (the full correctness grid),
+    /// A named problem set (repeatable): mission, small, long, wide, stress, seed (ANCHORS.md's
+    /// 10 fp16 shapes), fa3-grid (its 36 large bf16 shapes), grid (the full correctness grid),
     /// sanitize (a small grid for compute-sanitizer).
     #[arg(long = "preset", value_name = "NAME")]
     pub presets: Vec<String>,
+    /// A TOML file of cases (repeatable), each `[[case]]` with `shape = "B,H,S,D[,HKV][,SK]"`
+    /// and optional `dtype`, `causal`, `layout` (a string or a list of strings).
+    #[arg(long = "workload", value_name = "FILE.toml")]
+    pub workloads: Vec<std::path::PathBuf>,
     /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
     #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
     pub shapes: Vec<String>,
@@ -150,6 +210,9 @@ impl ProblemArgs {
             eprintln!("preset {}: {}", set.name, set.about);
             sets.push(set);
         }
+        for path in &args.workloads {
+            sets.extend(read_workload(path)?);
+        }
         if !args.shapes.is_empty() {
             let shapes = args
                 .shapes
@@ -167,7 +230,7 @@ impl ProblemArgs {
             });
         }
         if sets.is_empty() {
-            bail!("nothing to check: give --preset NAME or --shape B,H,S,D (see `evoattn check --help`)");
+            bail!("no problems given: use --preset NAME, --shape B,H,S,D or --workload FILE.toml (see --help)");
         }
         let layouts_all = [Layout::Bhsd, Layout::Bshd];
         let mut out = Vec::new();
@@ -191,6 +254,73 @@ impl ProblemArgs {
     }
 }
 
+/// One string or a list of them, as a workload file may give either.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn items(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(s) => vec![s.as_str()],
+            OneOrMany::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadCase {
+    shape: String,
+    dtype: Option<OneOrMany>,
+    causal: Option<OneOrMany>,
+    layout: Option<OneOrMany>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadFile {
+    case: Vec<WorkloadCase>,
+}
+
+fn parse_items<T>(
+    items: Option<&OneOrMany>,
+    default: T,
+    parse: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> anyhow::Result<Vec<T>> {
+    match items {
+        None => Ok(vec![default]),
+        Some(list) => {
+            list.items().into_iter().map(|v| parse(v).with_context(|| format!("unknown {what} '{v}'"))).collect()
+        }
+    }
+}
+
+/// Reads a workload file into one set per case.
+fn read_workload(path: &std::path::Path) -> anyhow::Result<Vec<Preset>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading workload {}", path.display()))?;
+    let file: WorkloadFile = toml::from_str(&text).with_context(|| format!("workload {}", path.display()))?;
+    file.case
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let context = || format!("workload {} case {}", path.display(), i + 1);
+            Ok(Preset {
+                name: "workload",
+                about: "",
+                shapes: vec![Shape::parse(&c.shape).map_err(anyhow::Error::msg).with_context(context)?],
+                dtypes: parse_items(c.dtype.as_ref(), Dtype::F16, Dtype::parse, "dtype").with_context(context)?,
+                causal: parse_items(c.causal.as_ref(), Causal::None, Causal::parse, "mask").with_context(context)?,
+                layouts: parse_items(c.layout.as_ref(), Layout::Bhsd, Layout::parse, "layout").with_context(context)?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,10 +339,42 @@ mod tests {
     }
 
     #[test]
+    fn workload_files_expand_to_cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.toml");
+        std::fs::write(
+            &path,
+            "[[case]]\nshape = \"2,8,300,64,2,500\"\ndtype = \"bf16\"\ncausal = [\"none\", \"bottom-right\"]\n\n[[case]]\nshape = \"1,4,17,128\"\nlayout = \"bshd\"\n",
+        )
+        .unwrap();
+        let args = ProblemArgs { workloads: vec![path.clone()], ..Default::default() };
+        let cases = args.expand().unwrap();
+        assert_eq!(cases.len(), 3);
+        assert_eq!(cases[0].0.shape, Shape { b: 2, h: 8, hkv: 2, sq: 300, sk: 500, d: 64 });
+        assert_eq!((cases[1].0.dtype, cases[1].0.causal), (Dtype::Bf16, Causal::BottomRight));
+        assert_eq!((cases[2].0.dtype, cases[2].1), (Dtype::F16, Layout::Bshd));
+        std::fs::write(&path, "[[case]]\nshape = \"1,4,17,128\"\ndtpye = \"bf16\"\n").unwrap();
+        let err = format!("{:#}", args.expand().unwrap_err());
+        assert!(err.contains("dtpye"), "{err}");
+    }
+
+    #[test]
+    fn anchor_presets_match_anchors_md() {
+        let seed = preset("seed").unwrap();
+        assert_eq!(seed.shapes.len() * seed.causal.len(), 10);
+        let fa3 = preset("fa3-grid").unwrap();
+        assert_eq!(fa3.shapes.len() * fa3.causal.len(), 36);
+        // e.g. the hd128 16k row: B=1, H=16
+        assert!(fa3.shapes.contains(&Shape::new(1, 16, 16384, 128)));
+        assert!(fa3.shapes.contains(&Shape::new(32, 32, 512, 64)));
+        assert!(fa3.shapes.iter().all(|s| s.b * s.sq == FA3_TOKENS && s.h * s.d == FA3_WIDTH));
+    }
+
+    #[test]
     fn every_named_preset_resolves() {
         for name in NAMES {
             assert_eq!(preset(name).unwrap().name, name);
         }
-        assert!(preset("nope").unwrap_err().contains("mission, small, grid, sanitize"));
+        assert!(preset("nope").unwrap_err().contains("mission, small, long"));
     }
 }

@@ -13,6 +13,10 @@ pub use crate::runtime::device::DeviceTensors;
 
 /// Attention on one GPU. Kernels are compiled on first use, cached on disk and kept loaded,
 /// so a repeated call with the same kernel does no compile and no module load.
+///
+/// Launches are asynchronous on `gpu().stream()`. Buffers written or read on other streams
+/// must be synchronised with it by the caller (the usual CUDA stream contract); evoattn does
+/// not track cross-stream use.
 pub struct Attention {
     gpu: Gpu,
     cache: CubinCache,

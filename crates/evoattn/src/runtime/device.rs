@@ -65,7 +65,15 @@ impl Gpu {
         if status != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
             return Err(Error::driver("cuDriverGetVersion", format!("{status:?}")));
         }
-        let stream = ctx.default_stream();
+        // Safety: evoattn launches only on its own stream below and every buffer it creates is
+        // used on that stream, so cudarc's cross-stream event bookkeeping is not needed; it also
+        // costs events on each launch and breaks CUDA-graph capture. Callers that use evoattn's
+        // buffers on other streams synchronise them, the usual CUDA stream contract
+        // (documented on `Attention`).
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of our own (not the legacy default stream) so that launches can be captured
+        // into CUDA graphs.
+        let stream = ctx.new_stream().map_err(|e| Error::driver("cuStreamCreate", e))?;
         Ok(Gpu { ctx, stream, arch, name, compute_capability, sm_count, l2_bytes, driver_version })
     }
 
