@@ -1,0 +1,179 @@
+"""The request loop: one JSON object per line in, one per line out. The server checks every
+request's fields, ids and peer names, so a backend (real or fake) only sees well-formed calls."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TextIO
+
+from . import PEERS, PROTOCOL_VERSION
+from .case import CAUSAL, LAYOUTS, CaseSpec
+from .protocol import MODES, KernelLaunch, Request, RequestError
+
+MATMUL_DTYPES = ("f16", "bf16")
+
+
+class Backend(Protocol):
+    """What the server needs from the real (torch) or the fake backend."""
+
+    fake: bool
+
+    def hello(self) -> dict[str, Any]: ...
+
+    def load(self, case_id: str, path: str, layout: str, causal: str, scale: float) -> CaseSpec: ...
+
+    def unload(self, case_id: str) -> None: ...
+
+    def time(
+        self, case_id: str, peer: str, mode: str, warmup: int, samples: int, flush_bytes: int
+    ) -> dict[str, Any]: ...
+
+    def output(self, case_id: str, peer: str, path: str) -> dict[str, Any]: ...
+
+    def matmul_samples(self, n: int, dtype: str, samples: int) -> list[float]: ...
+
+    def copy_samples(self, nbytes: int, samples: int) -> list[float]: ...
+
+    def time_kernel(
+        self,
+        launch: KernelLaunch,
+        case_id: str,
+        mode: str,
+        warmup: int,
+        samples: int,
+        flush_bytes: int,
+        output: str | None,
+    ) -> list[float]: ...
+
+
+class Server:
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.cases: dict[str, CaseSpec] = {}
+        self.stopped = False
+        self.ops: dict[str, Callable[[Request], dict[str, Any]]] = {
+            "hello": self.hello,
+            "load": self.load,
+            "time": self.time,
+            "output": self.output,
+            "unload": self.unload,
+            "shutdown": self.shutdown,
+            "matmul_peak": self.matmul_peak,
+            "copy_bandwidth": self.copy_bandwidth,
+            "time_kernel": self.time_kernel,
+        }
+
+    def serve(self, lines: Iterable[str], out: TextIO) -> None:
+        """Answers each non-blank line until `shutdown` or the end of input."""
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                fields = json.loads(line)
+            except json.JSONDecodeError as e:
+                response: dict[str, Any] = {"ok": False, "error": f"a request must be one JSON object per line: {e}"}
+            else:
+                response = self.handle(fields)
+            try:
+                text = json.dumps(response, allow_nan=False)
+            except ValueError as e:
+                text = json.dumps({"ok": False, "error": f"the response is not valid JSON: {e}"})
+            out.write(text + "\n")
+            out.flush()
+            if self.stopped:
+                return
+
+    def handle(self, fields: Any) -> dict[str, Any]:
+        op = fields.get("op") if isinstance(fields, dict) else None
+        try:
+            if not isinstance(fields, dict):
+                raise RequestError("a request must be a JSON object")
+            req = Request(fields)
+            name = req.text("op")
+            if name not in self.ops:
+                raise RequestError(f"unknown op '{name}': expected one of {', '.join(self.ops)}")
+            return {"ok": True, **self.ops[name](req)}
+        except RequestError as e:
+            return {"ok": False, "error": str(e)}
+        except Exception as e:  # a failure inside torch, the driver or a peer: answered, never dropped
+            traceback.print_exc(file=sys.stderr)
+            return {"ok": False, "error": f"{op}: {type(e).__name__}: {e}"}
+
+    def _case(self, req: Request) -> str:
+        case_id = req.text("id")
+        if case_id not in self.cases:
+            raise RequestError(f"no case is loaded under id '{case_id}'")
+        return case_id
+
+    @staticmethod
+    def _peer(req: Request) -> str:
+        return req.choice("peer", PEERS)
+
+    def hello(self, req: Request) -> dict[str, Any]:
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "fake": self.backend.fake,
+            "python": platform.python_version(),
+            **self.backend.hello(),
+        }
+
+    def load(self, req: Request) -> dict[str, Any]:
+        case_id = req.text("id")
+        if case_id in self.cases:
+            raise RequestError(f"a case is already loaded under id '{case_id}'; unload it first")
+        spec = self.backend.load(
+            case_id, req.text("path"), req.choice("layout", LAYOUTS), req.choice("causal", CAUSAL), req.number("scale")
+        )
+        self.cases[case_id] = spec
+        return {"id": case_id, **spec.describe()}
+
+    def unload(self, req: Request) -> dict[str, Any]:
+        case_id = self._case(req)
+        self.backend.unload(case_id)
+        del self.cases[case_id]
+        return {}
+
+    def time(self, req: Request) -> dict[str, Any]:
+        return self.backend.time(
+            self._case(req),
+            self._peer(req),
+            req.choice("mode", MODES),
+            req.integer("warmup"),
+            req.integer("samples", minimum=1),
+            req.integer("flush_bytes"),
+        )
+
+    def output(self, req: Request) -> dict[str, Any]:
+        return self.backend.output(self._case(req), self._peer(req), req.text("path"))
+
+    def shutdown(self, req: Request) -> dict[str, Any]:
+        self.stopped = True
+        return {}
+
+    def matmul_peak(self, req: Request) -> dict[str, Any]:
+        n = req.integer("n", minimum=1)
+        samples = self.backend.matmul_samples(n, req.choice("dtype", MATMUL_DTYPES), req.integer("samples", minimum=1))
+        return {"tflops": 2.0 * n**3 / statistics.median(samples) / 1e6, "samples_us": samples}
+
+    def copy_bandwidth(self, req: Request) -> dict[str, Any]:
+        nbytes = req.integer("bytes", minimum=1)
+        samples = self.backend.copy_samples(nbytes, req.integer("samples", minimum=1))
+        # read + write traffic; bytes per microsecond / 1e3 = GB/s
+        return {"gbps": 2.0 * nbytes / statistics.median(samples) / 1e3, "samples_us": samples}
+
+    def time_kernel(self, req: Request) -> dict[str, Any]:
+        samples = self.backend.time_kernel(
+            KernelLaunch.parse(req),
+            self._case(req),
+            req.choice("mode", MODES),
+            req.integer("warmup"),
+            req.integer("samples", minimum=1),
+            req.integer("flush_bytes"),
+            req.optional_text("output"),
+        )
+        return {"samples_us": samples}

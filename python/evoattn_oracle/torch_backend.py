@@ -1,0 +1,344 @@
+"""The real backend: PyTorch SDPA under each `SDPBackend`, FlashAttention-4 when it imports, and
+raw CUBIN launches, all timed by one function (`_time_calls`) with the method of DESIGN.md's
+"Measurement method": warm-up, then per sample an L2 flush, a start event, one call, an end event;
+one synchronisation at the end; raw per-sample times in µs."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.metadata
+import re
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
+
+from . import PEERS, safetensors_io
+from .case import CaseSpec, read_case
+from .protocol import KernelLaunch, RequestError, missing, ran, refused
+
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16"}
+SDPA_BACKENDS = {
+    "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+    "sdpa-flash": SDPBackend.FLASH_ATTENTION,
+    "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "sdpa-math": SDPBackend.MATH,
+}
+# Package names FlashAttention-4 has been published under, newest first.
+FA4_DISTRIBUTIONS = ("flash-attn-4", "fa4")
+FA4_MIN_MAJOR = 9  # CuTe DSL FlashAttention-4 targets Hopper (sm_90) and newer
+FA4_TOP_LEFT = "FlashAttention-4's causal mask is bottom-right aligned; top-left with Sq != Sk cannot be expressed"
+# Calls on the capture stream before capturing: libraries create per-stream handles lazily,
+# which is not allowed during capture.
+GRAPH_MIN_WARMUP = 1
+CEILING_WARMUP = 3
+US_PER_MS = 1e3
+# PyTorch's warnings carry a C++ source location; the reason is clearer without it.
+SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+
+
+class StartupError(Exception):
+    """The oracle cannot serve real requests on this machine (no GPU)."""
+
+
+class GraphCaptureError(Exception):
+    pass
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
+def _import_fa4() -> tuple[Any, str | None, str | None]:
+    """(module, version, None) or (None, None, why it is missing)."""
+    try:
+        import flash_attn.cute as fa4
+    except Exception as e:  # ImportError, or the CUTLASS DSL failing to initialise
+        return None, None, f"flash_attn.cute does not import ({_first_line(e)})"
+    for dist in FA4_DISTRIBUTIONS:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            return fa4, importlib.metadata.version(dist), None
+    return fa4, str(getattr(fa4, "__version__", "unknown")), None
+
+
+def _cudnn_version() -> str | None:
+    v = torch.backends.cudnn.version()  # e.g. 91900 for 9.19.0
+    return None if v is None else f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+
+
+def from_raw(raw: safetensors_io.RawTensor, device: torch.device) -> torch.Tensor:
+    dtype = {v: k for k, v in SAFETENSORS_DTYPES.items()}[raw.dtype]
+    if not raw.data:  # torch.frombuffer refuses empty buffers
+        return torch.empty(raw.shape, dtype=dtype, device=device)
+    return torch.frombuffer(bytearray(raw.data), dtype=dtype).reshape(raw.shape).to(device)
+
+
+def to_raw(t: torch.Tensor) -> safetensors_io.RawTensor:
+    host = t.contiguous().cpu()
+    data = ctypes.string_at(host.data_ptr(), host.numel() * host.element_size()) if host.numel() else b""
+    return safetensors_io.RawTensor(SAFETENSORS_DTYPES[host.dtype], tuple(host.shape), data)
+
+
+def _why(caught: list[warnings.WarningMessage]) -> str:
+    """What PyTorch's warnings say about why a backend does not apply: without source locations,
+    "... not used because:" headings, and the backends our restriction disabled on purpose."""
+    notes = (SOURCE_NOTE.sub("", str(w.message)).strip() for w in caught)
+    kept = (n for n in notes if n and not n.endswith("because:") and "has been runtime disabled" not in n)
+    return "; ".join(dict.fromkeys(kept))
+
+
+def _probe(call: Callable[[], torch.Tensor]) -> tuple[torch.Tensor | None, str | None]:
+    """Runs `call` once: (output, None), or (None, the reason it refused, with PyTorch's
+    warnings, which is where SDPA says why a backend does not apply)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return call(), None
+        except Exception as e:
+            if isinstance(e, torch.OutOfMemoryError):
+                torch.cuda.empty_cache()
+            why = _why(caught)
+            return None, _first_line(e) + (f" ({why})" if why else "")
+
+
+@dataclass
+class TorchCase:
+    spec: CaseSpec
+    # q, k, v as the file holds them: contiguous, in the file's layout (what our kernels read)
+    raw: dict[str, torch.Tensor]
+    _bshd: tuple[torch.Tensor, ...] | None = field(default=None, repr=False)
+
+    def bhsd(self) -> tuple[torch.Tensor, ...]:
+        """q, k, v as [B, H, S, D]: views (transposed when the file is BSHD), never copies."""
+        qkv = (self.raw["q"], self.raw["k"], self.raw["v"])
+        return qkv if self.spec.layout == "bhsd" else tuple(t.transpose(1, 2) for t in qkv)
+
+    def bshd(self) -> tuple[torch.Tensor, ...]:
+        """q, k, v as contiguous [B, S, H, D] (FA4's input): the file's tensors, or copies made
+        once, on first use, outside any timed region."""
+        if self._bshd is None:
+            qkv = (self.raw["q"], self.raw["k"], self.raw["v"])
+            self._bshd = qkv if self.spec.layout == "bshd" else tuple(t.transpose(1, 2).contiguous() for t in qkv)
+        return self._bshd
+
+
+# A peer ready to run: the context to call it in, one call, and the layout of its output.
+Prepared = tuple[AbstractContextManager[Any], Callable[[], torch.Tensor], str]
+
+
+class TorchBackend:
+    fake = False
+
+    def __init__(self) -> None:
+        if not torch.cuda.is_available():
+            raise StartupError(f"PyTorch {torch.__version__} sees no CUDA GPU (CUDA build: {torch.version.cuda})")
+        torch.cuda.init()
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self.fa4, self.fa4_version, self.fa4_missing = _import_fa4()
+        self.cases: dict[str, TorchCase] = {}
+        self._flush: torch.Tensor | None = None
+
+    def hello(self) -> dict[str, Any]:
+        props = torch.cuda.get_device_properties(self.device)
+        try:
+            from .kernel_launch import driver_version
+
+            driver: str | None = driver_version()
+        except ImportError:
+            driver = None
+        peers = {name: "available" for name in PEERS}
+        if not torch.backends.cuda.is_flash_attention_available():
+            peers["sdpa-flash"] = "missing: this PyTorch build has no flash attention"
+        if not torch.backends.cudnn.is_available():
+            peers["sdpa-cudnn"] = "missing: this PyTorch build has no cuDNN"
+        if self.fa4 is None:
+            peers["fa4"] = f"missing: {self.fa4_missing}"
+        elif props.major < FA4_MIN_MAJOR:
+            peers["fa4"] = f"missing: FlashAttention-4 needs sm_90 or newer, this GPU is sm_{props.major}{props.minor}"
+        return {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cudnn": _cudnn_version(),
+            "driver": driver,
+            "fa4": self.fa4_version,
+            "gpu": props.name,
+            "compute_capability": f"{props.major}.{props.minor}",
+            "l2_bytes": props.L2_cache_size,
+            "sm_count": props.multi_processor_count,
+            "peers": peers,
+        }
+
+    def load(self, case_id: str, path: str, layout: str, causal: str, scale: float) -> CaseSpec:
+        spec, tensors = read_case(path, layout, causal, scale)
+        self.cases[case_id] = TorchCase(spec, {name: from_raw(t, self.device) for name, t in tensors.items()})
+        return spec
+
+    def unload(self, case_id: str) -> None:
+        del self.cases[case_id]
+        torch.cuda.empty_cache()
+
+    def _prepare(self, case: TorchCase, peer: str) -> Prepared | dict[str, Any]:
+        """`peer` ready to run on `case`, or its missing/refused status."""
+        spec = case.spec
+        if peer == "fa4":
+            if self.fa4 is None:
+                return missing(str(self.fa4_missing))
+            if spec.causal == "top-left" and spec.sq != spec.sk:
+                return refused(FA4_TOP_LEFT)
+            fa4_func, (q, k, v), causal = self.fa4.flash_attn_func, case.bshd(), spec.causal != "none"
+
+            def fa4_call() -> torch.Tensor:
+                out = fa4_func(q, k, v, softmax_scale=spec.scale, causal=causal)
+                return out[0] if isinstance(out, tuple) else out  # (out, lse) in current releases
+
+            return contextlib.nullcontext(), fa4_call, "bshd"
+
+        q, k, v = case.bhsd()
+        kwargs: dict[str, Any] = {"scale": spec.scale}
+        if spec.hkv != spec.h:
+            kwargs["enable_gqa"] = True
+        if spec.causal == "top-left" or (spec.causal == "bottom-right" and spec.sq == spec.sk):
+            kwargs["is_causal"] = True
+        elif spec.causal == "bottom-right":
+            kwargs["attn_mask"] = causal_lower_right(spec.sq, spec.sk)
+        context = sdpa_kernel(SDPA_BACKENDS[peer]) if peer in SDPA_BACKENDS else contextlib.nullcontext()
+        return context, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), "bhsd"
+
+    def time(self, case_id: str, peer: str, mode: str, warmup: int, samples: int, flush_bytes: int) -> dict[str, Any]:
+        prepared = self._prepare(self.cases[case_id], peer)
+        if isinstance(prepared, dict):
+            return prepared
+        context, call, _ = prepared
+        # The backend restriction is entered once, around warm-up, capture and samples, so that
+        # no sample pays for it.
+        with context:
+            _, reason = _probe(call)
+            if reason is not None:
+                return refused(reason)
+            try:
+                return ran(samples_us=self._time_calls(call, mode, warmup, samples, flush_bytes))
+            except GraphCaptureError as e:
+                return refused(str(e))
+
+    def output(self, case_id: str, peer: str, path: str) -> dict[str, Any]:
+        case = self.cases[case_id]
+        prepared = self._prepare(case, peer)
+        if isinstance(prepared, dict):
+            return prepared
+        context, call, layout = prepared
+        with context:
+            out, reason = _probe(call)
+        if out is None:
+            return refused(str(reason))
+        if layout != case.spec.layout:
+            out = out.transpose(1, 2)
+        q = case.raw["q"]
+        if out.dtype != q.dtype or out.shape != q.shape:
+            raise RuntimeError(f"{peer} returned {out.dtype} {list(out.shape)}, expected {q.dtype} {list(q.shape)}")
+        safetensors_io.write(path, {"o": to_raw(out)})
+        return ran(path=path)
+
+    def matmul_samples(self, n: int, dtype: str, samples: int) -> list[float]:
+        a, b, c = (torch.randn(n, n, device=self.device, dtype=TORCH_DTYPES[dtype]) for _ in range(3))
+        return self._time_calls(lambda: torch.mm(a, b, out=c), "eager", CEILING_WARMUP, samples, 0)
+
+    def copy_samples(self, nbytes: int, samples: int) -> list[float]:
+        src, dst = (torch.zeros(nbytes, dtype=torch.uint8, device=self.device) for _ in range(2))
+        return self._time_calls(lambda: dst.copy_(src), "eager", CEILING_WARMUP, samples, 0)
+
+    def time_kernel(
+        self,
+        launch: KernelLaunch,
+        case_id: str,
+        mode: str,
+        warmup: int,
+        samples: int,
+        flush_bytes: int,
+        output: str | None,
+    ) -> list[float]:
+        try:
+            from .kernel_launch import Module
+        except ImportError as e:
+            raise RequestError(f"time_kernel needs cuda-bindings (pip install cuda-bindings): {e}") from None
+        try:
+            image = Path(launch.cubin_path).read_bytes()
+        except OSError as e:
+            raise RequestError(f"cannot read the CUBIN {launch.cubin_path}: {e.strerror or e}") from None
+        case = self.cases[case_id]
+        q, k, v = case.raw["q"], case.raw["k"], case.raw["v"]
+        o = torch.full_like(q, float("nan"))  # unwritten elements stay NaN in `output`
+        params = launch.patched({"q": q.data_ptr(), "k": k.data_ptr(), "v": v.data_ptr(), "o": o.data_ptr()})
+        with Module(image) as module:
+            kernel = module.launcher(launch.kernel, launch.grid, launch.block, launch.smem, params)
+
+            def call() -> None:
+                kernel(torch.cuda.current_stream().cuda_stream)  # the capture stream in graph mode
+
+            try:
+                result = self._time_calls(call, mode, warmup, samples, flush_bytes)
+            except GraphCaptureError as e:
+                raise RuntimeError(f"{launch.kernel} {e}") from None
+        if output is not None:
+            safetensors_io.write(output, {"o": to_raw(o)})
+        return result
+
+    def _flush_buffer(self, nbytes: int) -> torch.Tensor | None:
+        """The buffer overwritten before each sample (kept between requests of the same size)."""
+        if nbytes == 0:
+            return None
+        if self._flush is None or self._flush.numel() != nbytes:
+            self._flush = None  # free the old one before allocating the new
+            self._flush = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        return self._flush
+
+    def _capture(self, call: Callable[[], Any], warmup: int) -> tuple[torch.cuda.CUDAGraph, Any]:
+        """One call captured into a CUDA graph, after warm-up on the capture stream (PyTorch's
+        rule), and the graph's static output (kept alive while the graph replays)."""
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(max(warmup, GRAPH_MIN_WARMUP)):
+                call()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=stream):
+                static_out = call()
+        except Exception as e:
+            raise GraphCaptureError(f"cannot be captured in a CUDA graph ({_first_line(e)})") from None
+        return graph, static_out
+
+    def _time_calls(
+        self, call: Callable[[], Any], mode: str, warmup: int, samples: int, flush_bytes: int
+    ) -> list[float]:
+        """The measurement: in eager mode `warmup` calls, in graph mode `warmup` calls on the
+        capture stream, the capture and `warmup` replays; then per sample a flush, a start
+        event, one call (or replay), an end event; one synchronisation; µs per sample."""
+        flush = self._flush_buffer(flush_bytes)
+        if mode == "graph":
+            graph, _static_out = self._capture(call, warmup)
+            run: Callable[[], Any] = graph.replay
+        else:
+            run = call
+        for _ in range(warmup):
+            run()
+        stream = torch.cuda.current_stream()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
+        for start, end in events:
+            if flush is not None:
+                flush.zero_()
+            start.record(stream)
+            run()
+            end.record(stream)
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) * US_PER_MS for start, end in events]

@@ -1,0 +1,205 @@
+"""Every op of the protocol against the fake backend, in process."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import qkv_file
+
+from evoattn_oracle import PEERS, PROTOCOL_VERSION, safetensors_io
+from evoattn_oracle.server import Server
+
+TIMING = {"warmup": 2, "samples": 7, "flush_bytes": 1 << 20}
+KERNEL_PARAMS = struct.pack("<5Q2i", 0, 0, 0, 0, 0, 8, 8)
+KERNEL_OFFSETS = {"q": 0, "k": 8, "v": 16, "o": 24}
+
+
+def kernel_request(cubin: Path, **overrides: object) -> dict[str, object]:
+    request: dict[str, object] = {
+        "op": "time_kernel",
+        "cubin_path": str(cubin),
+        "kernel": "k",
+        "grid": [4, 2, 1],
+        "block": [128, 1, 1],
+        "smem": 64 * 1024,
+        "params_b64": base64.b64encode(KERNEL_PARAMS).decode(),
+        "pointer_offsets": KERNEL_OFFSETS,
+        "id": "c",
+        "mode": "eager",
+        **TIMING,
+    }
+    request.update(overrides)
+    return request
+
+
+def test_hello_lists_every_peer_and_the_machine(server: Server) -> None:
+    r = server.handle({"op": "hello"})
+    assert r["ok"] and r["fake"] and r["protocol"] == PROTOCOL_VERSION
+    assert list(r["peers"]) == list(PEERS)
+    assert r["peers"]["sdpa-cudnn"] == "available"
+    assert r["peers"]["fa4"].startswith("missing: ")
+    assert r["l2_bytes"] > 0 and r["sm_count"] > 0 and r["gpu"]
+    assert r["torch"] is None and r["python"]
+
+
+def test_load_describes_the_case(server: Server, tmp_path: Path) -> None:
+    path = qkv_file(tmp_path / "in.safetensors", b=2, h=8, hkv=2, sq=5, sk=9, d=32, dtype="bf16", layout="bshd")
+    r = server.handle(
+        {"op": "load", "id": "x", "path": str(path), "layout": "bshd", "causal": "top-left", "scale": 0.5}
+    )
+    assert r["ok"], r
+    assert r["shape"] == {"b": 2, "h": 8, "hkv": 2, "sq": 5, "sk": 9, "d": 32}
+    assert (r["dtype"], r["layout"], r["causal"], r["scale"]) == ("bf16", "bshd", "top-left", 0.5)
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_time_returns_the_requested_samples_deterministically(loaded: Server, mode: str) -> None:
+    request = {"op": "time", "id": "c", "peer": "sdpa-cudnn", "mode": mode, **TIMING}
+    first, second = loaded.handle(request), loaded.handle(request)
+    assert first["ok"] and first["status"] == "ok"
+    assert len(first["samples_us"]) == TIMING["samples"]
+    assert all(s > 0 for s in first["samples_us"])
+    assert first == second
+
+
+def test_peers_and_modes_differ(server: Server, tmp_path: Path) -> None:
+    path = qkv_file(tmp_path / "big.safetensors", h=8, hkv=8, sq=1024, sk=1024)
+    load = {"op": "load", "id": "big", "path": str(path), "layout": "bhsd", "causal": "none", "scale": 0.125}
+    assert server.handle(load)["ok"]
+
+    def median(peer: str, mode: str) -> float:
+        samples = server.handle({"op": "time", "id": "big", "peer": peer, "mode": mode, **TIMING})["samples_us"]
+        return sorted(samples)[len(samples) // 2]
+
+    assert median("sdpa-math", "eager") > median("sdpa-cudnn", "eager")
+    assert median("sdpa-cudnn", "graph") < median("sdpa-cudnn", "eager")
+
+
+def test_refused_and_missing_come_with_reasons(server: Server, tmp_path: Path) -> None:
+    path = qkv_file(tmp_path / "in.safetensors")
+    load = {"op": "load", "id": "br", "path": str(path), "layout": "bhsd", "causal": "bottom-right", "scale": 0.125}
+    assert server.handle(load)["ok"]
+    flash = server.handle({"op": "time", "id": "br", "peer": "sdpa-flash", "mode": "eager", **TIMING})
+    assert flash["ok"] and flash["status"] == "refused" and "bottom-right" in flash["reason"]
+    assert "samples_us" not in flash
+    fa4 = server.handle({"op": "time", "id": "br", "peer": "fa4", "mode": "graph", **TIMING})
+    assert fa4["ok"] and fa4["status"] == "missing" and fa4["reason"]
+    out = server.handle({"op": "output", "id": "br", "peer": "fa4", "path": str(tmp_path / "o.safetensors")})
+    assert out["status"] == "missing" and not (tmp_path / "o.safetensors").exists()
+
+
+def test_output_writes_o_with_q_dtype_and_shape(loaded: Server, tmp_path: Path) -> None:
+    out = tmp_path / "o.safetensors"
+    r = loaded.handle({"op": "output", "id": "c", "peer": "sdpa-math", "path": str(out)})
+    assert r == {"ok": True, "status": "ok", "path": str(out)}
+    o = safetensors_io.read(out)["o"]
+    q = safetensors_io.read(tmp_path / "in.safetensors")["q"]
+    assert (o.dtype, o.shape, o.data) == (q.dtype, q.shape, q.data)
+
+
+def test_unload_forgets_the_case(loaded: Server) -> None:
+    assert loaded.handle({"op": "unload", "id": "c"}) == {"ok": True}
+    r = loaded.handle({"op": "time", "id": "c", "peer": "sdpa-math", "mode": "eager", **TIMING})
+    assert not r["ok"] and "no case" in r["error"]
+
+
+def test_ceilings(server: Server) -> None:
+    mm = server.handle({"op": "matmul_peak", "n": 4096, "dtype": "bf16", "samples": 5})
+    assert mm["ok"] and len(mm["samples_us"]) == 5 and 100 < mm["tflops"] < 2000
+    copy = server.handle({"op": "copy_bandwidth", "bytes": 1 << 30, "samples": 5})
+    assert copy["ok"] and len(copy["samples_us"]) == 5 and 1000 < copy["gbps"] < 10000
+
+
+def test_time_kernel_times_and_writes_output(loaded: Server, tmp_path: Path) -> None:
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"\x7fELF")
+    out = tmp_path / "o.safetensors"
+    r = loaded.handle(kernel_request(cubin, mode="graph", output=str(out)))
+    assert r["ok"], r
+    assert len(r["samples_us"]) == TIMING["samples"]
+    assert safetensors_io.read(out)["o"].shape == (1, 4, 16, 64)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"pointer_offsets": {"q": 0, "k": 8, "v": 16}}, "pointer_offsets"),
+        ({"pointer_offsets": {"q": 0, "k": 8, "v": 16, "o": 48}}, "within the 48 parameter bytes"),
+        ({"pointer_offsets": {"q": 0, "k": 8, "v": 16, "o": 12}}, "aligned"),
+        ({"pointer_offsets": {"q": 0, "k": 0, "v": 16, "o": 24}}, "overlap"),
+        ({"params_b64": "not base64!"}, "base64"),
+        ({"grid": [1, 0, 1]}, "grid"),
+        ({"block": [128, 1]}, "block"),
+        ({"cubin_path": "/nonexistent.cubin"}, "cannot read the CUBIN"),
+        ({"id": "nope"}, "no case"),
+    ],
+)
+def test_time_kernel_rejects_bad_launches(loaded: Server, tmp_path: Path, overrides: dict, message: str) -> None:
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"\x7fELF")
+    r = loaded.handle(kernel_request(cubin, **overrides))
+    assert not r["ok"] and message in r["error"], r
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ([], "JSON object"),
+        ({}, "needs the field 'op'"),
+        ({"op": "frobnicate"}, "unknown op 'frobnicate'"),
+        ({"op": "time", "id": "c", "peer": "sdpa-nope", "mode": "eager", **TIMING}, "'peer' is 'sdpa-nope'"),
+        ({"op": "time", "id": "c", "peer": "sdpa-math", "mode": "lazy", **TIMING}, "'mode'"),
+        ({"op": "time", "id": "c", "peer": "sdpa-math", "mode": "eager", "warmup": 1, "samples": 0}, "'samples'"),
+        ({"op": "time", "id": "c", "peer": "sdpa-math", "mode": "eager", "warmup": 1}, "needs the field 'samples'"),
+        ({"op": "time", "id": "c", "peer": "sdpa-math", "mode": "eager", **TIMING, "warmup": True}, "'warmup'"),
+        ({"op": "matmul_peak", "n": 64, "dtype": "f32", "samples": 1}, "'dtype'"),
+        ({"op": "load", "id": "c", "path": "/x", "layout": "bhsd", "causal": "none", "scale": 1}, "already loaded"),
+    ],
+)
+def test_bad_requests_are_errors(loaded: Server, request_: object, message: str) -> None:
+    r = loaded.handle(request_)
+    assert r["ok"] is False and message in r["error"], r
+
+
+@pytest.mark.parametrize(
+    ("tensors", "layout", "message"),
+    [
+        ({"q": ("F16", (1, 2, 4, 8)), "k": ("F16", (1, 2, 4, 8))}, "bhsd", "no tensor 'v'"),
+        ({"q": ("F32", (1, 2, 4, 8)), "k": ("F32", (1, 2, 4, 8)), "v": ("F32", (1, 2, 4, 8))}, "bhsd", "q is f32"),
+        ({"q": ("F16", (1, 2, 4, 8)), "k": ("BF16", (1, 2, 4, 8)), "v": ("F16", (1, 2, 4, 8))}, "bhsd", "k is bf16"),
+        ({"q": ("F16", (2, 4, 8)), "k": ("F16", (1, 2, 4, 8)), "v": ("F16", (1, 2, 4, 8))}, "bhsd", "q has rank 3"),
+        ({"q": ("F16", (1, 2, 4, 8)), "k": ("F16", (1, 2, 4, 8)), "v": ("F16", (1, 2, 5, 8))}, "bhsd", "v has shape"),
+        ({"q": ("F16", (1, 3, 4, 8)), "k": ("F16", (1, 2, 4, 8)), "v": ("F16", (1, 2, 4, 8))}, "bhsd", "do not divide"),
+        ({"q": ("F16", (1, 4, 3, 8)), "k": ("F16", (1, 4, 2, 8)), "v": ("F16", (1, 4, 2, 8))}, "bshd", "do not divide"),
+    ],
+)
+def test_load_rejects_bad_inputs(server: Server, tmp_path: Path, tensors: dict, layout: str, message: str) -> None:
+    path = tmp_path / "bad.safetensors"
+    width = {"F16": 2, "BF16": 2, "F32": 4}
+    raw = {name: safetensors_io.RawTensor(t, s, bytes(math.prod(s) * width[t])) for name, (t, s) in tensors.items()}
+    safetensors_io.write(path, raw)
+    r = server.handle({"op": "load", "id": "b", "path": str(path), "layout": layout, "causal": "none", "scale": 1.0})
+    assert not r["ok"] and message in r["error"], r
+
+
+def test_load_of_a_missing_or_corrupt_file_is_an_error(server: Server, tmp_path: Path) -> None:
+    load = {"op": "load", "id": "b", "layout": "bhsd", "causal": "none", "scale": 1.0}
+    r = server.handle({**load, "path": str(tmp_path / "absent.safetensors")})
+    assert not r["ok"] and "cannot read" in r["error"]
+    corrupt = tmp_path / "corrupt.safetensors"
+    corrupt.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    r = server.handle({**load, "path": str(corrupt)})
+    assert not r["ok"] and "not a safetensors file" in r["error"]
+
+
+def test_shutdown_stops_the_loop(server: Server) -> None:
+    out = io.StringIO()
+    server.serve(['{"op": "hello"}\n', "\n", "not json\n", '{"op": "shutdown"}\n', '{"op": "hello"}\n'], out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3
+    assert '"ok": false' in lines[1] and lines[2] == '{"ok": true}'
