@@ -3,6 +3,7 @@
 //! is opened; `main` turns it into one line on stderr and exit 2.
 
 use crate::backend::{open, Forward};
+use crate::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
 use anyhow::{anyhow, Context};
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Shape, TensorName};
@@ -115,13 +116,8 @@ impl Inputs {
         };
         let (q, k, v) = (tensor(TensorName::Q)?, tensor(TensorName::K)?, tensor(TensorName::V)?);
 
-        let dtype = match q.dtype() {
-            safetensors::Dtype::F16 => Dtype::F16,
-            safetensors::Dtype::BF16 => Dtype::Bf16,
-            other => {
-                return Err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtype_name(other) }.into())
-            }
-        };
+        let dtype = evoattn_dtype(q.dtype())
+            .ok_or_else(|| ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtype_name(q.dtype()) })?;
         for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
             if view.dtype() != q.dtype() {
                 let (expected, got) = (dtype.name().to_string(), dtype_name(view.dtype()));
@@ -163,23 +159,10 @@ fn axes(layout: Layout, t: TensorName) -> &'static str {
     }
 }
 
-/// A safetensors dtype in the lower-case spelling evoattn uses (f16, bf16, f32, ...).
-fn dtype_name(dtype: safetensors::Dtype) -> String {
-    dtype.to_string().to_ascii_lowercase()
-}
-
-/// Little-endian 16-bit elements as raw bits.
-fn bits(view: &TensorView) -> Vec<u16> {
-    view.data().chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
-}
-
 fn write_output(path: &Path, problem: &Problem, layout: Layout, forward: &Forward) -> anyhow::Result<()> {
     let s = problem.shape;
-    let dtype = match problem.dtype {
-        Dtype::F16 => safetensors::Dtype::F16,
-        Dtype::Bf16 => safetensors::Dtype::BF16,
-    };
-    let o_bytes: Vec<u8> = forward.o.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let dtype = safetensors_dtype(problem.dtype);
+    let o_bytes = le_bytes(&forward.o);
     let lse_bytes: Option<Vec<u8>> = match (&forward.lse, problem.with_lse) {
         (Some(lse), true) => Some(lse.iter().flat_map(|x| x.to_le_bytes()).collect()),
         (None, true) => anyhow::bail!("the backend returned no lse"),

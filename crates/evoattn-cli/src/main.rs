@@ -12,8 +12,10 @@ mod cmd_compile;
 mod cmd_info;
 mod cmd_run;
 mod inputs;
+mod oracle;
 mod presets;
 mod stats;
+mod tensors_io;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
