@@ -2,12 +2,13 @@
 # One device call: info, correctness grid, sanitizers, compile times and a same-run timing
 # against PyTorch SDPA. Full logs go to $OUT; a short summary is printed last.
 # usage (on the GPU machine, from the repo root): scripts/gpu-session.sh [steps...]
-# steps: info small grid sanitize compile bench (default: all)
+# steps: info small grid sanitize compile run bench oracle seed fa3 aa agree (default: the first six)
 set -uo pipefail
 BIN=${EVOATTN_BIN:-target/release/evoattn}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-steps=${*:-info small grid sanitize compile bench}
+steps=${*:-info small grid sanitize compile run}
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 for step in $steps; do
@@ -31,6 +32,27 @@ for step in $steps; do
       EVOATTN_CACHE_DIR=$dir $BIN compile --impl all --arch sm_90a --dtype all --head-dim all > "$OUT/compile-cold.txt" 2>&1
       EVOATTN_CACHE_DIR=$dir $BIN compile --impl all --arch sm_90a --dtype all --head-dim all > "$OUT/compile-warm.txt" 2>&1
       note "compile cold: $(tail -1 "$OUT/compile-cold.txt"); warm: $(tail -1 "$OUT/compile-warm.txt")" ;;
+    run)
+      python3 scripts/run_roundtrip.py "$BIN" 2>&1 | tee "$OUT/run.txt"
+      note "run round trip: exit ${PIPESTATUS[0]}" ;;
+    oracle)
+      python3 -m evoattn_oracle.selfcheck 2>&1 | tee "$OUT/oracle-selfcheck.txt"
+      note "oracle selfcheck: exit ${PIPESTATUS[0]}" ;;
+    seed)
+      $BIN bench --preset seed --peers sdpa-cudnn,sdpa-flash,sdpa-efficient --json "$OUT/seed.json" 2>&1 | tee "$OUT/bench-seed.txt"
+      note "bench seed: exit ${PIPESTATUS[0]}" ;;
+    fa3)
+      $BIN bench --preset fa3-grid --peers sdpa-cudnn,sdpa-flash --json "$OUT/fa3-grid.json" 2>&1 | tee "$OUT/bench-fa3.txt"
+      note "bench fa3-grid: exit ${PIPESTATUS[0]}" ;;
+    aa)
+      # A/A: our kernel against itself, 20 gates on one shape; "faster" must happen at most once.
+      faster=0
+      for i in $(seq 1 20); do
+        $BIN bench --shape 4,16,4096,128 --dtype bf16 --peers self --seed "$i" --json "$OUT/aa.json" > /dev/null 2>&1
+        # --speedup 1.0 leaves the bootstrap CI as the only barrier: the strictest A/A.
+        $BIN gate --samples "$OUT/aa.json" --against self --speedup 1.0 --format json >> "$OUT/aa-gates.txt" 2>&1 && faster=$((faster + 1))
+      done
+      note "A/A: faster in $faster of 20 gates" ;;
     bench)
       for causal in 0 1; do
         flag=""; [ $causal = 1 ] && flag="--causal"

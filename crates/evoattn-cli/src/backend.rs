@@ -12,6 +12,8 @@ pub struct BackendInfo {
     pub compute_capability: (i32, i32),
     pub arch: String,
     pub sm_count: u32,
+    /// L2 cache size: the timer flushes twice this before each sample.
+    pub l2_bytes: usize,
     pub driver: String,
     pub nvrtc: String,
     pub mock: bool,
@@ -33,13 +35,13 @@ pub struct Forward {
 pub struct TimingOptions {
     pub warmup: usize,
     pub samples: usize,
+    pub mode: crate::record::Mode,
 }
 
 /// Raw per-launch times of one kernel.
 #[derive(Clone, Debug)]
 pub struct Timing {
     pub samples_us: Vec<f64>,
-    pub kernel: String,
 }
 
 /// A place to run attention forward passes.
@@ -73,6 +75,18 @@ pub trait Backend {
     ) -> evoattn::Result<Timing> {
         let _ = (problem, choice, config, q, k, v, options);
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot time kernels", self.info().gpu)))
+    }
+
+    /// The planned kernel packed for a launch by another process (the oracle's cross-check of
+    /// our timer). Backends without compiled kernels say so.
+    fn launch_image(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+    ) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
+        let _ = (problem, choice, config);
+        Err(evoattn::Error::NoGpu(format!("the {} backend has no compiled kernels", self.info().gpu)))
     }
 }
 

@@ -1,12 +1,11 @@
 //! The real backend: the library on GPU 0.
 
 use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
+use crate::record::Mode;
+use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::plan::ImplChoice;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
-
-/// The L2 flush buffer is this many times the L2 size, so nothing of the last launch survives.
-const FLUSH_L2_MULTIPLE: usize = 2;
 
 /// NaN in float32, for the LSE poison.
 const F32_NAN: f32 = f32::NAN;
@@ -37,6 +36,7 @@ impl Backend for GpuBackend {
             compute_capability: gpu.compute_capability(),
             arch: gpu.arch().to_string(),
             sm_count: gpu.sm_count(),
+            l2_bytes: gpu.l2_bytes(),
             driver: gpu.driver_version(),
             nvrtc,
             mock: false,
@@ -118,7 +118,7 @@ impl Backend for GpuBackend {
         } else {
             None
         };
-        let flush_len = self.attention.gpu().l2_bytes() * FLUSH_L2_MULTIPLE;
+        let flush_len = crate::lab::flush_bytes(self.attention.gpu().l2_bytes());
         let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
         let mut launch = |attention: &mut Attention| {
             let tensors = DeviceTensors {
@@ -130,16 +130,34 @@ impl Backend for GpuBackend {
             };
             attention.forward(problem, choice, config, tensors)
         };
-        let mut spec = None;
         for _ in 0..options.warmup.max(1) {
-            spec = Some(launch(&mut self.attention)?);
+            launch(&mut self.attention)?;
         }
+        // Graph mode: one launch captured once, then replayed; what is timed is the kernel
+        // without the host's launch path.
+        let graph = match options.mode {
+            Mode::Eager => None,
+            Mode::Graph => {
+                stream
+                    .begin_capture(CaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                    .map_err(driver("cuStreamBeginCapture"))?;
+                let launched = launch(&mut self.attention);
+                let captured = stream.end_capture(GraphFlags(0)).map_err(driver("cuStreamEndCapture"))?;
+                launched?;
+                Some(captured.ok_or_else(|| evoattn::Error::driver("cuStreamEndCapture", "captured an empty graph"))?)
+            }
+        };
         let timing_flags = Some(evoattn::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::with_capacity(options.samples);
         for _ in 0..options.samples {
             stream.memset_zeros(&mut flush).map_err(driver("cuMemsetD8"))?;
             let start = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
-            launch(&mut self.attention)?;
+            match &graph {
+                Some(g) => g.launch().map_err(driver("cuGraphLaunch"))?,
+                None => {
+                    launch(&mut self.attention)?;
+                }
+            }
             let end = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
             events.push((start, end));
         }
@@ -149,7 +167,15 @@ impl Backend for GpuBackend {
             let ms = start.elapsed_ms(end).map_err(driver("cuEventElapsedTime"))?;
             samples_us.push(f64::from(ms) * 1e3);
         }
-        let kernel = spec.map(|s| s.name()).unwrap_or_default();
-        Ok(Timing { samples_us, kernel })
+        Ok(Timing { samples_us })
+    }
+
+    fn launch_image(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+    ) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
+        self.attention.launch_image(problem, choice, config)
     }
 }

@@ -3,7 +3,7 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
-use crate::backend::{Backend, BackendInfo, Forward};
+use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
 use crate::inputs::nan_bits;
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::reference::{attention_f64, logical_offsets};
@@ -16,7 +16,17 @@ pub const FAULT_ENV: &str = "EVOATTN_MOCK_FAULT";
 const MOCK_ARCH: Arch = Arch::Sm90a;
 /// What the mock reports to be: an H100 SXM, compute capability 9.0 with 132 SMs.
 const MOCK_COMPUTE_CAPABILITY: (i32, i32) = (9, 0);
+/// An H100's L2 (50 MB), so flush sizes in mock records look like real ones.
+const MOCK_L2_BYTES: usize = 50 * 1024 * 1024;
 const MOCK_SM_COUNT: u32 = 132;
+
+/// The rate the mock's synthetic timings pretend to reach, so that tables and gates built on
+/// them have plausible magnitudes.
+const MOCK_TFLOPS: f64 = 100.0;
+/// Fixed cost per launch in the synthetic timings, in microseconds.
+const MOCK_LAUNCH_US: f64 = 5.0;
+/// Relative spread of the synthetic samples (deterministic, seeded by the sample index).
+const MOCK_JITTER: f64 = 0.02;
 
 /// Added to one output element by the `wrong` fault: far outside any tolerance, and exact in
 /// both dtypes so the shift survives rounding.
@@ -56,6 +66,7 @@ impl Backend for MockBackend {
             compute_capability: MOCK_COMPUTE_CAPABILITY,
             arch: MOCK_ARCH.name().to_string(),
             sm_count: MOCK_SM_COUNT,
+            l2_bytes: MOCK_L2_BYTES,
             driver: "none (mock backend)".to_string(),
             nvrtc: "none (mock backend)".to_string(),
             mock: true,
@@ -104,6 +115,27 @@ impl Backend for MockBackend {
             lse
         });
         Ok(Forward { o, lse, kernel: plan.spec.name() })
+    }
+
+    /// Synthetic, deterministic samples: FLOPs at [`MOCK_TFLOPS`] plus a launch cost, with a
+    /// small spread. They exercise the lab's plumbing, and say nothing about any kernel.
+    fn time(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        _q: &[u16],
+        _k: &[u16],
+        _v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        problem.validate()?;
+        let _ = (choice, config);
+        let base = MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6);
+        // A fixed low-discrepancy sequence in [-1, 1): the golden-ratio fractions.
+        let spread = |i: usize| ((i as f64 * 0.618_033_988_75).fract() * 2.0 - 1.0) * MOCK_JITTER;
+        let samples_us = (0..options.samples).map(|i| base * (1.0 + spread(i))).collect();
+        Ok(Timing { samples_us })
     }
 }
 

@@ -1,80 +1,138 @@
-//! `evoattn bench`: time kernels with device events on fresh random inputs.
+//! `evoattn bench`: ours and the peers in one run on the same inputs; a table per case and,
+//! with `--json`, every raw sample and the environment.
 
-use crate::backend::{open, TimingOptions};
-use crate::inputs::{random_inputs, Distribution};
-use crate::presets::ProblemArgs;
-use crate::stats::summarize;
-use anyhow::{bail, Context};
-use evoattn::plan::ImplChoice;
+use crate::lab::{measure, LabArgs};
+use crate::record::{is_control, BenchRecord, Measurement, ResultRecord};
+use crate::stats::{summarize, Verdict};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    problems: ProblemArgs,
-    /// Kernel to time: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
-    #[arg(long = "impl", default_value = "auto")]
-    imp: String,
-    /// Lever overrides for a named --impl, e.g. block_m=64,stages=3.
-    #[arg(long)]
-    config: Option<String>,
-    /// Timed launches per kernel (each after an L2 flush).
-    #[arg(long, default_value_t = 100)]
-    samples: usize,
-    /// Untimed launches first (compile, module load, clocks up).
-    #[arg(long, default_value_t = 10)]
-    warmup: usize,
-    /// Seed of the random inputs (standard normal).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    lab: LabArgs,
+    /// Write the record (raw samples of ours and every peer, the environment) to this file;
+    /// `evoattn gate --samples FILE` re-gates it with no GPU.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+fn median(m: &Measurement) -> Option<f64> {
+    m.is_ok().then(|| summarize(&m.samples_us).map(|s| s.median)).flatten()
+}
+
+fn tflops(flops: f64, us: f64) -> f64 {
+    flops / (us * 1e-6) / 1e12
+}
+
+/// The fastest peer that ran (controls excluded), with its median.
+fn best_peer(r: &ResultRecord) -> Option<(&Measurement, f64)> {
+    r.peers
+        .iter()
+        .filter(|p| !is_control(&p.name))
+        .filter_map(|p| median(p).map(|m| (p, m)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn print_table(record: &BenchRecord) {
+    let env = &record.env;
+    let mode = env.mode.map_or("?", |m| m.name());
+    println!(
+        "bench: {} ({}, driver CUDA {}), {mode} launches, {} samples per implementation, L2 flush {} MB before each, seed {}",
+        env.gpu,
+        env.arch,
+        env.driver,
+        env.samples,
+        env.flush_bytes / 1_000_000,
+        env.seed
+    );
+    if let Some(peak) = env.matmul_tflops {
+        println!("measured bf16 matmul peak: {peak:.0} TFLOP/s (8192^3, same method)");
+    }
+    let peer_names: Vec<&str> =
+        record.results.first().map_or(Vec::new(), |r| r.peers.iter().map(|p| p.name.as_str()).collect());
+    let mut header =
+        format!("{:<20} {:<5} {:<12} {:>10} {:>7}", "shape B,H,Sq,D[..]", "dtype", "mask", "ours_us", "TF/s");
+    if env.matmul_tflops.is_some() {
+        header.push_str(&format!(" {:>6}", "%peak"));
+    }
+    for name in &peer_names {
+        header.push_str(&format!(" {:>14}", format!("{name}_us")));
+    }
+    header.push_str(&format!(" {:>8} {:<10} ok", "speedup", "verdict"));
+    println!("{header}");
+    for r in &record.results {
+        let c = &r.case;
+        let shape = evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d };
+        let ours = median(&r.ours);
+        let mut line = format!(
+            "{:<20} {:<5} {:<12} {:>10} {:>7}",
+            shape.to_string(),
+            c.dtype,
+            c.causal,
+            ours.map_or("-".into(), |m| format!("{m:.2}")),
+            ours.map_or("-".into(), |m| format!("{:.1}", tflops(c.flops, m)))
+        );
+        if let Some(peak) = env.matmul_tflops {
+            line.push_str(&format!(
+                " {:>6}",
+                ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * tflops(c.flops, m) / peak))
+            ));
+        }
+        for p in &r.peers {
+            let cell = match median(p) {
+                Some(m) => format!("{m:.2}"),
+                None => p.status.clone(),
+            };
+            line.push_str(&format!(" {cell:>14}"));
+        }
+        match (ours, best_peer(r)) {
+            (Some(o), Some((_, best))) => {
+                let speedup = best / o;
+                line.push_str(&format!(" {:>7.2}x {:<10}", speedup, Verdict::from_speedup(speedup).name()));
+            }
+            _ => line.push_str(&format!(" {:>8} {:<10}", "-", "-")),
+        }
+        let correct = match r.ours.correct {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "?",
+        };
+        line.push_str(&format!(" {correct}"));
+        println!("{line}");
+    }
+    let skipped: Vec<String> = record
+        .results
+        .iter()
+        .flat_map(|r| r.peers.iter().filter(|p| !p.is_ok()).map(move |p| (r, p)))
+        .map(|(r, p)| {
+            let c = &r.case;
+            format!(
+                "{} at {},{},{},{} {} {}: {}",
+                p.name,
+                c.b,
+                c.h,
+                c.sq,
+                c.d,
+                c.dtype,
+                c.causal,
+                p.reason.as_deref().unwrap_or(&p.status)
+            )
+        })
+        .collect();
+    for s in skipped {
+        println!("not measured: {s}");
+    }
+    println!("speedup = best peer median / our median; ok = our output passed the correctness check on these inputs");
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let choice =
-        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
-    if args.samples == 0 {
-        bail!("--samples must be at least 1");
+    let record = measure(&args.lab)?;
+    print_table(&record);
+    if let Some(path) = &args.json {
+        record.write(path)?;
+        println!("record written to {}", path.display());
     }
-    let cases = args.problems.expand()?;
-    let mut backend = open()?;
-    let info = backend.info();
-    let arch =
-        evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
-    println!(
-        "bench: {} on {} ({}, driver CUDA {}), eager launches, {} samples after {} warm-up, L2 flushed before each",
-        choice, info.gpu, info.arch, info.driver, args.samples, args.warmup
-    );
-    println!(
-        "{:<22} {:<5} {:<12} {:<5} {:<44} {:>10} {:>10} {:>10} {:>9}",
-        "shape B,H,Sq,D[,Hkv,Sk]", "dtype", "mask", "lay", "kernel", "median_us", "p10_us", "p90_us", "TFLOP/s"
-    );
-    let options = TimingOptions { warmup: args.warmup, samples: args.samples };
-    for (problem, layout) in cases {
-        let problem = problem.with_lse(false);
-        let config = match (&args.config, choice) {
-            (Some(text), ImplChoice::Fixed(imp)) => Some(
-                evoattn::defaults::config(imp, arch, problem.shape.d)
-                    .with_overrides(text)
-                    .map_err(anyhow::Error::msg)?,
-            ),
-            (Some(_), ImplChoice::Auto) => bail!("--config needs a named --impl (the levers belong to one kernel)"),
-            (None, _) => None,
-        };
-        let inputs = random_inputs(&problem, Distribution::Normal, args.seed);
-        let timing = backend.time(&problem, choice, config, &inputs.q, &inputs.k, &inputs.v, options)?;
-        let s = summarize(&timing.samples_us).context("no samples")?;
-        println!(
-            "{:<22} {:<5} {:<12} {:<5} {:<44} {:>10.2} {:>10.2} {:>10.2} {:>9.1}",
-            problem.shape.to_string(),
-            problem.dtype.name(),
-            problem.causal.name(),
-            layout.name(),
-            timing.kernel,
-            s.median,
-            s.p10,
-            s.p90,
-            problem.flops() / (s.median * 1e-6) / 1e12
-        );
-    }
-    Ok(ExitCode::SUCCESS)
+    let all_correct = record.results.iter().all(|r| r.ours.correct == Some(true));
+    Ok(if all_correct { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

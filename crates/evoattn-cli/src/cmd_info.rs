@@ -6,9 +6,14 @@ use evoattn::{Arch, Impl};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Measure the GPU's ceilings (bf16 matmul peak, copy bandwidth) again instead of reading
+    /// them from the cache (they are measured through the PyTorch oracle on first use).
+    #[arg(long)]
+    remeasure: bool,
+}
 
-pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     println!("evoattn {}", env!("CARGO_PKG_VERSION"));
     let backend = crate::backend::open();
     let arch = match &backend {
@@ -22,6 +27,11 @@ pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
             );
             println!("driver:     CUDA {}", info.driver);
             println!("NVRTC:      {}", info.nvrtc);
+            if info.mock {
+                println!("ceilings:   not measured (mock backend)");
+            } else {
+                print_ceilings(&info.gpu, &info.driver, args.remeasure);
+            }
             Arch::parse(&info.arch)
         }
         Err(e) => {
@@ -50,4 +60,45 @@ pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
     backend?;
     Nvrtc::get()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints what the oracle offers (versions, peers) and the GPU's measured ceilings, measuring
+/// (and caching) the ceilings when not cached or when asked.
+fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) {
+    let mut oracle = match crate::oracle::Oracle::start() {
+        Ok(o) => {
+            let h = o.hello();
+            let v = |x: &Option<String>| x.clone().unwrap_or_else(|| "none".into());
+            println!(
+                "oracle:     torch {}, CUDA {}, cuDNN {}, FA4 {}",
+                v(&h.torch),
+                v(&h.cuda),
+                v(&h.cudnn),
+                v(&h.fa4)
+            );
+            for (peer, state) in &h.peers {
+                let mark = if h.peer_available(peer) { "yes" } else { "no " };
+                println!("  peer {peer:<15} {mark} {}", if h.peer_available(peer) { "" } else { state });
+            }
+            Some(o)
+        }
+        Err(e) => {
+            println!("oracle:     not available ({e:#}); peers cannot be measured");
+            None
+        }
+    };
+    let found = match (crate::ceilings::cached(gpu, driver).filter(|_| !remeasure), oracle.as_mut()) {
+        (Some(c), _) => Ok((c, "cached")),
+        (None, Some(o)) => crate::ceilings::measure(o, gpu, driver).map(|c| (c, "measured now")),
+        (None, None) => Err(anyhow::anyhow!("the oracle is needed to measure them")),
+    };
+    match found {
+        Ok((c, how)) => println!(
+            "ceilings:   bf16 matmul {:.0} TFLOP/s ({n}^3), device copy {:.0} GB/s read+write ({how})",
+            c.matmul_tflops,
+            c.copy_gbps,
+            n = crate::ceilings::MATMUL_N
+        ),
+        Err(e) => println!("ceilings:   not measured ({e:#})"),
+    }
 }

@@ -9,10 +9,9 @@
 //! tests), `EVOATTN_ORACLE_TIMEOUT` (seconds a request may take, default 300).
 
 // Its caller, `bench` (lab.rs), is not yet wired into main.rs; remove this once it is.
-#![allow(dead_code)]
 
 use crate::inputs::Inputs;
-use crate::record::{Measurement, Mode, STATUS_MISSING, STATUS_OK, STATUS_REFUSED};
+use crate::record::{Mode, STATUS_MISSING, STATUS_OK, STATUS_REFUSED};
 use crate::tensors_io::{bits, dtype_name, le_bytes, safetensors_dtype};
 use anyhow::{anyhow, bail, ensure, Context};
 use evoattn::{Causal, Layout, Problem, TensorName};
@@ -135,26 +134,6 @@ pub enum PeerTiming {
     Missing(String),
 }
 
-impl PeerTiming {
-    /// The record row of peer `name` (no correctness fields: the caller fills those).
-    pub fn into_measurement(self, name: &str) -> Measurement {
-        let (status, reason, samples_us) = match self {
-            PeerTiming::Samples(samples) => (STATUS_OK, None, samples),
-            PeerTiming::Refused(reason) => (STATUS_REFUSED, Some(reason), Vec::new()),
-            PeerTiming::Missing(reason) => (STATUS_MISSING, Some(reason), Vec::new()),
-        };
-        Measurement {
-            name: name.to_string(),
-            status: status.to_string(),
-            reason,
-            samples_us,
-            max_abs: None,
-            rel_l2: None,
-            correct: None,
-        }
-    }
-}
-
 /// A peer's output of one case.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PeerOutput {
@@ -235,6 +214,7 @@ impl Oracle {
         &self.hello_json
     }
 
+    #[cfg(test)]
     /// Sets the longest a request may take from now on.
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.connection.timeout = timeout;

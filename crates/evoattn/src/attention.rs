@@ -6,7 +6,7 @@ use crate::plan::{plan, ImplChoice, Plan};
 use crate::problem::Problem;
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
-use crate::runtime::device::{Gpu, LoadedKernel};
+use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
 use std::collections::HashMap;
 
 pub use crate::runtime::device::DeviceTensors;
@@ -54,6 +54,19 @@ impl Attention {
             self.loaded.insert(plan.spec, kernel);
         }
         Ok(&self.loaded[&plan.spec])
+    }
+
+    /// The planned kernel for `problem`, compiled and packed for a launch by another process.
+    pub fn launch_image(
+        &self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+    ) -> Result<LaunchImage> {
+        let plan = self.plan(problem, choice, config);
+        let compiled = compile(&plan.spec, plan.arch, Some(&self.cache))?;
+        compiled.gate()?;
+        LaunchImage::new(&compiled, problem)
     }
 
     /// Runs the forward pass on the GPU's stream (asynchronously) and returns the kernel that

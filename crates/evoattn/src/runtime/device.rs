@@ -241,11 +241,73 @@ impl LoadedKernel {
     }
 }
 
+/// Everything needed to launch a planned kernel in another process (the oracle times ours
+/// with PyTorch's events to cross-check our timer): the CUBIN, the launch shape, and the packed
+/// parameter bytes with the tensor pointers zero, plus where those pointers go.
+#[derive(Clone, Debug)]
+pub struct LaunchImage {
+    pub kernel: String,
+    pub cubin: Vec<u8>,
+    pub grid: [usize; 3],
+    pub block: u32,
+    pub smem: usize,
+    pub params: Vec<u8>,
+    /// Byte offsets of the q, k, v and o pointers in `params`.
+    pub pointer_offsets: [(TensorName, usize); 4],
+}
+
+impl LaunchImage {
+    /// The image of `kernel` for `problem` (validated, without LSE).
+    pub fn new(kernel: &CompiledKernel, problem: &Problem) -> Result<Self> {
+        problem.validate()?;
+        if problem.with_lse {
+            return Err(Error::Unsupported {
+                imp: kernel.spec.imp().to_string(),
+                reason: "a launch image carries no LSE buffer".into(),
+            });
+        }
+        Ok(LaunchImage {
+            kernel: kernel.spec.name(),
+            cubin: kernel.cubin.clone(),
+            grid: kernel.spec.grid(&problem.shape),
+            block: kernel.spec.threads(),
+            smem: kernel.spec.dynamic_smem_bytes(),
+            params: KernelParams::new(problem, [0; 5]).to_bytes(),
+            pointer_offsets: [
+                (TensorName::Q, std::mem::offset_of!(KernelParams, q)),
+                (TensorName::K, std::mem::offset_of!(KernelParams, k)),
+                (TensorName::V, std::mem::offset_of!(KernelParams, v)),
+                (TensorName::O, std::mem::offset_of!(KernelParams, o)),
+            ],
+        })
+    }
+}
+
 /// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
 const MAX_GRID_X: usize = i32::MAX as usize;
 const MAX_GRID_YZ: usize = 65535;
 
 impl KernelParams {
+    /// The struct's bytes as the device sees them (little-endian, `repr(C)` order and padding),
+    /// built field by field so no `unsafe` reinterpretation is needed.
+    fn to_bytes(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(std::mem::size_of::<Self>());
+        for ptr in [self.q, self.k, self.v, self.o, self.lse] {
+            out.extend_from_slice(&ptr.to_le_bytes());
+        }
+        for strides in [self.q_strides, self.k_strides, self.v_strides, self.o_strides] {
+            for s in strides {
+                out.extend_from_slice(&s.to_le_bytes());
+            }
+        }
+        for n in [self.b, self.h, self.hkv, self.sq, self.sk, self.causal, self.causal_offset] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out.extend_from_slice(&self.scale_log2.to_le_bytes());
+        out.resize(std::mem::size_of::<Self>(), 0);
+        out
+    }
+
     /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]).
     fn new(problem: &Problem, ptrs: [u64; 5]) -> Self {
         let s = problem.shape;
@@ -285,6 +347,23 @@ mod tests {
         // what `struct AttnParams` in kernels/common.cuh occupies.
         assert_eq!(std::mem::size_of::<KernelParams>(), 168);
         assert_eq!(std::mem::align_of::<KernelParams>(), 8);
+    }
+
+    #[test]
+    fn params_bytes_follow_the_repr_c_layout() {
+        let p = Problem::dense(
+            crate::problem::Shape::new(2, 3, 5, 64),
+            crate::problem::Dtype::F16,
+            crate::problem::Layout::Bhsd,
+        );
+        let k = KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55]);
+        let bytes = k.to_bytes();
+        assert_eq!(bytes.len(), std::mem::size_of::<KernelParams>());
+        let at = |off: usize, n: usize| &bytes[off..off + n];
+        assert_eq!(at(std::mem::offset_of!(KernelParams, v), 8), &0x33u64.to_le_bytes());
+        assert_eq!(at(std::mem::offset_of!(KernelParams, o_strides) + 8, 8), &(5i64 * 64).to_le_bytes());
+        assert_eq!(at(std::mem::offset_of!(KernelParams, sk), 4), &5i32.to_le_bytes());
+        assert_eq!(at(std::mem::offset_of!(KernelParams, scale_log2), 4), &k.scale_log2.to_le_bytes());
     }
 
     #[test]

@@ -1,0 +1,444 @@
+//! The measurement lab: for each case, check ours for correctness, then time ours and every
+//! requested peer on the same inputs, interleaved in blocks (ours, peers, ours, ...) so that
+//! drift hits both sides; record raw samples. `bench` prints the record, `gate` judges it.
+
+use crate::backend::{open, Backend, BackendInfo, TimingOptions};
+use crate::inputs::{random_inputs, Distribution, Inputs};
+use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
+use crate::presets::ProblemArgs;
+use crate::record::{
+    is_control, BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, SCHEMA, SELF_PEER,
+    STATUS_MISSING, STATUS_OK, STATUS_REFUSED, TORCH_TIMED_PEER,
+};
+use anyhow::{bail, Context};
+use evoattn::plan::ImplChoice;
+use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
+use evoattn::runtime::device::LaunchImage;
+use evoattn::{Arch, Impl, KernelConfig, Layout, Problem, TensorName};
+use std::path::{Path, PathBuf};
+
+/// Samples per interleaved block: small enough that ours and the peers alternate several
+/// times within a run, large enough that the per-call warm-up is amortised.
+const DEFAULT_BLOCK: usize = 20;
+/// Multiply-adds up to which ours and the peers are judged against float64 on the CPU; above,
+/// against the `reference` kernel (as in `check`).
+const CPU_REFERENCE_LIMIT: u64 = 1 << 27;
+/// The L2 flush buffer is this many times the L2 size, so nothing of the last launch survives;
+/// ours and the peers flush the same amount.
+const FLUSH_L2_MULTIPLE: usize = 2;
+
+pub fn flush_bytes(l2_bytes: usize) -> usize {
+    l2_bytes * FLUSH_L2_MULTIPLE
+}
+
+/// The flags of a measurement, shared by `bench` and `gate`.
+#[derive(clap::Args, Debug)]
+pub struct LabArgs {
+    #[command(flatten)]
+    pub problems: ProblemArgs,
+    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
+    #[arg(long = "impl", default_value = "auto")]
+    pub imp: String,
+    /// Lever overrides for a named --impl, e.g. block_m=64,stages=3.
+    #[arg(long)]
+    pub config: Option<String>,
+    /// Peers measured in the same run, comma-separated: sdpa-cudnn, sdpa-flash,
+    /// sdpa-efficient, sdpa-math, sdpa-auto, fa4; `self` (our kernel again, as an independent
+    /// sample set: the A/A check); `self-torch-events` (our kernel timed by the oracle with
+    /// PyTorch's events: the timer cross-check); or `none`.
+    #[arg(long, value_delimiter = ',', default_value = "sdpa-cudnn,sdpa-flash")]
+    pub peers: Vec<String>,
+    /// eager: launches as a caller sees them; graph: CUDA-graph replays (kernel time).
+    #[arg(long, value_enum, default_value_t = Mode::Eager)]
+    pub mode: Mode,
+    /// Timed launches per implementation and case, each after an L2 flush.
+    #[arg(long, default_value_t = 100)]
+    pub reps: usize,
+    /// Untimed launches before each block of samples.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Samples per interleaved block (ours, then each peer, repeated).
+    #[arg(long, default_value_t = DEFAULT_BLOCK)]
+    pub block: usize,
+    /// Seed of the random inputs (standard normal), for reproducible runs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl LabArgs {
+    fn peers(&self) -> anyhow::Result<Vec<String>> {
+        if self.peers.iter().any(|p| p == "none") {
+            return Ok(Vec::new());
+        }
+        for p in &self.peers {
+            if !PEERS.contains(&p.as_str()) && p != SELF_PEER && p != TORCH_TIMED_PEER {
+                bail!("unknown peer '{p}'; peers: {}, {SELF_PEER}, {TORCH_TIMED_PEER}, or none", PEERS.join(", "));
+            }
+        }
+        Ok(self.peers.clone())
+    }
+}
+
+/// Runs the measurement and returns the record; progress goes to stderr.
+pub fn measure(args: &LabArgs) -> anyhow::Result<BenchRecord> {
+    let choice =
+        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+    if args.reps == 0 || args.block == 0 {
+        bail!("--reps and --block must be at least 1");
+    }
+    if args.config.is_some() && choice == ImplChoice::Auto {
+        bail!("--config needs a named --impl (the levers belong to one kernel)");
+    }
+    let peers = args.peers()?;
+    let cases = args.problems.expand()?;
+    let mut backend = open()?;
+    let info = backend.info();
+    let arch = Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    let mut oracle = if peers.iter().all(|p| p == SELF_PEER) {
+        None
+    } else {
+        match Oracle::start() {
+            Ok(o) => Some(o),
+            // Every asked-for peer is then recorded as missing, with this reason.
+            Err(e) => {
+                eprintln!("evoattn: peers unavailable: {e:#}");
+                return measure_with(
+                    args,
+                    choice,
+                    arch,
+                    &info,
+                    backend.as_mut(),
+                    None,
+                    &peers,
+                    &cases,
+                    Some(format!("{e:#}")),
+                );
+            }
+        }
+    };
+    let record = measure_with(args, choice, arch, &info, backend.as_mut(), oracle.as_mut(), &peers, &cases, None)?;
+    if let Some(o) = oracle {
+        o.shutdown()?;
+    }
+    Ok(record)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_with(
+    args: &LabArgs,
+    choice: ImplChoice,
+    arch: Arch,
+    info: &BackendInfo,
+    backend: &mut dyn Backend,
+    mut oracle: Option<&mut Oracle>,
+    peers: &[String],
+    cases: &[(Problem, Layout)],
+    oracle_error: Option<String>,
+) -> anyhow::Result<BenchRecord> {
+    let flush_bytes = flush_bytes(info.l2_bytes);
+    let mut env = Environment {
+        gpu: info.gpu.clone(),
+        compute_capability: format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
+        arch: info.arch.clone(),
+        driver: info.driver.clone(),
+        nvrtc: info.nvrtc.clone(),
+        sm_clock_mhz: sm_clock().into_iter().collect(),
+        evoattn_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        date_utc: utc_now(),
+        mode: Some(args.mode),
+        samples: args.reps,
+        warmup: args.warmup,
+        flush_bytes,
+        seed: args.seed,
+        oracle: oracle.as_ref().map(|o| o.hello_json().clone()),
+        matmul_tflops: None,
+        copy_gbps: None,
+    };
+    let bar = indicatif::ProgressBar::new(cases.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {msg} [{elapsed}, eta {eta}]")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let dir = std::env::temp_dir().join(format!("evoattn-lab-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut results = Vec::with_capacity(cases.len());
+    for (i, (problem, layout)) in cases.iter().enumerate() {
+        let problem = problem.clone().with_lse(false);
+        bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
+        let config = match (&args.config, choice) {
+            (Some(text), ImplChoice::Fixed(imp)) => Some(
+                evoattn::defaults::config(imp, arch, problem.shape.d)
+                    .with_overrides(text)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            _ => None,
+        };
+        let seed = args.seed + i as u64;
+        let inputs = random_inputs(&problem, Distribution::Normal, seed);
+        let case =
+            CaseContext { problem: &problem, layout: *layout, inputs: &inputs, choice, config, dir: &dir, id: i };
+        let result =
+            measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes);
+        results.push(result?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&dir);
+    env.sm_clock_mhz.extend(sm_clock());
+    let ceilings = match (crate::ceilings::cached(&info.gpu, &info.driver), oracle) {
+        (Some(c), _) => Some(c),
+        (None, Some(o)) => crate::ceilings::measure(o, &info.gpu, &info.driver).ok(),
+        (None, None) => None,
+    };
+    env.matmul_tflops = ceilings.map(|c| c.matmul_tflops);
+    env.copy_gbps = ceilings.map(|c| c.copy_gbps);
+    Ok(BenchRecord { schema: SCHEMA.to_string(), env, results })
+}
+
+struct CaseContext<'a> {
+    problem: &'a Problem,
+    layout: Layout,
+    inputs: &'a Inputs,
+    choice: ImplChoice,
+    config: Option<KernelConfig>,
+    dir: &'a Path,
+    id: usize,
+}
+
+/// The oracle of a case: float64 on the CPU when small, else the reference kernel's output.
+fn reference_output(case: &CaseContext, backend: &mut dyn Backend) -> anyhow::Result<Vec<f64>> {
+    let p = case.problem;
+    let s = p.shape;
+    let macs = (s.b * s.h * s.sq * s.sk * s.d) as u64;
+    let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
+    if macs <= CPU_REFERENCE_LIMIT {
+        Ok(attention_f64(p, q, k, v).o)
+    } else {
+        let r = backend.forward(p, ImplChoice::Fixed(Impl::Reference), None, q, k, v)?;
+        Ok(dense_o(p, &r.o))
+    }
+}
+
+/// Our kernel packed for the oracle to launch (the timer cross-check), written once per case.
+struct TorchTimed {
+    cubin: PathBuf,
+    image: LaunchImage,
+}
+
+impl TorchTimed {
+    fn prepare(case: &CaseContext, backend: &mut dyn Backend) -> anyhow::Result<Self> {
+        let image = backend.launch_image(case.problem, case.choice, case.config)?;
+        let cubin = case.dir.join(format!("case{}.cubin", case.id));
+        std::fs::write(&cubin, &image.cubin).with_context(|| format!("writing {}", cubin.display()))?;
+        Ok(TorchTimed { cubin, image })
+    }
+
+    fn launch<'a>(&'a self, output: Option<&'a Path>) -> KernelLaunch<'a> {
+        let offset = |t: TensorName| self.image.pointer_offsets.iter().find(|(n, _)| *n == t).map_or(0, |(_, o)| *o);
+        let [x, y, z] = self.image.grid.map(|n| n as u32);
+        KernelLaunch {
+            cubin: &self.cubin,
+            kernel: &self.image.kernel,
+            grid: [x, y, z],
+            block: [self.image.block, 1, 1],
+            smem: self.image.smem as u32,
+            params: &self.image.params,
+            pointer_offsets: PointerOffsets {
+                q: offset(TensorName::Q),
+                k: offset(TensorName::K),
+                v: offset(TensorName::V),
+                o: offset(TensorName::O),
+            },
+            output,
+        }
+    }
+}
+
+fn set_status(row: &mut Measurement, status: &str, reason: Option<String>) {
+    row.status = status.to_string();
+    row.reason = reason;
+}
+
+/// Records how far an output is from the case's reference.
+fn judge(row: &mut Measurement, problem: &Problem, o_bits: &[u16], want: &[f64]) {
+    let c = compare(&dense_o(problem, o_bits), want);
+    (row.max_abs, row.rel_l2, row.correct) =
+        (Some(c.max_abs), Some(c.rel_l2), Some(c.passes(&tolerance(problem.dtype))));
+}
+
+fn is_oracle_peer(name: &str) -> bool {
+    !is_control(name)
+}
+
+fn measure_case(
+    args: &LabArgs,
+    case: &CaseContext,
+    backend: &mut dyn Backend,
+    mut oracle: Option<&mut Oracle>,
+    peers: &[String],
+    oracle_error: Option<&str>,
+    flush_bytes: usize,
+) -> anyhow::Result<ResultRecord> {
+    let p = case.problem;
+    let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
+    let want = reference_output(case, backend)?;
+    let new_row = |name: &str| Measurement {
+        name: name.to_string(),
+        status: STATUS_MISSING.into(),
+        reason: oracle_error.map(str::to_string),
+        samples_us: Vec::with_capacity(args.reps),
+        max_abs: None,
+        rel_l2: None,
+        correct: None,
+    };
+
+    let got = backend.forward(p, case.choice, case.config, q, k, v)?;
+    let mut ours = new_row(&got.kernel);
+    set_status(&mut ours, STATUS_OK, None);
+    judge(&mut ours, p, &got.o, &want);
+
+    let id = format!("case{}", case.id);
+    let mut peer_rows: Vec<Measurement> = peers.iter().map(|name| new_row(name)).collect();
+    for row in peer_rows.iter_mut().filter(|r| r.name == SELF_PEER) {
+        set_status(row, STATUS_OK, None);
+        (row.max_abs, row.rel_l2, row.correct) = (ours.max_abs, ours.rel_l2, ours.correct);
+    }
+    let mut torch_timed = None;
+    if let Some(o) = oracle.as_deref_mut() {
+        let path = case.dir.join(format!("{id}.safetensors"));
+        crate::oracle::write_inputs(&path, p, case.layout, case.inputs)?;
+        o.load(&id, &path, case.layout, p.causal, p.softmax_scale())?;
+        let _ = std::fs::remove_file(&path);
+        for row in &mut peer_rows {
+            let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
+            if row.name == TORCH_TIMED_PEER {
+                // One launch through the oracle, output kept: the image must compute what ours does.
+                let prepared = TorchTimed::prepare(case, backend).and_then(|t| {
+                    o.time_kernel(&id, &t.launch(Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
+                    Ok(t)
+                });
+                match prepared {
+                    Ok(t) => {
+                        set_status(row, STATUS_OK, None);
+                        judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, &want);
+                        torch_timed = Some(t);
+                    }
+                    Err(e) => set_status(row, STATUS_MISSING, Some(format!("{e:#}"))),
+                }
+            } else if is_oracle_peer(&row.name) {
+                match o.output(&id, &row.name, &out_path)? {
+                    PeerOutput::Written(_) => {
+                        set_status(row, STATUS_OK, None);
+                        judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, &want);
+                    }
+                    PeerOutput::Refused(reason) => set_status(row, STATUS_REFUSED, Some(reason)),
+                    PeerOutput::Missing(reason) => set_status(row, STATUS_MISSING, Some(reason)),
+                }
+            }
+            let _ = std::fs::remove_file(&out_path);
+        }
+    }
+
+    // Interleave: a block of ours, a block of each runnable peer, until every side has reps.
+    let mut remaining = args.reps;
+    while remaining > 0 {
+        let n = remaining.min(args.block);
+        let options = TimingOptions { warmup: args.warmup, samples: n, mode: args.mode };
+        ours.samples_us.extend(backend.time(p, case.choice, case.config, q, k, v, options)?.samples_us);
+        for row in peer_rows.iter_mut().filter(|r| r.status == STATUS_OK) {
+            match (row.name.as_str(), oracle.as_deref_mut(), &torch_timed) {
+                (SELF_PEER, _, _) => {
+                    row.samples_us.extend(backend.time(p, case.choice, case.config, q, k, v, options)?.samples_us)
+                }
+                (TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
+                    &id,
+                    &t.launch(None),
+                    args.mode,
+                    args.warmup,
+                    n,
+                    flush_bytes,
+                )?),
+                (name, Some(o), _) if is_oracle_peer(name) => {
+                    match o.time(&id, name, args.mode, args.warmup, n, flush_bytes)? {
+                        PeerTiming::Samples(s) => row.samples_us.extend(s),
+                        PeerTiming::Refused(reason) => set_status(row, STATUS_REFUSED, Some(reason)),
+                        PeerTiming::Missing(reason) => set_status(row, STATUS_MISSING, Some(reason)),
+                    }
+                }
+                _ => {}
+            }
+        }
+        remaining -= n;
+    }
+    if let Some(o) = oracle {
+        o.unload(&id)?;
+    }
+    Ok(ResultRecord {
+        case: CaseRecord {
+            b: p.shape.b,
+            h: p.shape.h,
+            hkv: p.shape.hkv,
+            sq: p.shape.sq,
+            sk: p.shape.sk,
+            d: p.shape.d,
+            dtype: p.dtype.name().into(),
+            causal: p.causal.name().into(),
+            layout: case.layout.name().into(),
+            flops: p.flops(),
+        },
+        ours,
+        peers: peer_rows,
+    })
+}
+
+/// The current SM clock in MHz, if `nvidia-smi` answers.
+fn sm_clock() -> Option<u32> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "--id=0"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// The commit of the working directory's repository, if git answers.
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format_utc(secs)
+}
+
+fn format_utc(secs: u64) -> String {
+    const DAY: u64 = 86_400;
+    let (days, rem) = ((secs / DAY) as i64, secs % DAY);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formatting_matches_known_instants() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        // 2000-02-29 12:34:56 UTC, a leap day
+        assert_eq!(format_utc(951_827_696), "2000-02-29T12:34:56Z");
+        // 2026-11-22 00:00:00 UTC
+        assert_eq!(format_utc(1_795_305_600), "2026-11-22T00:00:00Z");
+    }
+}

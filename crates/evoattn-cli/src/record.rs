@@ -1,0 +1,141 @@
+//! The benchmark record: what `bench --json` writes and `gate --samples` re-reads. Raw samples
+//! for ours and every peer, so any statistic can be recomputed offline, plus the environment
+//! they were taken in.
+
+use serde::{Deserialize, Serialize};
+
+/// Version tag of the record format; bump on incompatible change.
+pub const SCHEMA: &str = "evoattn.bench/1";
+
+/// How launches are timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Back-to-back launches as a caller sees them (launch overhead included).
+    Eager,
+    /// CUDA-graph replays: kernel time without launch overhead.
+    Graph,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Eager => "eager",
+            Mode::Graph => "graph",
+        }
+    }
+}
+
+/// Where and how the samples were taken.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub gpu: String,
+    pub compute_capability: String,
+    pub arch: String,
+    pub driver: String,
+    pub nvrtc: String,
+    /// SM clock (MHz) read before and after the run, when `nvidia-smi` answers.
+    pub sm_clock_mhz: Vec<u32>,
+    pub evoattn_version: String,
+    pub git_commit: Option<String>,
+    pub date_utc: String,
+    pub mode: Option<Mode>,
+    pub samples: usize,
+    pub warmup: usize,
+    pub flush_bytes: usize,
+    pub seed: u64,
+    /// The oracle's own report (PyTorch, CUDA, cuDNN, FA4 versions), when it ran.
+    pub oracle: Option<serde_json::Value>,
+    /// Measured ceilings of this GPU, when known: dense bf16 matmul TFLOP/s and copy GB/s.
+    pub matmul_tflops: Option<f64>,
+    pub copy_gbps: Option<f64>,
+}
+
+/// The problem of one result row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaseRecord {
+    pub b: usize,
+    pub h: usize,
+    pub hkv: usize,
+    pub sq: usize,
+    pub sk: usize,
+    pub d: usize,
+    pub dtype: String,
+    pub causal: String,
+    pub layout: String,
+    pub flops: f64,
+}
+
+/// One implementation's measurement of one case (ours or a peer).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// `evoattn` kernel name, or the peer's name (`sdpa-cudnn`, `fa4`, ...).
+    pub name: String,
+    /// `ok`, `refused` (the peer does not run this case) or `missing` (not installed).
+    pub status: String,
+    pub reason: Option<String>,
+    /// Raw per-launch times in microseconds, in the order taken.
+    pub samples_us: Vec<f64>,
+    /// Output error against the oracle of the same inputs (float64 or the reference kernel).
+    pub max_abs: Option<f64>,
+    pub rel_l2: Option<f64>,
+    /// Whether the output passed the correctness tolerance (ours: `check`'s rule).
+    pub correct: Option<bool>,
+}
+
+impl Measurement {
+    pub fn is_ok(&self) -> bool {
+        self.status == STATUS_OK && !self.samples_us.is_empty()
+    }
+}
+
+/// The peer that is our own kernel measured again (A/A).
+pub const SELF_PEER: &str = "self";
+/// The peer that is our own kernel launched and timed by the oracle with PyTorch's events: the
+/// cross-check of our timer (DESIGN: the two must agree within 3%).
+pub const TORCH_TIMED_PEER: &str = "self-torch-events";
+
+/// True for the peers that are our own kernel measured another way: they are controls, never
+/// "the best peer" a speedup is claimed against.
+pub fn is_control(name: &str) -> bool {
+    name == SELF_PEER || name == TORCH_TIMED_PEER
+}
+
+pub const STATUS_OK: &str = "ok";
+pub const STATUS_REFUSED: &str = "refused";
+pub const STATUS_MISSING: &str = "missing";
+
+/// One case: ours and every peer asked for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    pub case: CaseRecord,
+    pub ours: Measurement,
+    pub peers: Vec<Measurement>,
+}
+
+/// A whole `bench` run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchRecord {
+    pub schema: String,
+    pub env: Environment,
+    pub results: Vec<ResultRecord>,
+}
+
+impl BenchRecord {
+    pub fn read(path: &std::path::Path) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let record: BenchRecord =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a bench record", path.display()))?;
+        if record.schema != SCHEMA {
+            anyhow::bail!("{}: schema '{}', expected '{SCHEMA}'", path.display(), record.schema);
+        }
+        Ok(record)
+    }
+
+    pub fn write(&self, path: &std::path::Path) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    }
+}
