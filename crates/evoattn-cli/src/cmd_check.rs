@@ -21,7 +21,7 @@ const ORACLE_GPU: &str = "reference-gpu";
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
-    /// Kernel under test: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
+    /// Kernel under test: auto (the planner's choice; EVOATTN_IMPL overrides), mma, wgmma, reference.
     #[arg(long = "impl", default_value = "auto")]
     imp: String,
     /// Lever overrides for the kernel under test, e.g. block_m=64,stages=3.

@@ -13,15 +13,18 @@ pub enum Impl {
     Reference,
     /// FlashAttention-2 class: `mma.sync`, `ldmatrix`, `cp.async`; sm_80+.
     Mma,
+    /// Hopper: `wgmma` from 128-byte-swizzled shared memory; sm_90a only.
+    Wgmma,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 2] = [Impl::Reference, Impl::Mma];
+    pub const ALL: [Impl; 3] = [Impl::Reference, Impl::Mma, Impl::Wgmma];
 
     pub fn name(self) -> &'static str {
         match self {
             Impl::Reference => "reference",
             Impl::Mma => "mma",
+            Impl::Wgmma => "wgmma",
         }
     }
 
@@ -33,6 +36,7 @@ impl Impl {
         match self {
             Impl::Reference => "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes",
             Impl::Mma => "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)",
+            Impl::Wgmma => "Hopper: wgmma m64nNk16 from 128B-swizzled shared memory, TMA + mbarrier K/V ring (sm_90a)",
         }
     }
 
@@ -41,12 +45,17 @@ impl Impl {
         match self {
             Impl::Reference => &[64, 128, 256],
             Impl::Mma => &[64, 128, 256],
+            Impl::Wgmma => &[64, 128, 256],
         }
     }
 
     /// Architectures the kernel compiles for.
     pub fn archs(self) -> &'static [Arch] {
-        &Arch::ALL
+        match self {
+            Impl::Reference | Impl::Mma => &Arch::ALL,
+            // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
+            Impl::Wgmma => &[Arch::Sm90a],
+        }
     }
 }
 
@@ -93,11 +102,45 @@ impl MmaConfig {
     }
 }
 
+/// Levers of the `wgmma` kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WgmmaConfig {
+    /// Query rows per block: 64 per consumer warpgroup (one `wgmma` m64 tile each), so for now
+    /// `block_m = 64 * consumer_warpgroups`.
+    pub block_m: u32,
+    /// Keys per main-loop iteration: the N of S = Q·Kᵀ and the K of O += P·V.
+    pub block_n: u32,
+    /// K/V tiles in the shared-memory ring (TMA loads in flight while one tile is computed).
+    pub stages: u32,
+    /// Warpgroups (128 threads each) that compute; each owns 64 query rows.
+    pub consumer_warpgroups: u32,
+}
+
+/// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
+pub const WGMMA_ROWS_PER_WARPGROUP: u32 = 64;
+/// Threads of one warpgroup (4 consecutive warps).
+pub const WARPGROUP_THREADS: u32 = 128;
+/// Alignment of the 128-byte swizzle pattern (8 rows of 128 bytes) that TMA writes and `wgmma`
+/// reads; the kernel rounds its dynamic shared memory base up to it, so the host reserves it.
+pub const SWIZZLE_ATOM_BYTES: usize = 1024;
+
+impl WgmmaConfig {
+    pub const BLOCK_M: [u32; 2] = [64, 128];
+    pub const BLOCK_N: [u32; 4] = [64, 96, 128, 192];
+    pub const STAGES: [u32; 4] = [1, 2, 3, 4];
+    pub const CONSUMER_WARPGROUPS: [u32; 2] = [1, 2];
+
+    pub fn threads(&self) -> u32 {
+        self.consumer_warpgroups * WARPGROUP_THREADS
+    }
+}
+
 /// A kernel's levers, whichever kernel it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelConfig {
     Reference(ReferenceConfig),
     Mma(MmaConfig),
+    Wgmma(WgmmaConfig),
 }
 
 impl KernelConfig {
@@ -105,6 +148,7 @@ impl KernelConfig {
         match self {
             KernelConfig::Reference(_) => Impl::Reference,
             KernelConfig::Mma(_) => Impl::Mma,
+            KernelConfig::Wgmma(_) => Impl::Wgmma,
         }
     }
 
@@ -117,6 +161,12 @@ impl KernelConfig {
                 ("block_n", c.block_n.to_string()),
                 ("stages", c.stages.to_string()),
                 ("q_in_regs", u32::from(c.q_in_regs).to_string()),
+            ],
+            KernelConfig::Wgmma(c) => vec![
+                ("block_m", c.block_m.to_string()),
+                ("block_n", c.block_n.to_string()),
+                ("stages", c.stages.to_string()),
+                ("consumer_warpgroups", c.consumer_warpgroups.to_string()),
             ],
         }
     }
@@ -141,6 +191,13 @@ impl KernelConfig {
                     "block_n" => c.block_n = num,
                     "stages" => c.stages = num,
                     "q_in_regs" => c.q_in_regs = num != 0,
+                    _ => return Err(unknown_lever(key, &self)),
+                },
+                KernelConfig::Wgmma(c) => match key {
+                    "block_m" => c.block_m = num,
+                    "block_n" => c.block_n = num,
+                    "stages" => c.stages = num,
+                    "consumer_warpgroups" => c.consumer_warpgroups = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
             }
@@ -188,6 +245,7 @@ impl KernelSpec {
         match self.config {
             KernelConfig::Reference(c) => c.threads,
             KernelConfig::Mma(c) => c.warps() * 32,
+            KernelConfig::Wgmma(c) => c.threads(),
         }
     }
 
@@ -196,6 +254,7 @@ impl KernelSpec {
         let rows_per_block = match self.config {
             KernelConfig::Reference(_) => 1,
             KernelConfig::Mma(c) => c.block_m as usize,
+            KernelConfig::Wgmma(c) => c.block_m as usize,
         };
         [shape.sq.div_ceil(rows_per_block), shape.h, shape.b]
     }
@@ -209,6 +268,13 @@ impl KernelSpec {
             KernelConfig::Mma(c) => {
                 let row = (self.head_dim + SMEM_ROW_PAD) * elem;
                 (c.block_m as usize + 2 * (c.stages * c.block_n) as usize) * row
+            }
+            // Q tile + K and V rings, unpadded (the 128-byte swizzle spreads the banks), plus
+            // the slack that lets the kernel align its base to the swizzle atom. The mbarriers
+            // are static shared memory.
+            KernelConfig::Wgmma(c) => {
+                let row = self.head_dim * elem;
+                SWIZZLE_ATOM_BYTES + (c.block_m as usize + 2 * (c.stages * c.block_n) as usize) * row
             }
         }
     }
@@ -228,11 +294,19 @@ impl KernelSpec {
                 d.push((name, value));
             }
         }
+        if let KernelConfig::Wgmma(_) = self.config {
+            // The kernel checks its own shared-memory layout against what the host reserves.
+            d.push(("EVOATTN_DYNAMIC_SMEM".to_string(), self.dynamic_smem_bytes().to_string()));
+        }
         d
     }
 
     /// Rejects impossible combinations before compiling; mirrors the kernels' `static_assert`s.
     pub fn validate(&self, arch: Arch) -> Result<(), String> {
+        if !self.imp().archs().contains(&arch) {
+            let archs: Vec<&str> = self.imp().archs().iter().map(|a| a.name()).collect();
+            return Err(format!("{} runs on {}, not {arch}", self.imp(), archs.join(", ")));
+        }
         if !self.imp().head_dims().contains(&self.head_dim) {
             return Err(format!(
                 "{} supports head dims {:?}, not {}",
@@ -256,6 +330,33 @@ impl KernelSpec {
                 }
                 if !MmaConfig::STAGES.contains(&c.stages) {
                     return Err(format!("stages={} must be one of {:?}", c.stages, MmaConfig::STAGES));
+                }
+            }
+            KernelConfig::Wgmma(c) => {
+                if !WgmmaConfig::BLOCK_M.contains(&c.block_m) {
+                    return Err(format!("block_m={} must be one of {:?}", c.block_m, WgmmaConfig::BLOCK_M));
+                }
+                if !WgmmaConfig::BLOCK_N.contains(&c.block_n) {
+                    return Err(format!("block_n={} must be one of {:?}", c.block_n, WgmmaConfig::BLOCK_N));
+                }
+                if !WgmmaConfig::STAGES.contains(&c.stages) {
+                    return Err(format!("stages={} must be one of {:?}", c.stages, WgmmaConfig::STAGES));
+                }
+                if !WgmmaConfig::CONSUMER_WARPGROUPS.contains(&c.consumer_warpgroups) {
+                    return Err(format!(
+                        "consumer_warpgroups={} must be one of {:?}",
+                        c.consumer_warpgroups,
+                        WgmmaConfig::CONSUMER_WARPGROUPS
+                    ));
+                }
+                if c.block_m != WGMMA_ROWS_PER_WARPGROUP * c.consumer_warpgroups {
+                    return Err(format!(
+                        "block_m={} must be {WGMMA_ROWS_PER_WARPGROUP} rows per consumer warpgroup ({} for \
+                         consumer_warpgroups={})",
+                        c.block_m,
+                        WGMMA_ROWS_PER_WARPGROUP * c.consumer_warpgroups,
+                        c.consumer_warpgroups
+                    ));
                 }
             }
         }
@@ -287,6 +388,20 @@ impl KernelSpec {
                 }
                 v
             }
+            Impl::Wgmma => {
+                let mut v = Vec::new();
+                for block_m in WgmmaConfig::BLOCK_M {
+                    for block_n in WgmmaConfig::BLOCK_N {
+                        for stages in WgmmaConfig::STAGES {
+                            for consumer_warpgroups in WgmmaConfig::CONSUMER_WARPGROUPS {
+                                let c = WgmmaConfig { block_m, block_n, stages, consumer_warpgroups };
+                                v.push(KernelConfig::Wgmma(c));
+                            }
+                        }
+                    }
+                }
+                v
+            }
         };
         configs.into_iter().map(|config| KernelSpec { config, dtype, head_dim }).collect()
     }
@@ -299,6 +414,7 @@ fn short_key(key: &str) -> &str {
         "stages" => "s",
         "q_in_regs" => "qr",
         "threads" => "t",
+        "consumer_warpgroups" => "wg",
         other => other,
     }
 }
@@ -362,5 +478,91 @@ mod tests {
     fn space_covers_every_combination() {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
+        let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
+        assert_eq!(wgmma.len(), 2 * 4 * 4 * 2);
+        // Every lever value appears, and half the (block_m, consumer_warpgroups) pairs agree.
+        let valid = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).count();
+        assert!(valid > 0 && valid < wgmma.len() / 2, "{valid}");
+    }
+
+    fn wgmma(block_m: u32, block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
+        KernelSpec {
+            config: KernelConfig::Wgmma(WgmmaConfig { block_m, block_n, stages, consumer_warpgroups }),
+            dtype: Dtype::F16,
+            head_dim,
+        }
+    }
+
+    #[test]
+    fn wgmma_name_defines_and_threads() {
+        let spec = wgmma(128, 128, 2, 2, 128);
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bm128_bn128_s2_wg2");
+        assert_eq!(spec.threads(), 256);
+        let defines = spec.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_BF16").unwrap(), "0");
+        assert_eq!(get("EVOATTN_BLOCK_M").unwrap(), "128");
+        assert_eq!(get("EVOATTN_BLOCK_N").unwrap(), "128");
+        assert_eq!(get("EVOATTN_STAGES").unwrap(), "2");
+        assert_eq!(get("EVOATTN_CONSUMER_WARPGROUPS").unwrap(), "2");
+        assert_eq!(get("EVOATTN_THREADS").unwrap(), "256");
+        assert_eq!(get("EVOATTN_DYNAMIC_SMEM").unwrap(), spec.dynamic_smem_bytes().to_string());
+        // Each define appears once.
+        let mut names: Vec<&String> = defines.iter().map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), defines.len());
+        // The mma kernel's defines are unchanged by the wgmma extras.
+        assert!(!mma(128, 64, 2, true).defines().iter().any(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"));
+        // Grid: 64 rows per warpgroup.
+        let shape = crate::problem::Shape { b: 3, h: 5, hkv: 1, sq: 129, sk: 7, d: 128 };
+        assert_eq!(spec.grid(&shape), [2, 5, 3]);
+        assert_eq!(wgmma(64, 64, 2, 1, 128).grid(&shape), [3, 5, 3]);
+    }
+
+    #[test]
+    fn wgmma_smem_is_unpadded_tiles_plus_the_alignment_slack() {
+        // 1024 + (128 Q rows + 2 tensors * 2 stages * 128 rows) * 128 elements * 2 bytes
+        assert_eq!(wgmma(128, 128, 2, 2, 128).dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        // D=64, one warpgroup, 3 stages of 64 keys: 1024 + (64 + 384) * 128
+        assert_eq!(wgmma(64, 64, 3, 1, 64).dynamic_smem_bytes(), 1024 + 448 * 128);
+        // D=128 with 3 stages of 128 keys: 1024 + 896 * 256 = 230400, just under 227 KiB.
+        assert!(wgmma(128, 128, 3, 2, 128).validate(Arch::Sm90a).is_ok());
+        // D=256 with 2 stages of 128 keys: 1024 + 640 * 512 = 328704: too much.
+        let err = wgmma(128, 128, 2, 2, 256).validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("needs 328704 bytes of shared memory"), "{err}");
+    }
+
+    #[test]
+    fn wgmma_validate_mirrors_the_kernel_asserts() {
+        assert!(wgmma(128, 128, 2, 2, 64).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(64, 96, 4, 1, 64).validate(Arch::Sm90a).is_ok());
+        // Hopper's arch-specific target only.
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
+            let err = wgmma(128, 128, 2, 2, 64).validate(arch).unwrap_err();
+            assert_eq!(err, format!("wgmma runs on sm_90a, not {arch}"));
+        }
+        let err = wgmma(128, 64, 2, 1, 64).validate(Arch::Sm90a).unwrap_err();
+        assert!(
+            err.contains("block_m=128 must be 64 rows per consumer warpgroup (64 for consumer_warpgroups=1)"),
+            "{err}"
+        );
+        assert!(wgmma(192, 64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("block_m=192"));
+        assert!(wgmma(128, 80, 2, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("block_n=80"));
+        assert!(wgmma(128, 64, 5, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("stages=5"));
+        assert!(wgmma(64, 64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=3"));
+        assert!(wgmma(128, 64, 2, 2, 96).validate(Arch::Sm90a).unwrap_err().contains("head dims"));
+    }
+
+    #[test]
+    fn wgmma_overrides_and_display() {
+        let base = wgmma(128, 128, 2, 2, 128).config;
+        let one = base.with_overrides("block_m=64,consumer_warpgroups=1,stages=3").unwrap();
+        assert_eq!(
+            one,
+            KernelConfig::Wgmma(WgmmaConfig { block_m: 64, block_n: 128, stages: 3, consumer_warpgroups: 1 })
+        );
+        assert_eq!(one.to_string(), "block_m=64,block_n=128,stages=3,consumer_warpgroups=1");
+        assert!(base.with_overrides("q_in_regs=1").unwrap_err().contains("not a lever of wgmma"));
     }
 }

@@ -2,7 +2,7 @@
 //! these; the tuner's store overrides them per GPU and problem bucket.
 
 use crate::arch::Arch;
-use crate::config::{KernelConfig, MmaConfig, ReferenceConfig};
+use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, WgmmaConfig};
 
 /// 128 threads: four warps give each block enough loads in flight to cover a key row's
 /// latency, and D <= 256 means at most two output columns per thread.
@@ -29,11 +29,29 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
     }
 }
 
+/// The `wgmma` default for a head dim (sm_90a only, so the arch does not enter).
+///
+/// Two consumer warpgroups (128 rows) everywhere: each K/V tile brought in by TMA is used by
+/// twice the rows, and while one warpgroup does softmax the other's `wgmma` can run. Two
+/// stages: one tile in flight while one is computed, which is what a loop without a producer
+/// warp can use; more stages only cost shared memory until loads are warp-specialised.
+/// - D=64: 128-key tiles. Per thread S is 64 fp32 registers and O 32, far from the cap;
+///   shared memory 81 KiB.
+/// - D=128: 128-key tiles, the FlashAttention-3 tile for this head dim: S 64 + O 64
+///   registers; 161 KiB of shared memory.
+/// - D=256: O alone is 128 registers a thread, so 64-key tiles (S 32 registers); 193 KiB of
+///   shared memory, where 128-key tiles would need 321 KiB.
+pub fn wgmma(head_dim: usize) -> WgmmaConfig {
+    let block_n = if head_dim <= 128 { 128 } else { 64 };
+    WgmmaConfig { block_m: 128, block_n, stages: 2, consumer_warpgroups: 2 }
+}
+
 /// The default configuration of `imp` for a head dim on an arch.
 pub fn config(imp: crate::config::Impl, arch: Arch, head_dim: usize) -> KernelConfig {
     match imp {
         crate::config::Impl::Reference => KernelConfig::Reference(REFERENCE),
         crate::config::Impl::Mma => KernelConfig::Mma(mma(arch, head_dim)),
+        crate::config::Impl::Wgmma => KernelConfig::Wgmma(wgmma(head_dim)),
     }
 }
 
@@ -45,8 +63,8 @@ mod tests {
 
     #[test]
     fn every_default_passes_validate_on_its_arch() {
-        for arch in Arch::ALL {
-            for imp in Impl::ALL {
+        for imp in Impl::ALL {
+            for &arch in imp.archs() {
                 for &head_dim in imp.head_dims() {
                     let spec = KernelSpec { config: config(imp, arch, head_dim), dtype: Dtype::F16, head_dim };
                     spec.validate(arch).unwrap_or_else(|e| panic!("{} on {arch}: {e}", spec.name()));

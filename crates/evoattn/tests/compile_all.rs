@@ -1,5 +1,6 @@
-//! Every kernel compiles with NVRTC for every arch (no GPU needed) and passes the resource
-//! gate with its default configuration; the `mma` search space compiles for sm_90a.
+//! Every kernel compiles with NVRTC for every arch it supports (`Impl::archs`; no GPU needed)
+//! and passes the resource gate with its default configuration; the `mma` and `wgmma` search
+//! spaces compile for sm_90a.
 //!
 //! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
 //! missing NVRTC is a failure.
@@ -56,8 +57,8 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
     let Some(nvrtc) = nvrtc_or_skip() else { return };
     let (_dir, cache) = fresh_cache();
     let mut jobs = Vec::new();
-    for arch in Arch::ALL {
-        for imp in Impl::ALL {
+    for imp in Impl::ALL {
+        for &arch in imp.archs() {
             for dtype in Dtype::ALL {
                 for &head_dim in imp.head_dims() {
                     jobs.push((KernelSpec { config: defaults::config(imp, arch, head_dim), dtype, head_dim }, arch));
@@ -99,18 +100,16 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
     );
 }
 
-#[test]
-fn the_mma_space_compiles_for_sm90a() {
-    if nvrtc_or_skip().is_none() {
-        return;
-    }
+/// Compiles every valid variant of `imp`'s space for `dtypes` on sm_90a; compile errors fail,
+/// resource-gate failures are listed (the tuner's gate skips those variants).
+fn space_compiles_for_sm90a(imp: Impl, dtypes: &[Dtype]) -> (usize, Vec<String>) {
     let arch = Arch::Sm90a;
     let (_dir, cache) = fresh_cache();
     let mut jobs = Vec::new();
     let mut rejected = 0;
-    for dtype in Dtype::ALL {
-        for &head_dim in Impl::Mma.head_dims() {
-            for spec in KernelSpec::space(Impl::Mma, dtype, head_dim) {
+    for &dtype in dtypes {
+        for &head_dim in imp.head_dims() {
+            for spec in KernelSpec::space(imp, dtype, head_dim) {
                 match spec.validate(arch) {
                     Ok(()) => jobs.push((spec, arch)),
                     Err(_) => rejected += 1,
@@ -135,7 +134,7 @@ fn the_mma_space_compiles_for_sm90a() {
         }
     }
     println!(
-        "mma space on {arch}: {} compiled in {elapsed:.1?}, {rejected} rejected by validate, {} fail the resource gate:",
+        "{imp} space on {arch}: {} compiled in {elapsed:.1?}, {rejected} rejected by validate, {} fail the resource gate:",
         jobs.len(),
         gate_failures.len()
     );
@@ -145,11 +144,33 @@ fn the_mma_space_compiles_for_sm90a() {
     assert!(!jobs.is_empty());
     assert!(
         compile_failures.is_empty(),
-        "{} of {} valid mma variants failed to compile:\n{}",
+        "{} of {} valid {imp} variants failed to compile:\n{}",
         compile_failures.len(),
         jobs.len(),
         compile_failures.join("\n")
     );
+    (jobs.len(), gate_failures)
+}
+
+#[test]
+fn the_mma_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    space_compiles_for_sm90a(Impl::Mma, &Dtype::ALL);
+}
+
+#[test]
+fn the_wgmma_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // One dtype: f16 and bf16 differ only in the instruction's type suffix, and the space is
+    // the slowest compile of the suite. Every wgmma N (block_n 64..192, head dim 64..256) is in it.
+    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Wgmma, &[Dtype::Bf16]);
+    // At least the one-warpgroup and two-warpgroup variants of every head dim pass the gate.
+    assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
+    assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
 }
 
 #[test]

@@ -25,7 +25,7 @@ fn cubin_values_match_the_ptxas_report() {
     let Some(nvrtc) = nvrtc_or_skip() else { return };
     let mut compared = 0;
     for arch in [Arch::Sm80, Arch::Sm89, Arch::Sm90a] {
-        for imp in Impl::ALL {
+        for imp in Impl::ALL.into_iter().filter(|imp| imp.archs().contains(&arch)) {
             for &d in imp.head_dims() {
                 let spec = KernelSpec { config: defaults::config(imp, arch, d), dtype: Dtype::Bf16, head_dim: d };
                 let name = spec.name();

@@ -24,6 +24,10 @@ pub const HEADERS: &[SourceFile] = &[
     source!("mma_mainloop.cuh"),
     source!("mma_softmax.cuh"),
     source!("mma_epilogue.cuh"),
+    source!("ptx_sm90.cuh"),
+    source!("wgmma_mainloop.cuh"),
+    source!("wgmma_softmax.cuh"),
+    source!("wgmma_epilogue.cuh"),
 ];
 
 /// The translation unit of a kernel family.
@@ -31,6 +35,7 @@ pub fn main_source(imp: Impl) -> SourceFile {
     match imp {
         Impl::Reference => source!("reference.cu"),
         Impl::Mma => source!("mma.cu"),
+        Impl::Wgmma => source!("wgmma.cu"),
     }
 }
 

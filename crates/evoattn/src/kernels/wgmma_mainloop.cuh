@@ -1,0 +1,118 @@
+// `wgmma` main loop pieces: the block's shared-memory layout, the tile loads that fill it, and
+// the two warpgroup GEMMs, S = Q·Kᵀ (both operands from shared memory) and O += P·V (P from
+// registers, V from shared memory).
+//
+// Shared memory holds every tile in the 128-byte swizzled layout (ptx_sm90.cuh): a tile of
+// ROWS rows and D columns is D/64 column blocks of [ROWS][64] elements, each row 128 bytes with
+// its 16-byte chunks permuted by the row's index mod 8. That is what a TMA box of 64 x ROWS
+// elements writes with CU_TENSOR_MAP_SWIZZLE_128B, and what a 128-byte-swizzle descriptor reads.
+#pragma once
+#include "ptx_sm90.cuh"
+
+#define D EVOATTN_HEAD_DIM
+#define BM EVOATTN_BLOCK_M
+#define BN EVOATTN_BLOCK_N
+#define STAGES EVOATTN_STAGES
+#define CONSUMERS EVOATTN_CONSUMER_WARPGROUPS
+#define WG_THREADS 128
+#define WG_ROWS 64                       // rows of one wgmma m64 tile: one consumer warpgroup's
+#define THREADS (CONSUMERS * WG_THREADS)
+#define ATOM_ELEMS 64                    // 16-bit elements per 128-byte swizzled row
+#define ROW_BYTES 128
+#define ATOM_BYTES 1024                  // 8 swizzled rows
+#define D_BLOCKS (D / ATOM_ELEMS)        // 64-column blocks per tile row
+#define QK_STEPS (D / 16)                // k16 steps of Q·Kᵀ
+#define PV_STEPS (BN / 16)               // k16 steps of P·V
+#define S_REGS (BN / 2)                  // fp32 S accumulators per thread
+#define O_REGS (D / 2)                   // fp32 O accumulators per thread
+
+static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
+static_assert(BM == WG_ROWS * CONSUMERS, "each consumer warpgroup owns 64 query rows");
+static_assert(D % ATOM_ELEMS == 0, "head dim must be a multiple of the 64-element swizzle row");
+static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma N (keys per tile) must be 16..256 in steps of 16");
+static_assert(D <= 256, "wgmma N (head dim of P·V) is at most 256");
+static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
+
+// Byte sizes and offsets of the tiles, from the 1024-aligned base of dynamic shared memory.
+#define TILE_BYTES(rows) ((rows) * D * 2)
+#define Q_OFFSET 0
+#define K_OFFSET (Q_OFFSET + TILE_BYTES(BM))
+#define V_OFFSET (K_OFFSET + STAGES * TILE_BYTES(BN))
+#define SMEM_LAYOUT_BYTES (V_OFFSET + STAGES * TILE_BYTES(BN))
+static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
+static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
+
+// Byte offset, inside a swizzled tile of `rows` rows, of the 16-byte chunk holding elements
+// [col, col + 8) of row `row` (col a multiple of 8).
+__device__ __forceinline__ u32 swizzled_offset(int rows, int row, int col) {
+    const int block = col / ATOM_ELEMS, chunk = (col % ATOM_ELEMS) / 8;
+    return block * rows * ROW_BYTES + row * ROW_BYTES + ((chunk ^ (row % 8)) << 4);
+}
+
+// The block's shared memory: base (1024-aligned) and the tiles in it.
+struct SmemTiles {
+    unsigned char* base;
+    __device__ __forceinline__ unsigned char* q() const { return base + Q_OFFSET; }
+    __device__ __forceinline__ unsigned char* k(int stage) const { return base + K_OFFSET + stage * TILE_BYTES(BN); }
+    __device__ __forceinline__ unsigned char* v(int stage) const { return base + V_OFFSET + stage * TILE_BYTES(BN); }
+    // This warpgroup's 64 rows of Q, as the tile of BM rows they sit in (column blocks are BM rows apart).
+    __device__ __forceinline__ unsigned char* q_rows(int wg) const { return q() + wg * WG_ROWS * ROW_BYTES; }
+};
+
+// Copies `ROWS` rows of D elements starting at global row `row0` (stride `row_stride`) into a
+// swizzled shared tile with cp.async, all threads of the block taking part; rows at or past
+// `row_end` are zero-filled, so masked keys multiply a finite V and padded queries give finite
+// scores. (Step 1 of the kernel; TMA replaces it.)
+template <int ROWS>
+__device__ __forceinline__ void load_tile(unsigned char* tile, const elem_t* gmem, i64 row_stride, int row0, int row_end) {
+    constexpr int CHUNKS_PER_ROW = D / 8;
+    for (int i = threadIdx.x; i < ROWS * CHUNKS_PER_ROW; i += THREADS) {
+        const int r = i / CHUNKS_PER_ROW, c = (i % CHUNKS_PER_ROW) * 8;
+        const int row = row0 + r;
+        const bool inside = row < row_end;
+        const elem_t* src = inside ? gmem + (i64)row * row_stride + c : gmem;
+        cp_async_16(tile + swizzled_offset(ROWS, r, c), src, inside ? 16 : 0);
+    }
+}
+
+// S(64 x BN) = Q(64 rows of warpgroup `wg` x D) · K_tileᵀ, from zero. Q and K are K-major
+// (d contiguous): the k16 step ks is column block ks/4, 32 bytes per step inside it.
+__device__ __forceinline__ void gemm_qk(float (&s)[S_REGS], const SmemTiles& sm, int wg, int stage) {
+    const u32 q_base = smem_addr(sm.q_rows(wg)), k_base = smem_addr(sm.k(stage));
+    fence_operand(s);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < QK_STEPS; ++ks) {
+        const u32 in_block = (ks % 4) * 32;
+        const u64 a = wgmma_desc(q_base + (ks / 4) * BM * ROW_BYTES + in_block, 16, ATOM_BYTES);
+        const u64 b = wgmma_desc(k_base + (ks / 4) * BN * ROW_BYTES + in_block, 16, ATOM_BYTES);
+        Wgmma<BN>::ss<0>(s, a, b, ks > 0 ? 1u : 0u);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operand(s);
+}
+
+// O(64 x D) += P(64 x BN) · V_tile(BN x D). P comes from the S accumulators: columns
+// 16kk..16kk+15 of S are n-chunks 2kk and 2kk+1, exactly one A fragment. V is [key][d], so B is
+// MN-major: k16 step kk is 16 key rows (2048 bytes) on; LBO steps across d's 64-column blocks
+// (BN rows apart), SBO across 8-key groups.
+__device__ __forceinline__ void gemm_pv(float (&o)[O_REGS], const float (&p)[S_REGS], const SmemTiles& sm, int stage) {
+    u32 a[PV_STEPS][4];
+#pragma unroll
+    for (int kk = 0; kk < PV_STEPS; ++kk) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a[kk][j] = pack_float2(p[8 * kk + 2 * j], p[8 * kk + 2 * j + 1]);
+    }
+    const u32 v_base = smem_addr(sm.v(stage));
+    fence_operand(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < PV_STEPS; ++kk) {
+        const u64 b = wgmma_desc(v_base + kk * 16 * ROW_BYTES, BN * ROW_BYTES, ATOM_BYTES);
+        Wgmma<D>::rs<1>(o, a[kk], b, 1u);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operand(o);
+}
