@@ -6,14 +6,19 @@
 mod backend;
 mod backend_gpu;
 mod backend_mock;
+mod ceilings;
 mod cmd_bench;
 mod cmd_check;
 mod cmd_compile;
+mod cmd_gate;
 mod cmd_info;
 mod cmd_run;
+mod gate;
 mod inputs;
+mod lab;
 mod oracle;
 mod presets;
+mod record;
 mod stats;
 mod tensors_io;
 
@@ -49,6 +54,9 @@ enum Command {
     Bench(cmd_bench::Args),
     /// Compile kernel variants for an arch (no GPU needed) and print their resource use.
     Compile(cmd_compile::Args),
+    /// Pass/fail of ours against a peer per case (exit 0 pass, 1 fail, 2 could not run);
+    /// measures, or re-gates a recorded bench record with --samples (no GPU needed).
+    Gate(cmd_gate::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +67,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd_check::run(args),
         Command::Bench(args) => cmd_bench::run(args),
         Command::Compile(args) => cmd_compile::run(args),
+        Command::Gate(args) => cmd_gate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,105 @@
+//! `evoattn gate`: pass/fail of ours against a peer, per case. Measures ours and the peers with
+//! the lab, or with `--samples` re-gates a recorded bench record without a GPU (what CI does).
+
+use crate::gate::{evaluate, render_json, render_markdown, render_text, Against, GateOptions, Outcome};
+use crate::gate::{DEFAULT_CONFIDENCE, DEFAULT_SPEEDUP};
+use crate::record::BenchRecord;
+use anyhow::bail;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The argument ids of `LabArgs` (its problem flags by their group): `--samples` conflicts with
+/// all of them. Listed because clap's derive leaves the group of an `Args` struct that itself
+/// flattens another one empty.
+const LAB_FLAGS: [&str; 9] = ["ProblemArgs", "imp", "config", "peers", "mode", "reps", "warmup", "block", "seed"];
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// An aligned table and a summary line.
+    Text,
+    /// A table for a pull-request comment.
+    Markdown,
+    /// The full report, every statistic included.
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Re-gate this bench record (`bench --json`) instead of measuring; needs no GPU. The record
+    /// decides the cases, so the measurement flags do not apply.
+    #[arg(long, value_name = "FILE.json", conflicts_with_all = LAB_FLAGS)]
+    samples: Option<PathBuf>,
+    /// The peer to beat: a peer name (sdpa-cudnn, fa4, ...) or best, the fastest peer that ran
+    /// each case.
+    #[arg(long, value_name = "PEER|best", default_value = "best")]
+    against: Against,
+    /// Pass needs median(ours) < SPEEDUP × median(peer).
+    #[arg(long, default_value_t = DEFAULT_SPEEDUP)]
+    speedup: f64,
+    /// Confidence of the bootstrap interval of median(ours) − median(peer), which must lie
+    /// entirely below zero.
+    #[arg(long, default_value_t = DEFAULT_CONFIDENCE)]
+    confidence: f64,
+    /// Also require p90(ours) ≤ p90(peer): no worse tail.
+    #[arg(long)]
+    p90: bool,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the measured bench record here, to re-gate it later with --samples.
+    #[arg(long, value_name = "FILE.json", conflicts_with = "samples")]
+    record: Option<PathBuf>,
+    #[command(flatten)]
+    lab: crate::lab::LabArgs,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.speedup.is_nan() || args.speedup <= 0.0 {
+        bail!("--speedup must be positive, got {}", args.speedup);
+    }
+    // Negated so that NaN is refused too.
+    if !(args.confidence > 0.0 && args.confidence < 1.0) {
+        bail!("--confidence must lie strictly between 0 and 1, got {}", args.confidence);
+    }
+    let record = match &args.samples {
+        Some(path) => BenchRecord::read(path)?,
+        None => {
+            let record = crate::lab::measure(&args.lab)?;
+            if let Some(path) = &args.record {
+                record.write(path)?;
+            }
+            record
+        }
+    };
+    let opts = GateOptions {
+        against: args.against.clone(),
+        speedup: args.speedup,
+        confidence: args.confidence,
+        p90: args.p90,
+        ..GateOptions::default()
+    };
+    let report = evaluate(&record, &opts);
+    print!(
+        "{}",
+        match args.format {
+            Format::Text => render_text(&report),
+            Format::Markdown => render_markdown(&report),
+            Format::Json => render_json(&report) + "\n",
+        }
+    );
+    if report.outcome == Outcome::CouldNotRun {
+        // The one-line reason of exit 2, whatever the format on stdout.
+        let unjudged: Vec<_> = report.cases.iter().filter(|c| c.outcome == Outcome::CouldNotRun).collect();
+        let reason = match unjudged.first() {
+            None => "the record has no cases".to_string(),
+            Some(c) => {
+                let more = match unjudged.len() - 1 {
+                    0 => String::new(),
+                    n => format!(" (and {n} more cases)"),
+                };
+                format!("{} {} {} {}: {}{more}", c.shape, c.dtype, c.causal, c.layout, c.reasons.join("; "))
+            }
+        };
+        eprintln!("evoattn: gate could not run: {reason}");
+    }
+    Ok(ExitCode::from(report.outcome.exit_code()))
+}
