@@ -679,9 +679,10 @@ mod tests {
             assert!(samples.iter().all(|&s| s > 0.0));
             assert_eq!(oracle.time("a", "sdpa-cudnn", mode, WARMUP, SAMPLES, FLUSH).unwrap(), first);
         }
-        let measurement = oracle.time("a", "sdpa-math", Mode::Eager, 0, 3, 0).unwrap().into_measurement("sdpa-math");
-        assert_eq!((measurement.status.as_str(), measurement.samples_us.len()), (STATUS_OK, 3));
-        assert!(measurement.is_ok());
+        let PeerTiming::Samples(math) = oracle.time("a", "sdpa-math", Mode::Eager, 0, 3, 0).unwrap() else {
+            panic!("sdpa-math should run in the fake oracle")
+        };
+        assert_eq!(math.len(), 3);
         oracle.unload("a").unwrap();
         assert!(format!("{:#}", oracle.time("a", "sdpa-math", Mode::Eager, 0, 3, 0).unwrap_err()).contains("no case"));
     }
@@ -700,11 +701,6 @@ mod tests {
         assert!(matches!(oracle.output("br", "fa4", &out).unwrap(), PeerOutput::Missing(_)));
         assert!(matches!(oracle.output("br", "sdpa-flash", &out).unwrap(), PeerOutput::Refused(_)));
         assert!(!out.exists());
-
-        let refused = flash.into_measurement("sdpa-flash");
-        assert_eq!(refused.status, STATUS_REFUSED);
-        assert!(refused.reason.is_some() && !refused.is_ok());
-        assert_eq!(fa4.into_measurement("fa4").status, STATUS_MISSING);
     }
 
     #[test]
