@@ -25,6 +25,9 @@ from . import PEERS, safetensors_io
 from .case import CaseSpec, read_case
 from .protocol import KernelLaunch, RequestError, missing, ran, refused
 
+# GPU cycles the graph-mode hold lasts per sample: 200k cycles is 100 µs at the H100's 2 GHz
+# boost clock (longer at lower clocks), well above the host's ~30 µs to enqueue one sample.
+GRAPH_HOLD_CYCLES_PER_SAMPLE = 200_000
 TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16"}
 SDPA_BACKENDS = {
@@ -322,8 +325,9 @@ class TorchBackend:
         self, call: Callable[[], Any], mode: str, warmup: int, samples: int, flush_bytes: int
     ) -> list[float]:
         """The measurement: in eager mode `warmup` calls, in graph mode `warmup` calls on the
-        capture stream, the capture and `warmup` replays; then per sample a flush, a start
-        event, one call (or replay), an end event; one synchronisation; µs per sample."""
+        capture stream, the capture, `warmup` replays and a GPU-side hold while the host
+        enqueues; then per sample a flush, a start event, one call (or replay), an end event;
+        one synchronisation; µs per sample."""
         flush = self._flush_buffer(flush_bytes)
         if mode == "graph":
             graph, _static_out = self._capture(call, warmup)
@@ -332,6 +336,10 @@ class TorchBackend:
             run = call
         for _ in range(warmup):
             run()
+        if mode == "graph":
+            # Hold the stream on the GPU while the host enqueues every sample, so no host gap
+            # between a start event and its replay enters a sample (the Rust timer does the same).
+            torch.cuda._sleep(GRAPH_HOLD_CYCLES_PER_SAMPLE * samples)
         stream = torch.cuda.current_stream()
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
         for start, end in events:

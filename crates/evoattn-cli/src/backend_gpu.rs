@@ -7,6 +7,10 @@ use evoattn::plan::ImplChoice;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
 
+/// GPU time the graph-mode hold lasts per sample: well above the host's few microseconds to
+/// enqueue a flush, two events and a replay (the oracle holds its stream the same way).
+const GRAPH_HOLD_PER_SAMPLE: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// NaN in float32, for the LSE poison.
 const F32_NAN: f32 = f32::NAN;
 
@@ -147,6 +151,10 @@ impl Backend for GpuBackend {
                 Some(captured.ok_or_else(|| evoattn::Error::driver("cuStreamEndCapture", "captured an empty graph"))?)
             }
         };
+        if graph.is_some() {
+            // Hold the stream while the samples are enqueued: no host gap enters a sample.
+            self.attention.gpu().hold(GRAPH_HOLD_PER_SAMPLE * options.samples as u32)?;
+        }
         let timing_flags = Some(evoattn::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::with_capacity(options.samples);
         for _ in 0..options.samples {

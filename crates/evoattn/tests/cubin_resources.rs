@@ -66,3 +66,15 @@ fn a_spilling_kernel_has_a_stack_frame() {
     let r = resources(&out.cubin, "spill").expect("resources");
     assert_eq!(r.stack_frame_bytes, 256, "{r:?}\n{}", out.log);
 }
+
+#[test]
+fn the_timer_hold_kernel_compiles_for_every_arch() {
+    let Some(nvrtc) = nvrtc_or_skip() else { return };
+    for arch in evoattn::Arch::ALL {
+        let out = nvrtc
+            .compile_cubin(&evoattn::kernels::HOLD, &[], evoattn::kernels::HOLD_KERNEL, arch, &[arch.nvrtc_flag()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = resources(&out.cubin, evoattn::kernels::HOLD_KERNEL).expect("resources");
+        assert_eq!(r.stack_frame_bytes, 0, "{arch}");
+    }
+}

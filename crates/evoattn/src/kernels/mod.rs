@@ -30,6 +30,11 @@ pub const HEADERS: &[SourceFile] = &[
     source!("wgmma_epilogue.cuh"),
 ];
 
+/// The stream-holding kernel of the timer (`runtime::device::Gpu::hold`).
+pub const HOLD: SourceFile = source!("hold.cu");
+/// Its symbol.
+pub const HOLD_KERNEL: &str = "evoattn_hold";
+
 /// The translation unit of a kernel family.
 pub fn main_source(imp: Impl) -> SourceFile {
     match imp {

@@ -27,6 +27,8 @@ pub struct Gpu {
     sm_count: u32,
     l2_bytes: usize,
     driver_version: i32,
+    /// The stream-holding kernel, compiled on first use.
+    hold: std::sync::OnceLock<CudaFunction>,
 }
 
 impl Gpu {
@@ -74,7 +76,17 @@ impl Gpu {
         // A stream of our own (not the legacy default stream) so that launches can be captured
         // into CUDA graphs.
         let stream = ctx.new_stream().map_err(|e| Error::driver("cuStreamCreate", e))?;
-        Ok(Gpu { ctx, stream, arch, name, compute_capability, sm_count, l2_bytes, driver_version })
+        Ok(Gpu {
+            ctx,
+            stream,
+            arch,
+            name,
+            compute_capability,
+            sm_count,
+            l2_bytes,
+            driver_version,
+            hold: std::sync::OnceLock::new(),
+        })
     }
 
     pub fn arch(&self) -> Arch {
@@ -100,6 +112,36 @@ impl Gpu {
     /// The CUDA version the driver supports, e.g. "13.0".
     pub fn driver_version(&self) -> String {
         format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)
+    }
+
+    /// Enqueues a kernel that keeps the stream busy for `duration` on the GPU, so that work the
+    /// host enqueues meanwhile runs back to back. The kernel is compiled on first use.
+    pub fn hold(&self, duration: std::time::Duration) -> Result<()> {
+        let function = match self.hold.get() {
+            Some(f) => f,
+            None => {
+                let nvrtc = crate::runtime::nvrtc::Nvrtc::get()?;
+                let options = [self.arch.nvrtc_flag()];
+                let compiled = nvrtc
+                    .compile_cubin(&crate::kernels::HOLD, &[], crate::kernels::HOLD_KERNEL, self.arch, &options)
+                    .map_err(|f| Error::Compile(Box::new(f)))?;
+                let module = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin))
+                    .map_err(|e| Error::driver("cuModuleLoadData", e))?;
+                let f = module
+                    .load_function(crate::kernels::HOLD_KERNEL)
+                    .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+                self.hold.get_or_init(|| f)
+            }
+        };
+        let nanoseconds = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        let mut launch = self.stream.launch_builder(function);
+        launch.arg(&nanoseconds);
+        // Safety: the kernel takes one u64 by value and touches no memory.
+        unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+        Ok(())
     }
 
     pub fn stream(&self) -> &Arc<CudaStream> {
