@@ -15,6 +15,7 @@ use evoattn::plan::ImplChoice;
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
 use evoattn::runtime::device::LaunchImage;
 use evoattn::{Arch, Impl, KernelConfig, Layout, Problem, TensorName};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// Samples per interleaved block: small enough that ours and the peers alternate several
@@ -178,10 +179,24 @@ fn measure_with(
         let inputs = random_inputs(&problem, Distribution::Normal, seed);
         let case =
             CaseContext { problem: &problem, layout: *layout, inputs: &inputs, choice, config, dir: &dir, id: i };
+        let started = std::time::Instant::now();
         let result =
             measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes);
         results.push(result?);
         bar.inc(1);
+        if !std::io::stderr().is_terminal() {
+            // No bar off a terminal (a log, CI, the GPU machine): one line per case instead.
+            eprintln!(
+                "[{}/{}] {} {} {} {} in {:.1} s",
+                i + 1,
+                cases.len(),
+                problem.shape,
+                problem.dtype,
+                problem.causal,
+                layout,
+                started.elapsed().as_secs_f64()
+            );
+        }
     }
     bar.finish_and_clear();
     let _ = std::fs::remove_dir_all(&dir);

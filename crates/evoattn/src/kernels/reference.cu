@@ -1,11 +1,23 @@
 // The `reference` kernel: one block per (query row, head, batch), float32 throughout, two
 // passes over the keys (row max, then exp-sum and P·V). Deliberately simple and sharing no
-// code with the fast paths beyond the parameter struct, so that it can judge them.
+// code with the fast paths beyond the parameter struct, so that it can judge them. Scores are
+// computed a warp per key (lanes across D, so K rows are read coalesced): at S = 16k the
+// reference must still take well under a second.
 #include "common.cuh"
 
 #define THREADS EVOATTN_THREADS
 #define D EVOATTN_HEAD_DIM
 #define COLS_PER_THREAD ((D + THREADS - 1) / THREADS)
+#define WARPS (THREADS / 32)
+
+// The scaled score of key j, in every lane of the calling warp.
+__device__ __forceinline__ float score(const float* q_row, const elem_t* k_row, float scale) {
+    const int lane = threadIdx.x % 32;
+    float s = 0.f;
+    for (int d = lane; d < D; d += 32) s += q_row[d] * elem_to_float(k_row[d]);
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    return s * scale;
+}
 
 __device__ float block_reduce(float x, bool take_max, float* scratch) {
     for (int off = 16; off > 0; off >>= 1) {
@@ -39,13 +51,11 @@ extern "C" __global__ void EVOATTN_KERNEL_NAME(const AttnParams p) {
     __syncthreads();
     const int n_keys = visible_keys(p, row);
 
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
     // Pass 1: the row max of the scaled scores.
     float row_max = NEG_INF;
-    for (int j = threadIdx.x; j < n_keys; j += THREADS) {
-        float s = 0.f;
-        for (int d = 0; d < D; ++d) s += q_row[d] * elem_to_float(k[(i64)j * p.k_seq + d]);
-        row_max = fmaxf(row_max, s * scale);
-    }
+    for (int j = warp; j < n_keys; j += WARPS) row_max = fmaxf(row_max, score(q_row, k + (i64)j * p.k_seq, scale));
     row_max = block_reduce(row_max, true, scratch);
 
     // Pass 2: probabilities chunk by chunk; each thread owns output columns.
@@ -54,16 +64,15 @@ extern "C" __global__ void EVOATTN_KERNEL_NAME(const AttnParams p) {
     for (int c = 0; c < COLS_PER_THREAD; ++c) acc[c] = 0.f;
     float sum = 0.f;
     for (int base = 0; base < n_keys; base += THREADS) {
-        const int j = base + threadIdx.x;
-        float pr = 0.f;
-        if (j < n_keys) {
-            float s = 0.f;
-            for (int d = 0; d < D; ++d) s += q_row[d] * elem_to_float(k[(i64)j * p.k_seq + d]);
-            pr = expf(s * scale - row_max);
+        __syncthreads();  // the previous chunk's probabilities are consumed
+        for (int jj = warp; jj < THREADS; jj += WARPS) {
+            const int j = base + jj;
+            const float pr = j < n_keys ? expf(score(q_row, k + (i64)j * p.k_seq, scale) - row_max) : 0.f;
+            if (lane == 0) {
+                probs[jj] = pr;
+                sum += pr;
+            }
         }
-        sum += pr;
-        __syncthreads();
-        probs[threadIdx.x] = pr;
         __syncthreads();
         const int chunk = min(THREADS, n_keys - base);
         for (int jj = 0; jj < chunk; ++jj) {
