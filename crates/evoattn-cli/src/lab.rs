@@ -355,18 +355,31 @@ fn measure_case(
         }
     }
 
-    // Interleave: a block of ours, a block of each runnable peer, until every side has reps.
+    // Interleave blocks until every side has reps, reversing the order of the sides from one
+    // block to the next (ours, peers; then peers, ours) so that a position effect within a
+    // block cancels instead of favouring one side.
+    let mut sides: Vec<Measurement> = std::iter::once(ours).chain(peer_rows).collect();
     let mut remaining = args.reps;
-    while remaining > 0 {
+    for block in 0.. {
+        if remaining == 0 {
+            break;
+        }
         let n = remaining.min(args.block);
         let options = TimingOptions { warmup: args.warmup, samples: n, mode: args.mode };
-        ours.samples_us.extend(backend.time(p, case.choice, case.config, q, k, v, options)?.samples_us);
-        for row in peer_rows.iter_mut().filter(|r| r.status == STATUS_OK) {
-            match (row.name.as_str(), oracle.as_deref_mut(), &torch_timed) {
-                (SELF_PEER, _, _) => {
+        let mut order: Vec<usize> = (0..sides.len()).collect();
+        if block % 2 == 1 {
+            order.reverse();
+        }
+        for index in order {
+            let row = &mut sides[index];
+            if row.status != STATUS_OK {
+                continue;
+            }
+            match (index, row.name.as_str(), oracle.as_deref_mut(), &torch_timed) {
+                (0, _, _, _) | (_, SELF_PEER, _, _) => {
                     row.samples_us.extend(backend.time(p, case.choice, case.config, q, k, v, options)?.samples_us)
                 }
-                (TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
+                (_, TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
                     &id,
                     &t.launch(None),
                     args.mode,
@@ -374,7 +387,7 @@ fn measure_case(
                     n,
                     flush_bytes,
                 )?),
-                (name, Some(o), _) if is_oracle_peer(name) => {
+                (_, name, Some(o), _) if is_oracle_peer(name) => {
                     match o.time(&id, name, args.mode, args.warmup, n, flush_bytes)? {
                         PeerTiming::Samples(s) => row.samples_us.extend(s),
                         PeerTiming::Refused(reason) => set_status(row, STATUS_REFUSED, Some(reason)),
@@ -386,6 +399,8 @@ fn measure_case(
         }
         remaining -= n;
     }
+    let ours = sides.remove(0);
+    let peer_rows = sides;
     if let Some(o) = oracle {
         o.unload(&id)?;
     }
