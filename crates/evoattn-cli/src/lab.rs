@@ -203,7 +203,9 @@ fn measure_with(
     env.sm_clock_mhz.extend(sm_clock());
     let ceilings = match (crate::ceilings::cached(&info.gpu, &info.driver), oracle) {
         (Some(c), _) => Some(c),
-        (None, Some(o)) => crate::ceilings::measure(o, &info.gpu, &info.driver).ok(),
+        // A fake oracle's numbers are not a GPU's ceilings: never cache them.
+        (None, Some(o)) if !o.hello().fake => crate::ceilings::measure(o, &info.gpu, &info.driver).ok(),
+        (None, Some(_)) => None,
         (None, None) => None,
     };
     env.matmul_tflops = ceilings.map(|c| c.matmul_tflops);
