@@ -433,10 +433,9 @@ fn sm_clock() -> Option<u32> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-/// The commit of the working directory's repository, if git answers.
+/// The commit the binary was built from (`build.rs`; `-dirty` when the tree had changes).
 fn git_commit() -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "HEAD"]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    option_env!("EVOATTN_GIT_COMMIT").map(str::to_string)
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
