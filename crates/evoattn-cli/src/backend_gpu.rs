@@ -3,9 +3,11 @@
 use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
+use evoattn::cudarc::driver::{CudaSlice, CudaStream};
 use evoattn::plan::ImplChoice;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
+use std::sync::Arc;
 
 /// GPU time the graph-mode hold lasts per sample: well above the host's few microseconds to
 /// enqueue a flush, two events and a replay (the oracle holds its stream the same way).
@@ -26,6 +28,13 @@ impl GpuBackend {
 
 fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Error {
     move |e| evoattn::Error::driver(call, e)
+}
+
+/// Copies a host tensor to the device. Zero-length allocations are refused by the driver, so
+/// an empty tensor gets one (never read) element.
+fn upload(stream: &Arc<CudaStream>, host: &[u16]) -> evoattn::Result<CudaSlice<u16>> {
+    let host = if host.is_empty() { &[0u16][..] } else { host };
+    stream.clone_htod(host).map_err(driver("cuMemcpyHtoD"))
 }
 
 impl Backend for GpuBackend {
@@ -58,17 +67,8 @@ impl Backend for GpuBackend {
     ) -> evoattn::Result<Forward> {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        // Zero-length allocations are refused by the driver; an empty tensor gets one element.
-        let upload = |host: &[u16]| {
-            if host.is_empty() {
-                stream.clone_htod(&[0u16][..])
-            } else {
-                stream.clone_htod(host)
-            }
-        };
-        let q_dev = upload(q).map_err(driver("cuMemcpyHtoD"))?;
-        let k_dev = upload(k).map_err(driver("cuMemcpyHtoD"))?;
-        let v_dev = upload(v).map_err(driver("cuMemcpyHtoD"))?;
+        let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
+        let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
         let o_len = problem.extent(TensorName::O);
         let poison = vec![crate::inputs::nan_bits(problem.dtype); o_len.max(1)];
         let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
@@ -112,9 +112,8 @@ impl Backend for GpuBackend {
     ) -> evoattn::Result<Timing> {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        let q_dev = stream.clone_htod(q).map_err(driver("cuMemcpyHtoD"))?;
-        let k_dev = stream.clone_htod(k).map_err(driver("cuMemcpyHtoD"))?;
-        let v_dev = stream.clone_htod(v).map_err(driver("cuMemcpyHtoD"))?;
+        let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
+        let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
         let mut o_dev =
             stream.alloc_zeros::<u16>(problem.extent(TensorName::O).max(1)).map_err(driver("cuMemAlloc"))?;
         let mut lse_dev = if problem.with_lse {

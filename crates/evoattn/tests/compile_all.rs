@@ -5,24 +5,14 @@
 //! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
 //! missing NVRTC is a failure.
 
+mod common;
+
+use common::nvrtc_or_skip;
 use evoattn::kernels::{SourceFile, HEADERS};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile, compile_parallel, options, CompiledKernel};
-use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{defaults, Arch, Dtype, Error, Impl, KernelSpec};
 use std::time::Instant;
-
-/// The NVRTC to test with, or `None` (after saying why) when the test should be skipped.
-fn nvrtc_or_skip() -> Option<&'static Nvrtc> {
-    match Nvrtc::get() {
-        Ok(nvrtc) => Some(nvrtc),
-        Err(err) if std::env::var_os("CI").is_some() => panic!("NVRTC is required under CI: {err}"),
-        Err(err) => {
-            println!("skipped: {err}");
-            None
-        }
-    }
-}
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -1,24 +1,16 @@
-//! The CUBIN reader agrees with ptxas: for every default kernel on every arch, the registers
-//! stack frame and static shared memory read from the CUBIN's ELF equal those ptxas reported in the NVRTC log (when
-//! this NVRTC puts the report there), and a deliberately spilling kernel shows a stack frame.
+//! The CUBIN reader agrees with ptxas: for every default kernel on every arch, the registers,
+//! stack frame and static shared memory read from the CUBIN's ELF equal those ptxas reported in
+//! the NVRTC log (when this NVRTC puts the report there), and a deliberately spilling kernel
+//! shows a stack frame.
 
+mod common;
+
+use common::nvrtc_or_skip;
 use evoattn::kernels::SourceFile;
 use evoattn::runtime::compile::options;
 use evoattn::runtime::cubin::{report, resources};
-use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::runtime::resources::parse_ptxas_log;
 use evoattn::{defaults, Arch, Dtype, Impl, KernelSpec};
-
-fn nvrtc_or_skip() -> Option<&'static Nvrtc> {
-    match Nvrtc::get() {
-        Ok(nvrtc) => Some(nvrtc),
-        Err(err) if std::env::var_os("CI").is_some() => panic!("NVRTC is required under CI: {err}"),
-        Err(err) => {
-            println!("skipped: {err}");
-            None
-        }
-    }
-}
 
 #[test]
 fn cubin_values_match_the_ptxas_report() {
