@@ -191,8 +191,11 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [S
                     format!("FAIL: {reason}")
                 }
             };
-            let time =
-                if k.from_cache { "cached".to_string() } else { format!("{:.0} ms", k.elapsed.as_secs_f64() * 1e3) };
+            let time = if k.from_cache {
+                format!("{:.2} ms cached", k.elapsed.as_secs_f64() * 1e3)
+            } else {
+                format!("{:.0} ms", k.elapsed.as_secs_f64() * 1e3)
+            };
             let metrics = [
                 r.registers.to_string(),
                 format!("{}/{}", r.spill_store_bytes, r.spill_load_bytes),

@@ -286,3 +286,27 @@ fn layouts_agree_on_the_same_logical_data() {
         .collect();
     assert_eq!(outputs[0], outputs[1]);
 }
+
+#[test]
+fn without_a_gpu_commands_exit_2_with_one_line() {
+    // The real backend: on a machine with a GPU this is a success instead, and says nothing here.
+    for args in [&["info"][..], &["check", "--preset", "mission"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_evoattn"))
+            .args(args)
+            .env_remove("EVOATTN_BACKEND")
+            .env("EVOATTN_CACHE_DIR", std::env::temp_dir().join("evoattn-cli-test-cache"))
+            .output()
+            .expect("the evoattn binary runs");
+        if out.status.success() {
+            println!("skipped: a GPU is usable here");
+            return;
+        }
+        assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{args:?}: {}", stderr(&out));
+        // One error line (progress notes such as the preset's description may precede it).
+        let err = stderr(&out);
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("evoattn:")).collect();
+        assert_eq!(errors.len(), 1, "{args:?}: one error line expected, got:\n{err}");
+        assert!(errors[0].starts_with("evoattn: no ") && !err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.lines().last(), Some(errors[0]), "{args:?}: the error comes last:\n{err}");
+    }
+}

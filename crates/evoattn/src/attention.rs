@@ -7,6 +7,7 @@ use crate::problem::Problem;
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
 use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
+use cudarc::driver::CudaStream;
 use std::collections::HashMap;
 
 pub use crate::runtime::device::DeviceTensors;
@@ -14,9 +15,9 @@ pub use crate::runtime::device::DeviceTensors;
 /// Attention on one GPU. Kernels are compiled on first use, cached on disk and kept loaded,
 /// so a repeated call with the same kernel does no compile and no module load.
 ///
-/// Launches are asynchronous on `gpu().stream()`. Buffers written or read on other streams
-/// must be synchronised with it by the caller (the usual CUDA stream contract); evoattn does
-/// not track cross-stream use.
+/// Launches are asynchronous on `gpu().stream()`, or on the caller's stream with
+/// [`Attention::forward_on`]. Buffers used on several streams must be synchronised by the caller
+/// (the usual CUDA stream contract); evoattn does not track cross-stream use.
 pub struct Attention {
     gpu: Gpu,
     cache: CubinCache,
@@ -69,10 +70,24 @@ impl Attention {
         LaunchImage::new(&compiled, problem)
     }
 
-    /// Runs the forward pass on the GPU's stream (asynchronously) and returns the kernel that
-    /// ran. Every input check happens before the launch.
+    /// Runs the forward pass on the GPU's own stream (asynchronously) and returns the kernel
+    /// that ran. Every input check happens before the launch.
     pub fn forward(
         &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        tensors: DeviceTensors<'_>,
+    ) -> Result<KernelSpec> {
+        let stream = self.gpu.stream().clone();
+        self.forward_on(&stream, problem, choice, config, tensors)
+    }
+
+    /// As [`Attention::forward`], on the caller's `stream` (of this GPU's context), so the
+    /// launch orders with the caller's other work without a synchronisation.
+    pub fn forward_on(
+        &mut self,
+        stream: &CudaStream,
         problem: &Problem,
         choice: ImplChoice,
         config: Option<KernelConfig>,
@@ -83,9 +98,8 @@ impl Attention {
         if let Err(reason) = plan.spec.validate(plan.arch) {
             return Err(crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason });
         }
-        let stream = self.gpu.stream().clone();
         let kernel = self.prepare(&plan)?;
-        kernel.run(&stream, problem, tensors)?;
+        kernel.run(stream, problem, tensors)?;
         Ok(plan.spec)
     }
 }
