@@ -102,18 +102,43 @@ impl MmaConfig {
     }
 }
 
-/// Levers of the `wgmma` kernel.
+/// How the `wgmma` kernel fills its shared-memory tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WgmmaLoads {
+    /// Every thread issues 16-byte `cp.async` copies into the swizzled tiles (step 1).
+    CpAsync,
+    /// One thread issues `cp.async.bulk.tensor` (TMA) boxes that complete on per-stage
+    /// mbarriers; the kernel takes tensor maps of Q, K and V besides its `AttnParams`.
+    Tma,
+}
+
+impl WgmmaLoads {
+    pub const ALL: [WgmmaLoads; 2] = [WgmmaLoads::CpAsync, WgmmaLoads::Tma];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WgmmaLoads::CpAsync => "cp_async",
+            WgmmaLoads::Tma => "tma",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        WgmmaLoads::ALL.into_iter().find(|l| l.name() == s.to_ascii_lowercase())
+    }
+}
+
+/// Levers of the `wgmma` kernel. Query rows per block are derived: 64 per consumer warpgroup
+/// (one `wgmma` m64 tile each), see [`WgmmaConfig::block_m`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WgmmaConfig {
-    /// Query rows per block: 64 per consumer warpgroup (one `wgmma` m64 tile each), so for now
-    /// `block_m = 64 * consumer_warpgroups`.
-    pub block_m: u32,
     /// Keys per main-loop iteration: the N of S = Q·Kᵀ and the K of O += P·V.
     pub block_n: u32,
-    /// K/V tiles in the shared-memory ring (TMA loads in flight while one tile is computed).
+    /// K/V tiles in the shared-memory ring (loads in flight while one tile is computed).
     pub stages: u32,
     /// Warpgroups (128 threads each) that compute; each owns 64 query rows.
     pub consumer_warpgroups: u32,
+    /// `cp_async` (every thread) or `tma` (bulk tensor copies on an mbarrier ring).
+    pub loads: WgmmaLoads,
 }
 
 /// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
@@ -125,13 +150,17 @@ pub const WARPGROUP_THREADS: u32 = 128;
 pub const SWIZZLE_ATOM_BYTES: usize = 1024;
 
 impl WgmmaConfig {
-    pub const BLOCK_M: [u32; 2] = [64, 128];
     pub const BLOCK_N: [u32; 4] = [64, 96, 128, 192];
     pub const STAGES: [u32; 4] = [1, 2, 3, 4];
     pub const CONSUMER_WARPGROUPS: [u32; 2] = [1, 2];
 
     pub fn threads(&self) -> u32 {
         self.consumer_warpgroups * WARPGROUP_THREADS
+    }
+
+    /// Query rows per block: 64 per consumer warpgroup.
+    pub fn block_m(&self) -> u32 {
+        self.consumer_warpgroups * WGMMA_ROWS_PER_WARPGROUP
     }
 }
 
@@ -163,10 +192,10 @@ impl KernelConfig {
                 ("q_in_regs", u32::from(c.q_in_regs).to_string()),
             ],
             KernelConfig::Wgmma(c) => vec![
-                ("block_m", c.block_m.to_string()),
                 ("block_n", c.block_n.to_string()),
                 ("stages", c.stages.to_string()),
                 ("consumer_warpgroups", c.consumer_warpgroups.to_string()),
+                ("loads", c.loads.name().to_string()),
             ],
         }
     }
@@ -175,12 +204,18 @@ impl KernelConfig {
     pub fn with_overrides(mut self, text: &str) -> Result<Self, String> {
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (key, value) = item.split_once('=').ok_or_else(|| format!("config item '{item}' is not key=value"))?;
+            let key = key.trim();
+            if let (KernelConfig::Wgmma(c), "loads") = (&mut self, key) {
+                c.loads = WgmmaLoads::parse(value.trim()).ok_or_else(|| {
+                    format!("config item '{item}': loads is one of cp_async, tma, not '{}'", value.trim())
+                })?;
+                continue;
+            }
             let num: u32 = match value.trim() {
                 "true" => 1,
                 "false" => 0,
                 v => v.parse().map_err(|_| format!("config item '{item}': '{v}' is not a number"))?,
             };
-            let key = key.trim();
             match &mut self {
                 KernelConfig::Reference(c) => match key {
                     "threads" => c.threads = num,
@@ -194,7 +229,6 @@ impl KernelConfig {
                     _ => return Err(unknown_lever(key, &self)),
                 },
                 KernelConfig::Wgmma(c) => match key {
-                    "block_m" => c.block_m = num,
                     "block_n" => c.block_n = num,
                     "stages" => c.stages = num,
                     "consumer_warpgroups" => c.consumer_warpgroups = num,
@@ -240,6 +274,15 @@ impl KernelSpec {
         name
     }
 
+    /// Box rows of the TMA tensor maps the kernel takes after its `AttnParams`, as
+    /// (Q rows, K and V rows), or `None` for kernels that take `AttnParams` alone.
+    pub fn tensor_map_rows(&self) -> Option<(u32, u32)> {
+        match self.config {
+            KernelConfig::Wgmma(c) if c.loads == WgmmaLoads::Tma => Some((c.block_m(), c.block_n)),
+            _ => None,
+        }
+    }
+
     /// Threads per block.
     pub fn threads(&self) -> u32 {
         match self.config {
@@ -254,7 +297,7 @@ impl KernelSpec {
         let rows_per_block = match self.config {
             KernelConfig::Reference(_) => 1,
             KernelConfig::Mma(c) => c.block_m as usize,
-            KernelConfig::Wgmma(c) => c.block_m as usize,
+            KernelConfig::Wgmma(c) => c.block_m() as usize,
         };
         [shape.sq.div_ceil(rows_per_block), shape.h, shape.b]
     }
@@ -274,7 +317,7 @@ impl KernelSpec {
             // are static shared memory.
             KernelConfig::Wgmma(c) => {
                 let row = self.head_dim * elem;
-                SWIZZLE_ATOM_BYTES + (c.block_m as usize + 2 * (c.stages * c.block_n) as usize) * row
+                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row
             }
         }
     }
@@ -288,6 +331,11 @@ impl KernelSpec {
             ("EVOATTN_THREADS".to_string(), self.threads().to_string()),
         ];
         for (key, value) in self.config.levers() {
+            let (key, value) = match (self.config, key) {
+                // The preprocessor compares numbers, not names.
+                (KernelConfig::Wgmma(c), "loads") => ("loads_tma", u32::from(c.loads == WgmmaLoads::Tma).to_string()),
+                _ => (key, value),
+            };
             let name = format!("EVOATTN_{}", key.to_ascii_uppercase());
             // A lever may be one of the derived values above (the reference kernel's threads).
             if !d.iter().any(|(n, _)| *n == name) {
@@ -333,9 +381,6 @@ impl KernelSpec {
                 }
             }
             KernelConfig::Wgmma(c) => {
-                if !WgmmaConfig::BLOCK_M.contains(&c.block_m) {
-                    return Err(format!("block_m={} must be one of {:?}", c.block_m, WgmmaConfig::BLOCK_M));
-                }
                 if !WgmmaConfig::BLOCK_N.contains(&c.block_n) {
                     return Err(format!("block_n={} must be one of {:?}", c.block_n, WgmmaConfig::BLOCK_N));
                 }
@@ -347,15 +392,6 @@ impl KernelSpec {
                         "consumer_warpgroups={} must be one of {:?}",
                         c.consumer_warpgroups,
                         WgmmaConfig::CONSUMER_WARPGROUPS
-                    ));
-                }
-                if c.block_m != WGMMA_ROWS_PER_WARPGROUP * c.consumer_warpgroups {
-                    return Err(format!(
-                        "block_m={} must be {WGMMA_ROWS_PER_WARPGROUP} rows per consumer warpgroup ({} for \
-                         consumer_warpgroups={})",
-                        c.block_m,
-                        WGMMA_ROWS_PER_WARPGROUP * c.consumer_warpgroups,
-                        c.consumer_warpgroups
                     ));
                 }
             }
@@ -390,11 +426,11 @@ impl KernelSpec {
             }
             Impl::Wgmma => {
                 let mut v = Vec::new();
-                for block_m in WgmmaConfig::BLOCK_M {
-                    for block_n in WgmmaConfig::BLOCK_N {
-                        for stages in WgmmaConfig::STAGES {
-                            for consumer_warpgroups in WgmmaConfig::CONSUMER_WARPGROUPS {
-                                let c = WgmmaConfig { block_m, block_n, stages, consumer_warpgroups };
+                for block_n in WgmmaConfig::BLOCK_N {
+                    for stages in WgmmaConfig::STAGES {
+                        for consumer_warpgroups in WgmmaConfig::CONSUMER_WARPGROUPS {
+                            for loads in WgmmaLoads::ALL {
+                                let c = WgmmaConfig { block_n, stages, consumer_warpgroups, loads };
                                 v.push(KernelConfig::Wgmma(c));
                             }
                         }
@@ -415,6 +451,7 @@ fn short_key(key: &str) -> &str {
         "q_in_regs" => "qr",
         "threads" => "t",
         "consumer_warpgroups" => "wg",
+        "loads" => "ld",
         other => other,
     }
 }
@@ -479,34 +516,58 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 2 * 4 * 4 * 2);
-        // Every lever value appears, and half the (block_m, consumer_warpgroups) pairs agree.
-        let valid = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).count();
-        assert!(valid > 0 && valid < wgmma.len() / 2, "{valid}");
+        assert_eq!(wgmma.len(), 4 * 4 * 2 * 2);
+        // Both load paths, and the variants too big for shared memory are rejected.
+        let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
+        assert!(valid.len() > wgmma.len() / 2 && valid.len() < wgmma.len(), "{}", valid.len());
+        for loads in WgmmaLoads::ALL {
+            assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
+        }
     }
 
-    fn wgmma(block_m: u32, block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
+    fn wgmma(block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
         KernelSpec {
-            config: KernelConfig::Wgmma(WgmmaConfig { block_m, block_n, stages, consumer_warpgroups }),
+            config: KernelConfig::Wgmma(WgmmaConfig {
+                block_n,
+                stages,
+                consumer_warpgroups,
+                loads: WgmmaLoads::CpAsync,
+            }),
             dtype: Dtype::F16,
             head_dim,
         }
     }
 
+    fn with_tma(mut spec: KernelSpec) -> KernelSpec {
+        if let KernelConfig::Wgmma(c) = &mut spec.config {
+            c.loads = WgmmaLoads::Tma;
+        }
+        spec
+    }
+
     #[test]
     fn wgmma_name_defines_and_threads() {
-        let spec = wgmma(128, 128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bm128_bn128_s2_wg2");
+        let spec = wgmma(128, 2, 2, 128);
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async");
+        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma");
         assert_eq!(spec.threads(), 256);
         let defines = spec.defines();
         let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("EVOATTN_BF16").unwrap(), "0");
-        assert_eq!(get("EVOATTN_BLOCK_M").unwrap(), "128");
+        assert_eq!(get("EVOATTN_BLOCK_M"), None, "block_m is derived in the kernel");
         assert_eq!(get("EVOATTN_BLOCK_N").unwrap(), "128");
         assert_eq!(get("EVOATTN_STAGES").unwrap(), "2");
         assert_eq!(get("EVOATTN_CONSUMER_WARPGROUPS").unwrap(), "2");
+        assert_eq!(get("EVOATTN_LOADS_TMA").unwrap(), "0");
+        assert_eq!(get("EVOATTN_LOADS"), None);
         assert_eq!(get("EVOATTN_THREADS").unwrap(), "256");
         assert_eq!(get("EVOATTN_DYNAMIC_SMEM").unwrap(), spec.dynamic_smem_bytes().to_string());
+        let tma = with_tma(spec).defines();
+        assert!(tma.contains(&("EVOATTN_LOADS_TMA".to_string(), "1".to_string())));
+        assert_eq!(spec.tensor_map_rows(), None);
+        assert_eq!(with_tma(spec).tensor_map_rows(), Some((128, 128)));
+        assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), Some((64, 96)));
+        assert_eq!(mma(128, 64, 2, true).tensor_map_rows(), None);
         // Each define appears once.
         let mut names: Vec<&String> = defines.iter().map(|(n, _)| n).collect();
         names.sort();
@@ -517,52 +578,60 @@ mod tests {
         // Grid: 64 rows per warpgroup.
         let shape = crate::problem::Shape { b: 3, h: 5, hkv: 1, sq: 129, sk: 7, d: 128 };
         assert_eq!(spec.grid(&shape), [2, 5, 3]);
-        assert_eq!(wgmma(64, 64, 2, 1, 128).grid(&shape), [3, 5, 3]);
+        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape), [3, 5, 3]);
     }
 
     #[test]
     fn wgmma_smem_is_unpadded_tiles_plus_the_alignment_slack() {
         // 1024 + (128 Q rows + 2 tensors * 2 stages * 128 rows) * 128 elements * 2 bytes
-        assert_eq!(wgmma(128, 128, 2, 2, 128).dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        assert_eq!(wgmma(128, 2, 2, 128).dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        // The load path does not change the tiles.
+        assert_eq!(with_tma(wgmma(128, 2, 2, 128)).dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
         // D=64, one warpgroup, 3 stages of 64 keys: 1024 + (64 + 384) * 128
-        assert_eq!(wgmma(64, 64, 3, 1, 64).dynamic_smem_bytes(), 1024 + 448 * 128);
+        assert_eq!(wgmma(64, 3, 1, 64).dynamic_smem_bytes(), 1024 + 448 * 128);
         // D=128 with 3 stages of 128 keys: 1024 + 896 * 256 = 230400, just under 227 KiB.
-        assert!(wgmma(128, 128, 3, 2, 128).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(128, 3, 2, 128).validate(Arch::Sm90a).is_ok());
         // D=256 with 2 stages of 128 keys: 1024 + 640 * 512 = 328704: too much.
-        let err = wgmma(128, 128, 2, 2, 256).validate(Arch::Sm90a).unwrap_err();
+        let err = wgmma(128, 2, 2, 256).validate(Arch::Sm90a).unwrap_err();
         assert!(err.contains("needs 328704 bytes of shared memory"), "{err}");
     }
 
     #[test]
     fn wgmma_validate_mirrors_the_kernel_asserts() {
-        assert!(wgmma(128, 128, 2, 2, 64).validate(Arch::Sm90a).is_ok());
-        assert!(wgmma(64, 96, 4, 1, 64).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(128, 2, 2, 64).validate(Arch::Sm90a).is_ok());
+        assert!(with_tma(wgmma(128, 2, 2, 64)).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(96, 4, 1, 64).validate(Arch::Sm90a).is_ok());
         // Hopper's arch-specific target only.
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
-            let err = wgmma(128, 128, 2, 2, 64).validate(arch).unwrap_err();
+            let err = wgmma(128, 2, 2, 64).validate(arch).unwrap_err();
             assert_eq!(err, format!("wgmma runs on sm_90a, not {arch}"));
         }
-        let err = wgmma(128, 64, 2, 1, 64).validate(Arch::Sm90a).unwrap_err();
-        assert!(
-            err.contains("block_m=128 must be 64 rows per consumer warpgroup (64 for consumer_warpgroups=1)"),
-            "{err}"
-        );
-        assert!(wgmma(192, 64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("block_m=192"));
-        assert!(wgmma(128, 80, 2, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("block_n=80"));
-        assert!(wgmma(128, 64, 5, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("stages=5"));
-        assert!(wgmma(64, 64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=3"));
-        assert!(wgmma(128, 64, 2, 2, 96).validate(Arch::Sm90a).unwrap_err().contains("head dims"));
+        assert!(wgmma(80, 2, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("block_n=80"));
+        assert!(wgmma(64, 5, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("stages=5"));
+        assert!(wgmma(64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=3"));
+        assert!(wgmma(64, 2, 2, 96).validate(Arch::Sm90a).unwrap_err().contains("head dims"));
     }
 
     #[test]
     fn wgmma_overrides_and_display() {
-        let base = wgmma(128, 128, 2, 2, 128).config;
-        let one = base.with_overrides("block_m=64,consumer_warpgroups=1,stages=3").unwrap();
+        let base = wgmma(128, 2, 2, 128).config;
+        let one = base.with_overrides("consumer_warpgroups=1,stages=3,loads=tma").unwrap();
         assert_eq!(
             one,
-            KernelConfig::Wgmma(WgmmaConfig { block_m: 64, block_n: 128, stages: 3, consumer_warpgroups: 1 })
+            KernelConfig::Wgmma(WgmmaConfig {
+                block_n: 128,
+                stages: 3,
+                consumer_warpgroups: 1,
+                loads: WgmmaLoads::Tma
+            })
         );
-        assert_eq!(one.to_string(), "block_m=64,block_n=128,stages=3,consumer_warpgroups=1");
+        assert_eq!(one.to_string(), "block_n=128,stages=3,consumer_warpgroups=1,loads=tma");
+        assert_eq!(
+            one.with_overrides("loads=cp_async").unwrap(),
+            base.with_overrides("consumer_warpgroups=1,stages=3").unwrap()
+        );
         assert!(base.with_overrides("q_in_regs=1").unwrap_err().contains("not a lever of wgmma"));
+        assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));
+        assert!(base.with_overrides("loads=ldg").unwrap_err().contains("loads is one of cp_async, tma"));
     }
 }

@@ -2,7 +2,7 @@
 //! these; the tuner's store overrides them per GPU and problem bucket.
 
 use crate::arch::Arch;
-use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, WgmmaConfig};
+use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, WgmmaConfig, WgmmaLoads};
 
 /// 128 threads: four warps give each block enough loads in flight to cover a key row's
 /// latency, and D <= 256 means at most two output columns per thread.
@@ -43,7 +43,7 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   shared memory, where 128-key tiles would need 321 KiB.
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let block_n = if head_dim <= 128 { 128 } else { 64 };
-    WgmmaConfig { block_m: 128, block_n, stages: 2, consumer_warpgroups: 2 }
+    WgmmaConfig { block_n, stages: 2, consumer_warpgroups: 2, loads: WgmmaLoads::CpAsync }
 }
 
 /// The default configuration of `imp` for a head dim on an arch.

@@ -10,12 +10,12 @@
 #include "ptx_sm90.cuh"
 
 #define D EVOATTN_HEAD_DIM
-#define BM EVOATTN_BLOCK_M
 #define BN EVOATTN_BLOCK_N
 #define STAGES EVOATTN_STAGES
 #define CONSUMERS EVOATTN_CONSUMER_WARPGROUPS
 #define WG_THREADS 128
 #define WG_ROWS 64                       // rows of one wgmma m64 tile: one consumer warpgroup's
+#define BM (WG_ROWS * CONSUMERS)         // query rows per block
 #define THREADS (CONSUMERS * WG_THREADS)
 #define ATOM_ELEMS 64                    // 16-bit elements per 128-byte swizzled row
 #define ROW_BYTES 128
@@ -27,7 +27,7 @@
 #define O_REGS (D / 2)                   // fp32 O accumulators per thread
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
-static_assert(BM == WG_ROWS * CONSUMERS, "each consumer warpgroup owns 64 query rows");
+static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
 static_assert(D % ATOM_ELEMS == 0, "head dim must be a multiple of the 64-element swizzle row");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma N (keys per tile) must be 16..256 in steps of 16");
 static_assert(D <= 256, "wgmma N (head dim of P·V) is at most 256");
@@ -74,6 +74,27 @@ __device__ __forceinline__ void load_tile(unsigned char* tile, const elem_t* gme
         cp_async_16(tile + swizzled_offset(ROWS, r, c), src, inside ? 16 : 0);
     }
 }
+
+#if EVOATTN_LOADS_TMA
+// Bytes one K/V stage receives: a K and a V tile, whole boxes even past Sk (TMA counts the
+// zero-filled bytes too).
+#define KV_STAGE_BYTES (2 * TILE_BYTES(BN))
+static_assert(KV_STAGE_BYTES < (1 << 20) && TILE_BYTES(BM) < (1 << 20), "mbarrier transaction counts are 20 bits");
+static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
+
+// Issues the D/64 TMA boxes that fill a swizzled tile of `ROWS` rows with rows [row0, row0 +
+// ROWS) of (head, batch) from a (D, S, H, B) tensor map; box b (64 columns) lands at column
+// block b, `ROWS` * 128 bytes apart, exactly the layout `load_tile` writes. Rows past S are
+// zeros. The bytes complete on `bar`, whose expected transaction count the caller raised.
+template <int ROWS>
+__device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap* map, u64* bar, int row0, int head,
+                                              int batch) {
+#pragma unroll
+    for (int b = 0; b < D_BLOCKS; ++b) {
+        tma_load_4d(tile + b * ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
+    }
+}
+#endif
 
 // S(64 x BN) = Q(64 rows of warpgroup `wg` x D) · K_tileᵀ, from zero. Q and K are K-major
 // (d contiguous): the k16 step ks is column block ks/4, 32 bytes per step inside it.

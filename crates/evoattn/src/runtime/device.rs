@@ -7,6 +7,7 @@ use crate::config::KernelSpec;
 use crate::error::{Error, Result};
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
+use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
@@ -268,6 +269,12 @@ impl LoadedKernel {
             });
         }
         let params = KernelParams::new(problem, [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr]);
+        // Kernels with TMA loads take tensor maps of Q, K and V after the parameters; the maps
+        // hold the same (checked) addresses.
+        let maps = match self.spec.tensor_map_rows() {
+            Some((q_rows, kv_rows)) => Some(tensor_maps(problem, [q_ptr, k_ptr, v_ptr], q_rows, kv_rows)?),
+            None => None,
+        };
         let cfg = LaunchConfig {
             grid_dim: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
             block_dim: (self.spec.threads(), 1, 1),
@@ -275,12 +282,33 @@ impl LoadedKernel {
         };
         let mut launch = stream.launch_builder(&self.function);
         launch.arg(&params);
-        // Safety: the pointers in `params` come from views borrowed for this call, whose sizes,
-        // alignment and disjointness `validate_buffers` checked against the validated problem;
-        // the sync guards (`_q_sync`..) keep stream ordering with their other uses.
+        if let Some(maps) = &maps {
+            for map in maps {
+                launch.arg(map);
+            }
+        }
+        // Safety: the pointers in `params` (and the maps built from them) come from views
+        // borrowed for this call, whose sizes, alignment and disjointness `validate_buffers`
+        // checked against the validated problem; each map covers exactly its tensor's logical
+        // extent through the problem's strides (TMA writes zeros for boxes past it and never
+        // reads outside it); the sync guards (`_q_sync`..) keep stream ordering with their
+        // other uses. The argument list matches the kernel's: `AttnParams`, then the three
+        // `TmaMap`s when `tensor_map_rows` says the kernel takes them.
         unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
         Ok(())
     }
+}
+
+/// Tensor maps of Q, K and V at `ptrs` for a kernel loading `q_rows`-row Q boxes and
+/// `kv_rows`-row K/V boxes.
+fn tensor_maps(problem: &Problem, ptrs: [u64; 3], q_rows: u32, kv_rows: u32) -> Result<[TensorMap; 3]> {
+    let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
+    let map = |t, addr, rows| tma::encode(&TensorMapGeometry::new(problem, t, rows)?, addr, bf16);
+    Ok([
+        map(TensorName::Q, ptrs[0], q_rows)?,
+        map(TensorName::K, ptrs[1], kv_rows)?,
+        map(TensorName::V, ptrs[2], kv_rows)?,
+    ])
 }
 
 /// Everything needed to launch a planned kernel in another process (the oracle times ours
@@ -299,9 +327,21 @@ pub struct LaunchImage {
 }
 
 impl LaunchImage {
-    /// The image of `kernel` for `problem` (validated, without LSE).
+    /// The image of `kernel` for `problem` (validated, without LSE). Kernels that take tensor
+    /// maps (`wgmma` with `loads=tma`) have none: a map holds the device address of the
+    /// caller's tensor, which only the launching process can encode.
     pub fn new(kernel: &CompiledKernel, problem: &Problem) -> Result<Self> {
         problem.validate()?;
+        if kernel.spec.tensor_map_rows().is_some() {
+            return Err(Error::Unsupported {
+                imp: kernel.spec.imp().to_string(),
+                reason: format!(
+                    "{} takes TMA tensor maps, which hold the caller's device addresses; a launch image packs \
+                     only AttnParams (use loads=cp_async for cross-process timing)",
+                    kernel.spec.name()
+                ),
+            });
+        }
         if problem.with_lse {
             return Err(Error::Unsupported {
                 imp: kernel.spec.imp().to_string(),
@@ -389,6 +429,46 @@ mod tests {
         // what `struct AttnParams` in kernels/common.cuh occupies.
         assert_eq!(std::mem::size_of::<KernelParams>(), 168);
         assert_eq!(std::mem::align_of::<KernelParams>(), 8);
+    }
+
+    #[test]
+    fn tensor_map_params_match_tma_map() {
+        // After `AttnParams` (168 bytes) a TMA kernel takes three `TmaMap`s: 128 bytes each,
+        // `__align__(64)` in kernels/ptx_sm90.cuh; each is its own parameter, so the driver
+        // places it by the kernel's parameter layout and the host value only needs its size.
+        assert_eq!(std::mem::size_of::<TensorMap>(), 128);
+        assert_eq!(std::mem::align_of::<TensorMap>() % 64, 0);
+        let src = crate::kernels::HEADERS.iter().find(|f| f.name == "ptx_sm90.cuh").unwrap().text;
+        assert!(src.contains("struct __align__(64) TmaMap {\n    u64 opaque[16];\n};"));
+        let wgmma = crate::kernels::main_source(crate::config::Impl::Wgmma).text;
+        assert!(wgmma.contains("const __grid_constant__ TmaMap q_map, const __grid_constant__ TmaMap k_map,"));
+    }
+
+    #[test]
+    fn launch_images_refuse_kernels_that_take_tensor_maps() {
+        let p = Problem::dense(
+            crate::problem::Shape::new(1, 2, 130, 128),
+            crate::problem::Dtype::Bf16,
+            crate::problem::Layout::Bhsd,
+        );
+        let kernel = |overrides: &str| CompiledKernel {
+            spec: KernelSpec {
+                config: crate::defaults::config(crate::config::Impl::Wgmma, Arch::Sm90a, 128)
+                    .with_overrides(overrides)
+                    .unwrap(),
+                dtype: crate::problem::Dtype::Bf16,
+                head_dim: 128,
+            },
+            arch: Arch::Sm90a,
+            cubin: Vec::new(),
+            resources: Default::default(),
+            log: String::new(),
+            from_cache: false,
+            elapsed: std::time::Duration::ZERO,
+        };
+        assert!(LaunchImage::new(&kernel("loads=cp_async"), &p).is_ok());
+        let err = LaunchImage::new(&kernel("loads=tma"), &p).unwrap_err().to_string();
+        assert!(err.contains("takes TMA tensor maps") && err.contains("only AttnParams"), "{err}");
     }
 
     #[test]

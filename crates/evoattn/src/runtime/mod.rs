@@ -8,3 +8,4 @@ pub mod cubin;
 pub mod device;
 pub mod nvrtc;
 pub mod resources;
+pub mod tma;

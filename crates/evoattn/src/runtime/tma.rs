@@ -1,0 +1,194 @@
+//! TMA tensor maps (`cuTensorMapEncodeTiled`) for the `wgmma` kernel's `loads=tma` path.
+//!
+//! Each of Q, K and V is described as a 4-D tensor over (D, S, H, B), innermost first, with
+//! the problem's own strides, so BHSD, BSHD and GQA (K/V over `hkv` heads) need no copies. A
+//! box is 64 elements of D (128 bytes, the 128-byte swizzle's row) by `rows` rows of S, one
+//! head, one batch; the kernel loads a tile as D/64 such boxes. Rows past S are outside the
+//! tensor and come back as zeros, so sequence tails need no masking of the loads.
+//!
+//! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
+
+use crate::error::{Error, Result};
+use crate::problem::{Problem, TensorName};
+use cudarc::driver::sys::{
+    self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
+    CUtensorMapSwizzle,
+};
+use cudarc::driver::DeviceRepr;
+
+/// Elements of D per box: one 128-byte swizzled row of 16-bit elements.
+pub const BOX_ELEMS: u32 = 64;
+/// The driver's limit on a box dimension.
+pub const MAX_BOX_ROWS: u32 = 256;
+/// Global strides must be multiples of 16 bytes and below 2^40.
+const STRIDE_ALIGN: u64 = 16;
+const MAX_STRIDE: u64 = 1 << 40;
+
+/// What `cuTensorMapEncodeTiled` is told about one tensor, apart from its address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMapGeometry {
+    /// Sizes of (D, S, H, B) in elements.
+    pub dims: [u64; 4],
+    /// Byte strides of S, H and B (D is contiguous).
+    pub strides_bytes: [u64; 3],
+    /// Box sizes of (D, S, H, B) in elements.
+    pub box_dims: [u32; 4],
+}
+
+impl TensorMapGeometry {
+    /// The geometry of tensor `t` (Q, K or V) of a validated problem with boxes of `rows` rows.
+    pub fn new(problem: &Problem, t: TensorName, rows: u32) -> Result<Self> {
+        let unsupported = |reason: String| Error::Unsupported { imp: "wgmma".into(), reason };
+        let s = problem.shape;
+        let (seq, heads) = match t {
+            TensorName::Q => (s.sq, s.h),
+            TensorName::K | TensorName::V => (s.sk, s.hkv),
+            TensorName::O | TensorName::Lse => {
+                return Err(unsupported(format!("no tensor map is made for {t}")));
+            }
+        };
+        if rows == 0 || rows > MAX_BOX_ROWS {
+            return Err(unsupported(format!("a TMA box has 1..={MAX_BOX_ROWS} rows, not {rows}")));
+        }
+        if !s.d.is_multiple_of(BOX_ELEMS as usize) {
+            return Err(unsupported(format!("TMA loads need a head dim that is a multiple of {BOX_ELEMS}")));
+        }
+        let st = problem.strides(t);
+        if st.dim != 1 {
+            return Err(unsupported(format!("tensor {t}: TMA loads need a contiguous head dim")));
+        }
+        let elem = problem.dtype.size_bytes() as u64;
+        let strides_bytes = [st.seq as u64 * elem, st.head as u64 * elem, st.batch as u64 * elem];
+        for (axis, stride) in ["sequence", "head", "batch"].iter().zip(strides_bytes) {
+            if !stride.is_multiple_of(STRIDE_ALIGN) || stride >= MAX_STRIDE {
+                return Err(unsupported(format!(
+                    "tensor {t}: the {axis} stride of {stride} bytes is not a multiple of {STRIDE_ALIGN} below 2^40, \
+                     as TMA needs"
+                )));
+            }
+        }
+        Ok(TensorMapGeometry {
+            dims: [s.d as u64, seq as u64, heads as u64, s.b as u64],
+            strides_bytes,
+            box_dims: [BOX_ELEMS, rows, 1, 1],
+        })
+    }
+
+    /// Bytes one box writes to shared memory (what its mbarrier transaction counts).
+    pub fn box_bytes(&self, elem_bytes: usize) -> usize {
+        self.box_dims.iter().map(|&d| d as usize).product::<usize>() * elem_bytes
+    }
+}
+
+/// A tensor map as the kernel receives it: `TmaMap` in kernels/ptx_sm90.cuh (128 opaque bytes),
+/// passed by value as a `const __grid_constant__` parameter. It holds the device address of
+/// the caller's tensor, so it is only valid while that buffer lives.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug)]
+pub struct TensorMap(pub CUtensorMap);
+
+// Safety: `CUtensorMap` is `repr(C)` plain data (16 u64s, 64-byte aligned or more), the layout
+// of the kernel's `TmaMap`; the driver copies its bytes into the parameter buffer.
+unsafe impl DeviceRepr for TensorMap {}
+
+/// Encodes the tensor map of `geometry` over the 16-bit tensor at device address `addr`
+/// (16-byte aligned): 128-byte swizzle, zero fill outside the tensor, 256-byte L2 promotion.
+pub fn encode(geometry: &TensorMapGeometry, addr: u64, bf16: bool) -> Result<TensorMap> {
+    if !addr.is_multiple_of(STRIDE_ALIGN) {
+        return Err(Error::Unsupported {
+            imp: "wgmma".into(),
+            reason: format!("TMA needs 16-byte aligned tensors, not {addr:#x}"),
+        });
+    }
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    let element_strides = [1u32; 4];
+    let data_type = if bf16 {
+        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    } else {
+        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    };
+    // Safety: the driver library is loaded (a context exists before any launch), `map` is a
+    // live, suitably aligned CUtensorMap that the call writes; the dims (4), strides (3), box
+    // and element-stride arrays have the lengths the rank (4) implies and outlive the call;
+    // the address is only recorded in the map, not dereferenced.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type,
+            4,
+            addr as *mut std::ffi::c_void,
+            geometry.dims.as_ptr(),
+            geometry.strides_bytes.as_ptr(),
+            geometry.box_dims.as_ptr(),
+            element_strides.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return Err(Error::driver(
+            "cuTensorMapEncodeTiled",
+            format!(
+                "{status:?} for dims {:?}, strides {:?} B, box {:?}",
+                geometry.dims, geometry.strides_bytes, geometry.box_dims
+            ),
+        ));
+    }
+    Ok(TensorMap(map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::{Dtype, Layout, Shape};
+
+    #[test]
+    fn bhsd_maps_walk_d_then_s_then_h_then_b() {
+        let shape = Shape { b: 2, h: 3, hkv: 3, sq: 100, sk: 70, d: 128 };
+        let p = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd);
+        let q = TensorMapGeometry::new(&p, TensorName::Q, 128).unwrap();
+        assert_eq!(q.dims, [128, 100, 3, 2]);
+        assert_eq!(q.strides_bytes, [128 * 2, 100 * 128 * 2, 3 * 100 * 128 * 2]);
+        assert_eq!(q.box_dims, [64, 128, 1, 1]);
+        assert_eq!(q.box_bytes(2), 64 * 128 * 2);
+        let k = TensorMapGeometry::new(&p, TensorName::K, 96).unwrap();
+        assert_eq!(k.dims, [128, 70, 3, 2]);
+        assert_eq!(k.strides_bytes, [256, 70 * 256, 3 * 70 * 256]);
+        assert_eq!(k.box_dims, [64, 96, 1, 1]);
+    }
+
+    #[test]
+    fn bshd_and_gqa_use_the_problem_strides() {
+        let shape = Shape { b: 2, h: 8, hkv: 2, sq: 33, sk: 65, d: 64 };
+        let p = Problem::dense(shape, Dtype::F16, Layout::Bshd);
+        let q = TensorMapGeometry::new(&p, TensorName::Q, 64).unwrap();
+        assert_eq!(q.dims, [64, 33, 8, 2]);
+        // seq steps over all heads, head over one row of D, batch over the whole sequence.
+        assert_eq!(q.strides_bytes, [8 * 64 * 2, 64 * 2, 33 * 8 * 64 * 2]);
+        let v = TensorMapGeometry::new(&p, TensorName::V, 128).unwrap();
+        assert_eq!(v.dims, [64, 65, 2, 2]);
+        assert_eq!(v.strides_bytes, [2 * 64 * 2, 64 * 2, 65 * 2 * 64 * 2]);
+    }
+
+    #[test]
+    fn impossible_maps_are_typed_errors() {
+        let shape = Shape { b: 1, h: 1, hkv: 1, sq: 8, sk: 8, d: 64 };
+        let p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
+        let err = |t, rows| TensorMapGeometry::new(&p, t, rows).unwrap_err().to_string();
+        assert!(err(TensorName::Q, 512).contains("1..=256 rows"));
+        assert!(err(TensorName::Q, 0).contains("1..=256 rows"));
+        assert!(err(TensorName::O, 64).contains("no tensor map"));
+        let odd = Problem::dense(Shape { d: 96, ..shape }, Dtype::F16, Layout::Bhsd);
+        assert!(TensorMapGeometry::new(&odd, TensorName::K, 64).unwrap_err().to_string().contains("multiple of 64"));
+        let misaligned = encode(&TensorMapGeometry::new(&p, TensorName::Q, 64).unwrap(), 0x1008, false);
+        assert!(misaligned.unwrap_err().to_string().contains("16-byte aligned"));
+    }
+
+    #[test]
+    fn the_map_is_the_kernels_128_byte_blob() {
+        assert_eq!(std::mem::size_of::<TensorMap>(), 128);
+        assert_eq!(std::mem::align_of::<TensorMap>() % 64, 0);
+    }
+}
