@@ -86,12 +86,14 @@ pub struct Comparison {
 
 impl Comparison {
     /// `None` when either side has no samples.
-    pub fn new(ours: &[f64], peer: &[f64], opts: &GateOptions) -> Option<Self> {
+    /// `block`: samples per interleaved block as taken (the record's `env.block`; 0 or 1 when
+    /// unknown), the unit the bootstrap resamples.
+    pub fn new(ours: &[f64], peer: &[f64], block: usize, opts: &GateOptions) -> Option<Self> {
         Some(Comparison {
             ours: summarize(ours)?,
             peer: summarize(peer)?,
-            speedup: bootstrap_median_ratio(ours, peer, opts.resamples, opts.confidence, opts.seed)?,
-            diff_us: bootstrap_median_diff(ours, peer, opts.resamples, opts.confidence, opts.seed)?,
+            speedup: bootstrap_median_ratio(ours, peer, block, opts.resamples, opts.confidence, opts.seed)?,
+            diff_us: bootstrap_median_diff(ours, peer, block, opts.resamples, opts.confidence, opts.seed)?,
         })
     }
 
@@ -233,7 +235,7 @@ fn pick_peer<'a>(result: &'a ResultRecord, against: &Against) -> Result<&'a Meas
     }
 }
 
-fn evaluate_case(result: &ResultRecord, opts: &GateOptions) -> CaseReport {
+fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> CaseReport {
     let c = &result.case;
     let shape = evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d };
     let mut report = CaseReport {
@@ -272,7 +274,7 @@ fn evaluate_case(result: &ResultRecord, opts: &GateOptions) -> CaseReport {
         }
     };
     report.peer = Some(peer.name.clone());
-    let Some(cmp) = Comparison::new(&result.ours.samples_us, &peer.samples_us, opts) else {
+    let Some(cmp) = Comparison::new(&result.ours.samples_us, &peer.samples_us, block, opts) else {
         report.reasons.push(format!("ours has no samples ({})", result.ours.status));
         report.outcome = if failed { Outcome::Fail } else { Outcome::CouldNotRun };
         return report;
@@ -316,7 +318,7 @@ fn evaluate_case(result: &ResultRecord, opts: &GateOptions) -> CaseReport {
 /// whatever else could not be judged), else could-not-run if any case (or the whole record,
 /// when empty) could not be judged, else pass.
 pub fn evaluate(record: &BenchRecord, opts: &GateOptions) -> GateReport {
-    let cases: Vec<CaseReport> = record.results.iter().map(|r| evaluate_case(r, opts)).collect();
+    let cases: Vec<CaseReport> = record.results.iter().map(|r| evaluate_case(r, record.env.block, opts)).collect();
     let has = |o| cases.iter().any(|c| c.outcome == o);
     let outcome = if has(Outcome::Fail) {
         Outcome::Fail
@@ -731,7 +733,7 @@ mod tests {
         for r in 0..REPEATS {
             let a = lognormal_samples(100.0, sigma, N, 1000 + 2 * r);
             let b = lognormal_samples(100.0, sigma, N, 1001 + 2 * r);
-            let cmp = Comparison::new(&a, &b, &opts).unwrap();
+            let cmp = Comparison::new(&a, &b, 1, &opts).unwrap();
             faster += usize::from(cmp.faster(&opts));
             equal += usize::from(cmp.equal());
         }

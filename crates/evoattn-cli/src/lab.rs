@@ -149,6 +149,7 @@ fn measure_with(
         date_utc: utc_now(),
         mode: Some(args.mode),
         samples: args.reps,
+        block: args.block,
         warmup: args.warmup,
         flush_bytes,
         seed: args.seed,

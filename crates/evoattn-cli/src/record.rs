@@ -41,6 +41,9 @@ pub struct Environment {
     pub date_utc: String,
     pub mode: Option<Mode>,
     pub samples: usize,
+    /// Samples per interleaved block (the bootstrap resamples whole blocks); 0 when unknown.
+    #[serde(default)]
+    pub block: usize,
     pub warmup: usize,
     pub flush_bytes: usize,
     pub seed: u64,

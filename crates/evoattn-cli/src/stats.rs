@@ -76,19 +76,31 @@ fn median_in_place(values: &mut [f64]) -> f64 {
     }
 }
 
-/// Fills `out` with `out.len()` draws from `samples`, with replacement.
-fn resample(rng: &mut SmallRng, samples: &[f64], out: &mut [f64]) {
-    for slot in out.iter_mut() {
-        *slot = samples[rng.random_range(0..samples.len())];
+/// Fills `out` with draws from `samples`, with replacement, `block` consecutive samples at a
+/// time (a block bootstrap; 1 = single samples). Samples taken in one block of the lab's
+/// interleaving share the GPU's clock and thermal state, so they are not independent; drawing
+/// whole blocks keeps that dependence, and the interval widens by as much as it is real.
+fn resample(rng: &mut SmallRng, samples: &[f64], block: usize, out: &mut [f64]) {
+    let block = block.clamp(1, samples.len());
+    let blocks = samples.len().div_ceil(block);
+    let mut filled = 0;
+    while filled < out.len() {
+        let start = rng.random_range(0..blocks) * block;
+        let chunk = &samples[start..(start + block).min(samples.len())];
+        let n = chunk.len().min(out.len() - filled);
+        out[filled..filled + n].copy_from_slice(&chunk[..n]);
+        filled += n;
     }
 }
 
 /// Percentile bootstrap interval of `stat(median(ours), median(peer))`: each side is resampled
-/// independently with replacement (they are separate sample sets, not pairs), `resamples` times.
+/// independently with replacement (they are separate sample sets, not pairs), in blocks of
+/// `block` samples, `resamples` times.
 /// `None` when either side is empty. Panics unless 0 < `confidence` < 1 and `resamples` > 0.
 fn bootstrap_medians(
     ours: &[f64],
     peer: &[f64],
+    block: usize,
     resamples: usize,
     confidence: f64,
     seed: u64,
@@ -103,8 +115,8 @@ fn bootstrap_medians(
     let (mut a, mut b) = (vec![0.0; ours.len()], vec![0.0; peer.len()]);
     let mut stats: Vec<f64> = (0..resamples)
         .map(|_| {
-            resample(&mut rng, ours, &mut a);
-            resample(&mut rng, peer, &mut b);
+            resample(&mut rng, ours, block, &mut a);
+            resample(&mut rng, peer, block, &mut b);
             stat(median_in_place(&mut a), median_in_place(&mut b))
         })
         .collect();
@@ -119,22 +131,24 @@ fn bootstrap_medians(
 pub fn bootstrap_median_diff(
     ours: &[f64],
     peer: &[f64],
+    block: usize,
     resamples: usize,
     confidence: f64,
     seed: u64,
 ) -> Option<Interval> {
-    bootstrap_medians(ours, peer, resamples, confidence, seed, |o, p| o - p)
+    bootstrap_medians(ours, peer, block, resamples, confidence, seed, |o, p| o - p)
 }
 
 /// Bootstrap interval of the speedup median(peer) / median(ours).
 pub fn bootstrap_median_ratio(
     ours: &[f64],
     peer: &[f64],
+    block: usize,
     resamples: usize,
     confidence: f64,
     seed: u64,
 ) -> Option<Interval> {
-    bootstrap_medians(ours, peer, resamples, confidence, seed, |o, p| p / o)
+    bootstrap_medians(ours, peer, block, resamples, confidence, seed, |o, p| p / o)
 }
 
 /// Speedup (peer median / our median) from which a result is called excellent.
@@ -235,9 +249,9 @@ pub(crate) mod tests {
     #[test]
     fn constant_samples_give_a_point_interval() {
         let (ours, peer) = ([5.0; 3], [7.0; 3]);
-        let d = bootstrap_median_diff(&ours, &peer, 1000, CONF, DEFAULT_SEED).unwrap();
+        let d = bootstrap_median_diff(&ours, &peer, 1, 1000, CONF, DEFAULT_SEED).unwrap();
         assert_eq!(d, Interval { lo: -2.0, hi: -2.0, estimate: -2.0 });
-        let r = bootstrap_median_ratio(&ours, &peer, 1000, CONF, DEFAULT_SEED).unwrap();
+        let r = bootstrap_median_ratio(&ours, &peer, 1, 1000, CONF, DEFAULT_SEED).unwrap();
         assert_eq!(r, Interval { lo: 1.4, hi: 1.4, estimate: 1.4 });
     }
 
@@ -246,10 +260,10 @@ pub(crate) mod tests {
         // A resample of ours = [1, 3] is (1,1), (1,3), (3,1) or (3,3): its median is 1, 2 or 3
         // with probability 1/4, 1/2, 1/4. Against peer = [10] the difference is -9, -8 or -7;
         // a 95% interval cuts 2.5% from each end, inside the 25% masses at -9 and -7.
-        let d = bootstrap_median_diff(&[1.0, 3.0], &[10.0], DEFAULT_RESAMPLES, CONF, DEFAULT_SEED).unwrap();
+        let d = bootstrap_median_diff(&[1.0, 3.0], &[10.0], 1, DEFAULT_RESAMPLES, CONF, DEFAULT_SEED).unwrap();
         assert_eq!(d, Interval { lo: -9.0, hi: -7.0, estimate: -8.0 });
         // The speedup 10 / median is 10, 5 or 10/3 with the same masses.
-        let r = bootstrap_median_ratio(&[1.0, 3.0], &[10.0], DEFAULT_RESAMPLES, CONF, DEFAULT_SEED).unwrap();
+        let r = bootstrap_median_ratio(&[1.0, 3.0], &[10.0], 1, DEFAULT_RESAMPLES, CONF, DEFAULT_SEED).unwrap();
         assert_eq!(r, Interval { lo: 10.0 / 3.0, hi: 10.0, estimate: 5.0 });
     }
 
@@ -257,17 +271,17 @@ pub(crate) mod tests {
     fn seeded_and_reproducible() {
         let ours = lognormal_samples(10.0, 0.1, 50, 1);
         let peer = lognormal_samples(11.0, 0.1, 50, 2);
-        let a = bootstrap_median_diff(&ours, &peer, 2000, CONF, 7).unwrap();
-        assert_eq!(a, bootstrap_median_diff(&ours, &peer, 2000, CONF, 7).unwrap());
-        let b = bootstrap_median_diff(&ours, &peer, 2000, CONF, 8).unwrap();
+        let a = bootstrap_median_diff(&ours, &peer, 1, 2000, CONF, 7).unwrap();
+        assert_eq!(a, bootstrap_median_diff(&ours, &peer, 1, 2000, CONF, 7).unwrap());
+        let b = bootstrap_median_diff(&ours, &peer, 1, 2000, CONF, 8).unwrap();
         assert_ne!((a.lo, a.hi), (b.lo, b.hi));
         assert_eq!(a.estimate, b.estimate, "the estimate does not depend on the seed");
     }
 
     #[test]
     fn empty_side_gives_no_interval() {
-        assert!(bootstrap_median_diff(&[], &[1.0], 10, CONF, 0).is_none());
-        assert!(bootstrap_median_ratio(&[1.0], &[], 10, CONF, 0).is_none());
+        assert!(bootstrap_median_diff(&[], &[1.0], 1, 10, CONF, 0).is_none());
+        assert!(bootstrap_median_ratio(&[1.0], &[], 1, 10, CONF, 0).is_none());
     }
 
     #[test]
@@ -275,7 +289,7 @@ pub(crate) mod tests {
         let width = |n: usize| {
             let ours = lognormal_samples(10.0, 0.1, n, 3);
             let peer = lognormal_samples(10.0, 0.1, n, 4);
-            let i = bootstrap_median_diff(&ours, &peer, 2000, CONF, DEFAULT_SEED).unwrap();
+            let i = bootstrap_median_diff(&ours, &peer, 1, 2000, CONF, DEFAULT_SEED).unwrap();
             i.hi - i.lo
         };
         // The width of a median's interval shrinks like 1/sqrt(n): 16× the samples, about 1/4.
@@ -287,9 +301,9 @@ pub(crate) mod tests {
     fn identical_sets_are_indistinguishable() {
         for seed in 0..10 {
             let s = lognormal_samples(10.0, 0.2, 100, seed);
-            let d = bootstrap_median_diff(&s, &s, 2000, CONF, seed).unwrap();
+            let d = bootstrap_median_diff(&s, &s, 1, 2000, CONF, seed).unwrap();
             assert!(d.contains(0.0) && d.estimate == 0.0, "{d:?}");
-            let r = bootstrap_median_ratio(&s, &s, 2000, CONF, seed).unwrap();
+            let r = bootstrap_median_ratio(&s, &s, 1, 2000, CONF, seed).unwrap();
             assert!(r.contains(1.0) && r.estimate == 1.0, "{r:?}");
         }
     }
@@ -303,7 +317,7 @@ pub(crate) mod tests {
             .filter(|&seed| {
                 let ours = lognormal_samples(10.0, 0.2, 100, 2 * seed);
                 let peer = lognormal_samples(11.0, 0.2, 100, 2 * seed + 1);
-                bootstrap_median_diff(&ours, &peer, 1000, CONF, seed).unwrap().contains(-1.0)
+                bootstrap_median_diff(&ours, &peer, 1, 1000, CONF, seed).unwrap().contains(-1.0)
             })
             .count();
         let rate = covered as f64 / REPEATS as f64;
@@ -311,6 +325,33 @@ pub(crate) mod tests {
         // The percentile bootstrap of a median under-covers slightly at n = 100; 0.9 leaves
         // room for that and for the binomial spread (±1.5% at 200 repeats).
         assert!(rate >= 0.9, "coverage {rate}");
+    }
+
+    /// A/A with a shared drift per block (as a GPU's clock state gives): 100 samples in blocks of
+    /// 20, each block shifted by its own offset. Resampling single samples treats the shifts as
+    /// noise that averages out and calls equal sets different; resampling blocks does not.
+    #[test]
+    fn block_bootstrap_keeps_block_drift_in_the_interval() {
+        const BLOCK: usize = 20;
+        const REPEATS: u64 = 40;
+        let drifted = |seed: u64| -> Vec<f64> {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let base = lognormal_samples(100.0, 0.002, 5 * BLOCK, seed ^ 0xA5A5);
+            let shifts: Vec<f64> = (0..5).map(|_| 1.0 + 0.006 * (rng.random::<f64>() - 0.5)).collect();
+            base.iter().enumerate().map(|(i, x)| x * shifts[i / BLOCK]).collect()
+        };
+        let equal_rate = |block: usize| {
+            (0..REPEATS)
+                .filter(|&seed| {
+                    let (a, b) = (drifted(2 * seed), drifted(2 * seed + 1));
+                    bootstrap_median_diff(&a, &b, block, 2000, CONF, seed).unwrap().contains(0.0)
+                })
+                .count()
+        };
+        let (single, blocked) = (equal_rate(1), equal_rate(BLOCK));
+        println!("equal: single samples {single}, blocks {blocked} of {REPEATS}");
+        assert!(blocked > single, "blocks {blocked} vs single samples {single} of {REPEATS}");
+        assert!(blocked as f64 >= 0.85 * REPEATS as f64, "blocks: equal in {blocked} of {REPEATS}");
     }
 
     #[test]
