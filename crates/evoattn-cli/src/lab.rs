@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 /// Samples per interleaved block: small enough that ours and the peers alternate several
 /// times within a run, large enough that the per-call warm-up is amortised.
 const DEFAULT_BLOCK: usize = 20;
+/// Mixed into a case's seed for its wide-range correctness inputs, so they differ from the
+/// timed (standard normal) ones.
+const WIDE_SEED: u64 = 0x57_1DE;
 /// Multiply-adds up to which ours and the peers are judged against float64 on the CPU; above,
 /// against the `reference` kernel (as in `check`).
 const CPU_REFERENCE_LIMIT: u64 = 1 << 27;
@@ -179,7 +182,7 @@ fn measure_with(
         let seed = args.seed + i as u64;
         let inputs = random_inputs(&problem, Distribution::Normal, seed);
         let case =
-            CaseContext { problem: &problem, layout: *layout, inputs: &inputs, choice, config, dir: &dir, id: i };
+            CaseContext { problem: &problem, seed, layout: *layout, inputs: &inputs, choice, config, dir: &dir, id: i };
         let started = std::time::Instant::now();
         let result =
             measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes);
@@ -216,6 +219,7 @@ fn measure_with(
 
 struct CaseContext<'a> {
     problem: &'a Problem,
+    seed: u64,
     layout: Layout,
     inputs: &'a Inputs,
     choice: ImplChoice,
@@ -225,11 +229,11 @@ struct CaseContext<'a> {
 }
 
 /// The oracle of a case: float64 on the CPU when small, else the reference kernel's output.
-fn reference_output(case: &CaseContext, backend: &mut dyn Backend) -> anyhow::Result<Vec<f64>> {
-    let p = case.problem;
+fn reference_output(problem: &Problem, inputs: &Inputs, backend: &mut dyn Backend) -> anyhow::Result<Vec<f64>> {
+    let p = problem;
     let s = p.shape;
     let macs = (s.b * s.h * s.sq * s.sk * s.d) as u64;
-    let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
+    let (q, k, v) = (&inputs.q, &inputs.k, &inputs.v);
     if macs <= CPU_REFERENCE_LIMIT {
         Ok(attention_f64(p, q, k, v).o)
     } else {
@@ -300,7 +304,7 @@ fn measure_case(
 ) -> anyhow::Result<ResultRecord> {
     let p = case.problem;
     let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
-    let want = reference_output(case, backend)?;
+    let want = reference_output(p, case.inputs, backend)?;
     let new_row = |name: &str| Measurement {
         name: name.to_string(),
         status: STATUS_MISSING.into(),
@@ -315,6 +319,15 @@ fn measure_case(
     let mut ours = new_row(&got.kernel);
     set_status(&mut ours, STATUS_OK, None);
     judge(&mut ours, p, &got.o, &want);
+    // As `check` does, ours must also be right on wide-range inputs that stress the softmax.
+    let wide = random_inputs(p, Distribution::Wide, case.seed ^ WIDE_SEED);
+    let wide_want = reference_output(p, &wide, backend)?;
+    let wide_got = backend.forward(p, case.choice, case.config, &wide.q, &wide.k, &wide.v)?;
+    let mut wide_row = new_row(&got.kernel);
+    judge(&mut wide_row, p, &wide_got.o, &wide_want);
+    ours.correct = Some(ours.correct == Some(true) && wide_row.correct == Some(true));
+    let worse = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a.max(b));
+    (ours.max_abs, ours.rel_l2) = (worse(ours.max_abs, wide_row.max_abs), worse(ours.rel_l2, wide_row.rel_l2));
 
     let id = format!("case{}", case.id);
     let mut peer_rows: Vec<Measurement> = peers.iter().map(|name| new_row(name)).collect();
