@@ -159,7 +159,7 @@ fn env_override_applies_to_auto_only() {
     let (out, _) = run_on(&tensors, &["--impl", "mma"], &[("EVOATTN_IMPL", "reference")]);
     assert!(stderr(&out).contains("evoattn_mma_f16_d64"), "{}", stderr(&out));
     let (out, _) = run_on(&tensors, &[], &[]);
-    assert!(stderr(&out).contains("evoattn_mma_f16_d64"), "auto is mma: {}", stderr(&out));
+    assert!(stderr(&out).contains("evoattn_wgmma_f16_d64"), "auto on the (H100) mock is wgmma: {}", stderr(&out));
 }
 
 #[test]

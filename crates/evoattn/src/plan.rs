@@ -56,11 +56,15 @@ pub struct Plan {
 
 /// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`.
 ///
-/// Rule for `auto`: `mma` for every supported head dim on every supported arch; it is the
-/// only fast path so far. `reference` is never chosen automatically: it is the oracle.
+/// Rule for `auto`: `wgmma` on Hopper (sm_90a), `mma` elsewhere. On the H100 `wgmma` was
+/// faster than `mma` on every one of ANCHORS.md's 36 fa3-grid shapes and 10 seed shapes
+/// already with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
+/// 2026-11-22-*`), and TMA loads doubled it. `reference` is never chosen automatically: it is
+/// the oracle.
 pub fn plan(problem: &Problem, arch: Arch, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
     let imp = match choice {
         ImplChoice::Fixed(imp) => imp,
+        ImplChoice::Auto if Impl::Wgmma.archs().contains(&arch) => Impl::Wgmma,
         ImplChoice::Auto => Impl::Mma,
     };
     let config = match config {
@@ -90,5 +94,14 @@ mod tests {
         assert_eq!(plan.spec.imp(), Impl::Mma);
         assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, 128));
         assert_eq!(plan.spec.head_dim, 128);
+    }
+
+    #[test]
+    fn auto_picks_wgmma_on_hopper_only() {
+        let p = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(plan(&p, Arch::Sm90a, ImplChoice::Auto, None).spec.imp(), Impl::Wgmma);
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
+            assert_eq!(plan(&p, arch, ImplChoice::Auto, None).spec.imp(), Impl::Mma, "{arch}");
+        }
     }
 }
