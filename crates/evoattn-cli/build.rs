@@ -13,6 +13,9 @@ fn main() {
         let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
         println!("cargo:rustc-env=EVOATTN_GIT_COMMIT={commit}{}", if dirty { "-dirty" } else { "" });
     }
+    // Again after a commit, and after any source edit, so that `-dirty` is never stale.
     println!("cargo:rerun-if-changed=../../.git/logs/HEAD");
     println!("cargo:rerun-if-changed=../../.git/index");
+    println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=../evoattn/src");
 }
