@@ -46,28 +46,72 @@ pub fn nan_bits(dtype: Dtype) -> u16 {
     dtype.to_bits(f64::NAN)
 }
 
+/// Values per independently seeded chunk: chunks are drawn in parallel, and large enough that
+/// seeding costs nothing next to drawing.
+const CHUNK: usize = 1 << 20;
+
+/// SplitMix64's finaliser: distinct, well-mixed seeds for (seed, tensor, chunk).
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// `n` values of `std`·N(0, 1) as dtype bits, in logical order; chunk `c` comes from its own
+/// generator seeded by (`seed`, `stream`, `c`), so the result does not depend on the threads.
+fn draw(dtype: Dtype, n: usize, std: f64, seed: u64, stream: u64) -> Vec<u16> {
+    let mut out = vec![0u16; n];
+    let chunks: Vec<(usize, &mut [u16])> = out.chunks_mut(CHUNK).enumerate().collect();
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(chunks.len().max(1));
+    let mut per_thread: Vec<Vec<(usize, &mut [u16])>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        per_thread[i % threads].push(chunk);
+    }
+    std::thread::scope(|scope| {
+        for work in per_thread {
+            scope.spawn(move || {
+                for (c, values) in work {
+                    let mut rng = StdRng::seed_from_u64(mix(mix(seed ^ mix(stream)) ^ c as u64));
+                    for v in values.iter_mut() {
+                        let x: f64 = rng.sample(StandardNormal);
+                        *v = dtype.to_bits(std * x);
+                    }
+                }
+            });
+        }
+    });
+    out
+}
+
 /// Q, K and V for `problem`, reproducible from `seed`. Values are drawn in logical
 /// (b, h, s, d) order, so one seed gives the same logical tensors in every layout.
 pub fn random_inputs(problem: &Problem, dist: Distribution, seed: u64) -> Inputs {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut fill = |t: TensorName, std: f64| -> Vec<u16> {
+    let fill = |t: TensorName, stream: u64, std: f64| -> Vec<u16> {
+        let n: usize = problem.dims(t).iter().product();
+        let values = draw(problem.dtype, n, std, seed, stream);
         let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
-        for off in logical_offsets(problem, t) {
-            let x: f64 = rng.sample(StandardNormal);
-            buf[off] = problem.dtype.to_bits(std * x);
+        for (off, bits) in logical_offsets(problem, t).zip(values) {
+            buf[off] = bits;
         }
         buf
     };
     let qk_std = dist.qk_std();
-    let q = fill(TensorName::Q, qk_std);
-    let k = fill(TensorName::K, qk_std);
-    let v = fill(TensorName::V, 1.0);
-    Inputs { q, k, v }
+    Inputs { q: fill(TensorName::Q, 0, qk_std), k: fill(TensorName::K, 1, qk_std), v: fill(TensorName::V, 2, 1.0) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunked_draws_are_reproducible_and_chunks_independent() {
+        let n = 2 * CHUNK + 5;
+        let a = draw(Dtype::Bf16, n, 1.0, 7, 0);
+        assert_eq!(a, draw(Dtype::Bf16, n, 1.0, 7, 0));
+        assert_ne!(a[..64], a[CHUNK..CHUNK + 64], "chunks must not repeat each other");
+        assert_ne!(a[..64], draw(Dtype::Bf16, n, 1.0, 7, 1)[..64], "streams (q, k, v) must differ");
+        assert_eq!(a.len(), n);
+    }
     use evoattn::{Layout, Shape, Strides};
 
     fn shape() -> Shape {
