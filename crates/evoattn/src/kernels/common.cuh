@@ -77,3 +77,9 @@ __device__ __forceinline__ int visible_keys(const AttnParams& p, int row) {
     int n = row + p.causal_offset + 1;
     return n < p.sk ? n : p.sk;
 }
+
+// Keys a block of `rows` query rows starting at `m0` must visit: the furthest any row sees.
+__device__ __forceinline__ int block_key_end(const AttnParams& p, int m0, int rows) {
+    const int last_row = min(m0 + rows, p.sq) - 1;
+    return max(visible_keys(p, last_row), 0);
+}

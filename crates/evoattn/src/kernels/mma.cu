@@ -5,12 +5,6 @@
 
 #define Q_IN_REGS EVOATTN_Q_IN_REGS
 
-// Keys the block must visit: the furthest any of its rows may see.
-__device__ __forceinline__ int block_key_end(const AttnParams& p, int m0) {
-    const int last_row = min(m0 + BM, p.sq) - 1;
-    return max(visible_keys(p, last_row), 0);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     elem_t* sQ = (elem_t*)smem_raw;                  // [BM][SMEM_ROW]
@@ -28,7 +22,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     const elem_t* v = p.v + batch * p.v_batch + kv_head * p.v_head;
     elem_t* o = p.o + batch * p.o_batch + head * p.o_head;
 
-    const int key_end = block_key_end(p, m0);
+    const int key_end = block_key_end(p, m0, BM);
     const int n_blocks = (key_end + BN - 1) / BN;
     // Tiles whose every key is visible to every row of the block need no mask.
     const int first_row_keys = p.causal ? min(m0 + p.causal_offset + 1, p.sk) : p.sk;

@@ -4,26 +4,7 @@
 // row sum `l` is kept per thread and reduced across the quad only once, at the end.
 #pragma once
 #include "mma_mainloop.cuh"
-
-struct RowState {
-    float m[2];  // running max of scaled scores, log2 units
-    float l[2];  // this thread's share of the running sum of exp2(x - m)
-};
-
-__device__ __forceinline__ void row_state_init(RowState& st) {
-    st.m[0] = st.m[1] = NEG_INF;
-    st.l[0] = st.l[1] = 0.f;
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+#include "row_state.cuh"
 
 // Scales S into log2 units and sets masked entries to -inf. `row0` is the global row of this
 // thread's first row (g); `key0` the global key of the tile's first column.

@@ -21,6 +21,7 @@ macro_rules! source {
 pub const HEADERS: &[SourceFile] = &[
     source!("common.cuh"),
     source!("ptx.cuh"),
+    source!("row_state.cuh"),
     source!("mma_mainloop.cuh"),
     source!("mma_softmax.cuh"),
     source!("mma_epilogue.cuh"),

@@ -16,12 +16,6 @@
 //   stage with block j + STAGES. Q completes on its own barrier (`q_full`, phase 0).
 #include "wgmma_epilogue.cuh"
 
-// Keys the block must visit: the furthest any of its rows may see.
-__device__ __forceinline__ int block_key_end(const AttnParams& p, int m0) {
-    const int last_row = min(m0 + BM, p.sq) - 1;
-    return max(visible_keys(p, last_row), 0);
-}
-
 #if EVOATTN_LOADS_TMA
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ TmaMap q_map, const __grid_constant__ TmaMap k_map,
@@ -42,7 +36,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
 
     elem_t* o = p.o + batch * p.o_batch + head * p.o_head;
 
-    const int key_end = block_key_end(p, m0);
+    const int key_end = block_key_end(p, m0, BM);
     const int n_blocks = (key_end + BN - 1) / BN;
     // Tiles whose every key is visible to every row of the block need no mask.
     const int first_row_keys = p.causal ? min(m0 + p.causal_offset + 1, p.sk) : p.sk;

@@ -8,26 +8,7 @@
 // the quad once, in the epilogue. The masking semantics are the `mma` kernel's.
 #pragma once
 #include "wgmma_mainloop.cuh"
-
-struct RowState {
-    float m[2];  // running max of scaled scores, log2 units
-    float l[2];  // this thread's share of the running sum of exp2(x - m)
-};
-
-__device__ __forceinline__ void row_state_init(RowState& st) {
-    st.m[0] = st.m[1] = NEG_INF;
-    st.l[0] = st.l[1] = 0.f;
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
+#include "row_state.cuh"
 
 // Scales S into log2 units and sets hidden entries (keys past Sk, or past the causal diagonal)
 // to -inf. `row0` is the global row of this thread's first row (g); `key0` the tile's first key.
