@@ -12,10 +12,12 @@ mod cmd_check;
 mod cmd_compile;
 mod cmd_gate;
 mod cmd_info;
+mod cmd_profile;
 mod cmd_run;
 mod gate;
 mod inputs;
 mod lab;
+mod ncu;
 mod oracle;
 mod presets;
 mod record;
@@ -57,6 +59,9 @@ enum Command {
     /// Pass/fail of ours against a peer per case (exit 0 pass, 1 fail, 2 could not run);
     /// measures, or re-gates a recorded bench record with --samples (no GPU needed).
     Gate(cmd_gate::Args),
+    /// Nsight Compute counters of our kernel, and whether it is compute-, memory- or
+    /// latency-bound or under-occupied (needs ncu and counter access).
+    Profile(cmd_profile::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd_bench::run(args),
         Command::Compile(args) => cmd_compile::run(args),
         Command::Gate(args) => cmd_gate::run(args),
+        Command::Profile(args) => cmd_profile::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,209 @@
+//! `evoattn profile`: runs `evoattn bench` under Nsight Compute, parses the counters and
+//! says what bounds each kernel (see `ncu::classify`).
+
+use crate::ncu::{classify, ncu_terms, parse_metrics_csv, KernelProfile, METRICS};
+use crate::presets::ProblemArgs;
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Where CUDA installs ncu when it is not on PATH.
+const CUDA_NCU: &str = "/usr/local/cuda/bin/ncu";
+/// Only our kernels, not the L2 flush or the peers.
+const KERNEL_FILTER: &str = "regex:evoattn_";
+/// Few launches: ncu replays each profiled kernel many times, and the counters do not need
+/// statistics.
+const BENCH_REPS: &str = "2";
+const BENCH_WARMUP: &str = "1";
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    problems: ProblemArgs,
+    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
+    #[arg(long = "impl", default_value = "auto")]
+    imp: String,
+    /// Lever overrides for a named --impl, e.g. block_m=64,stages=3.
+    #[arg(long)]
+    config: Option<String>,
+    /// Kernel launches to profile: the first N whose name starts with evoattn_.
+    #[arg(long, default_value_t = 1)]
+    launches: u32,
+    /// Write profile.csv (ncu's raw output) and profile.json (parsed and classified) here.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The ncu binary. Default: ncu on PATH, else /usr/local/cuda/bin/ncu.
+    #[arg(long, value_name = "PATH")]
+    ncu: Option<PathBuf>,
+}
+
+fn find_ncu() -> anyhow::Result<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).map(|dir| dir.join("ncu")).find(|p| p.is_file()));
+    match on_path.flatten() {
+        Some(path) => Ok(path),
+        None if Path::new(CUDA_NCU).is_file() => Ok(PathBuf::from(CUDA_NCU)),
+        None => bail!("ncu (Nsight Compute) is not on PATH nor at {CUDA_NCU}; install it or pass --ncu PATH"),
+    }
+}
+
+/// The `bench` command line that reproduces this profile's problems and kernel.
+fn bench_args(args: &Args) -> Vec<String> {
+    let p = &args.problems;
+    let mut out = vec!["bench".to_string()];
+    let mut push = |flag: &str, value: String| out.push(format!("--{flag}={value}"));
+    p.presets.iter().for_each(|v| push("preset", v.clone()));
+    p.workloads.iter().for_each(|v| push("workload", v.display().to_string()));
+    p.shapes.iter().for_each(|v| push("shape", v.clone()));
+    for (flag, values) in [("dtype", &p.dtype), ("causal", &p.causal), ("layout", &p.layout)] {
+        if !values.is_empty() {
+            push(flag, values.join(","));
+        }
+    }
+    push("impl", args.imp.clone());
+    if let Some(config) = &args.config {
+        push("config", config.clone());
+    }
+    push("peers", "none".into());
+    push("reps", BENCH_REPS.into());
+    push("warmup", BENCH_WARMUP.into());
+    out
+}
+
+/// One sentence for the ways ncu says it cannot read counters.
+fn counter_error(output: &str) -> Option<&'static str> {
+    if output.contains("ERR_NVGPUCTRPERM") {
+        Some("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run it as root or set NVreg_RestrictProfilingToAdminUsers=0")
+    } else if output.contains("LibraryNotLoaded") {
+        Some("ncu could not load its profiling library (LibraryNotLoaded), so it cannot read the GPU counters here")
+    } else {
+        None
+    }
+}
+
+fn show(value: Option<f64>, decimals: usize, unit: &str) -> String {
+    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}{unit}"))
+}
+
+fn print_profile(p: &KernelProfile) {
+    let (bound, reason) = classify(p);
+    println!("{} (launch {})", p.kernel, p.launch_id);
+    println!("  tensor pipe active   {:>12}", show(p.tensor_pct(), 2, " %"));
+    println!("  DRAM throughput      {:>12}", show(p.dram_pct(), 2, " %"));
+    println!("  SM throughput        {:>12}", show(p.sm_pct(), 2, " %"));
+    println!("  warps active         {:>12}", show(p.warps_active_pct(), 2, " %"));
+    println!("  smem bank conflicts  {:>12}", show(p.bank_conflicts(), 0, ""));
+    println!("  registers/thread     {:>12}", show(p.registers(), 0, ""));
+    println!(
+        "  local ld / st        {:>12}",
+        format!("{} / {}", show(p.local_loads(), 0, ""), show(p.local_stores(), 0, ""))
+    );
+    println!("  duration             {:>12}", show(p.duration_ns().map(|ns| ns / 1e3), 1, " us"));
+    println!("  {}: {reason}", bound.name());
+}
+
+fn write_outputs(dir: &Path, raw: &str, profiles: &[KernelProfile]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let csv = dir.join("profile.csv");
+    std::fs::write(&csv, raw).with_context(|| format!("cannot write {}", csv.display()))?;
+    let records: Vec<serde_json::Value> = profiles
+        .iter()
+        .map(|p| {
+            let (bound, reason) = classify(p);
+            serde_json::json!({
+                "kernel": p.kernel,
+                "launch_id": p.launch_id,
+                "metrics": p.metrics,
+                "bound": bound,
+                "reason": reason,
+                "ncu_terms": ncu_terms(p),
+            })
+        })
+        .collect();
+    let json = dir.join("profile.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&records)?)
+        .with_context(|| format!("cannot write {}", json.display()))
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let ncu = match &args.ncu {
+        Some(path) => path.clone(),
+        None => find_ncu()?,
+    };
+    let exe = std::env::current_exe().context("cannot locate the evoattn executable to profile")?;
+    let output = std::process::Command::new(&ncu)
+        .args(["--clock-control", "none", "--csv", "--metrics", &METRICS.join(","), "-k", KERNEL_FILTER])
+        .args(["-c", &args.launches.to_string()])
+        .arg(&exe)
+        .args(bench_args(args))
+        .output()
+        .with_context(|| format!("cannot run ncu at {}", ncu.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if let Some(sentence) = counter_error(&stdout).or_else(|| counter_error(&stderr)) {
+        bail!("{sentence}");
+    }
+    let parsed = parse_metrics_csv(&stdout);
+    if let Some(dir) = &args.out {
+        write_outputs(dir, &stdout, parsed.as_deref().unwrap_or_default())?;
+    }
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no stderr");
+    let profiles = match parsed {
+        Ok(profiles) if !profiles.is_empty() => profiles,
+        Ok(_) => bail!("ncu profiled no evoattn_ kernel (ncu {}; last line: {last})", output.status),
+        Err(e) => bail!("cannot read ncu's CSV: {e:#} (ncu {}; last line: {last})", output.status),
+    };
+    profiles.iter().for_each(print_profile);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    #[test]
+    fn bench_gets_the_same_problems_and_kernel() {
+        let cli = Cli::parse_from([
+            "profile",
+            "--shape",
+            "4,16,4096,128",
+            "--dtype",
+            "bf16",
+            "--causal",
+            "--impl",
+            "mma",
+            "--config",
+            "stages=3",
+        ]);
+        assert_eq!(
+            bench_args(&cli.args),
+            [
+                "bench",
+                "--shape=4,16,4096,128",
+                "--dtype=bf16",
+                "--causal=top-left",
+                "--impl=mma",
+                "--config=stages=3",
+                "--peers=none",
+                "--reps=2",
+                "--warmup=1"
+            ]
+        );
+    }
+
+    #[test]
+    fn counter_errors_are_one_sentence() {
+        let perm =
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters";
+        assert!(counter_error(perm).unwrap().starts_with("ncu may not read"));
+        assert!(counter_error("==ERROR== LibraryNotLoaded").is_some());
+        assert_eq!(counter_error("==PROF== Disconnected"), None);
+    }
+}

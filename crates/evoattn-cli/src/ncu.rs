@@ -1,0 +1,378 @@
+//! Nsight Compute (`ncu`) metrics for `evoattn profile`: which metrics to ask for, parsing
+//! ncu's `--csv` output, and the one place that decides what bounds a kernel.
+
+use anyhow::Context;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Tensor-pipe busy % of active cycles. On ncu 13.0 / H100 this counts HGMMA (wgmma) too.
+const TENSOR_HMMA_PCT: &str = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active";
+/// The wgmma pipe on its own; ncu 13.0 / H100 reports "n/a", other versions may not.
+const TENSOR_GMMA_PCT: &str = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active";
+const DRAM_PCT: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+const WARPS_ACTIVE_PCT: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
+const BANK_CONFLICTS: &str = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum";
+const REGISTERS: &str = "launch__registers_per_thread";
+const LOCAL_LOADS: &str = "smsp__sass_inst_executed_op_local_ld.sum";
+const LOCAL_STORES: &str = "smsp__sass_inst_executed_op_local_st.sum";
+const DURATION: &str = "gpu__time_duration.sum";
+
+/// The metrics `evoattn profile` asks ncu for.
+pub const METRICS: &[&str] = &[
+    // How busy the tensor cores are: the ceiling of an attention kernel.
+    TENSOR_HMMA_PCT,
+    // The wgmma share, where ncu can read it separately.
+    TENSOR_GMMA_PCT,
+    // mma.sync instructions issued: confirms which tensor path ran.
+    "sm__inst_executed_pipe_tensor_op_hmma.sum",
+    // wgmma instructions issued: non-zero only for the Hopper kernels.
+    "sm__inst_executed_pipe_tensor_op_gmma.sum",
+    // DRAM bandwidth used: high means K/V streaming is the limit.
+    DRAM_PCT,
+    // The busiest SM unit: high with a quiet tensor pipe means softmax/ALU work dominates.
+    SM_PCT,
+    // Achieved occupancy: resident warps per SM, i.e. how much latency can be hidden.
+    WARPS_ACTIVE_PCT,
+    // Shared-memory bank conflicts: serialised ldmatrix/st.shared wavefronts.
+    BANK_CONFLICTS,
+    // Registers per thread: what caps occupancy for these kernels.
+    REGISTERS,
+    // Blocks per SM the register file allows.
+    "launch__occupancy_limit_registers",
+    // Local-memory loads and stores: register spills.
+    LOCAL_LOADS,
+    LOCAL_STORES,
+    // Kernel time, to tie the counters to the bench figure.
+    DURATION,
+];
+
+/// The counters of one profiled kernel launch. Values are None where ncu printed "n/a" or
+/// a non-number; times are converted to nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelProfile {
+    pub kernel: String,
+    pub launch_id: u32,
+    pub metrics: BTreeMap<String, Option<f64>>,
+}
+
+impl KernelProfile {
+    fn get(&self, name: &str) -> Option<f64> {
+        self.metrics.get(name).copied().flatten()
+    }
+
+    /// Tensor-pipe busy %: the larger of the hmma and gmma readings that exist.
+    pub fn tensor_pct(&self) -> Option<f64> {
+        match (self.get(TENSOR_HMMA_PCT), self.get(TENSOR_GMMA_PCT)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    pub fn dram_pct(&self) -> Option<f64> {
+        self.get(DRAM_PCT)
+    }
+    pub fn sm_pct(&self) -> Option<f64> {
+        self.get(SM_PCT)
+    }
+    pub fn warps_active_pct(&self) -> Option<f64> {
+        self.get(WARPS_ACTIVE_PCT)
+    }
+    pub fn bank_conflicts(&self) -> Option<f64> {
+        self.get(BANK_CONFLICTS)
+    }
+    pub fn registers(&self) -> Option<f64> {
+        self.get(REGISTERS)
+    }
+    pub fn local_loads(&self) -> Option<f64> {
+        self.get(LOCAL_LOADS)
+    }
+    pub fn local_stores(&self) -> Option<f64> {
+        self.get(LOCAL_STORES)
+    }
+    pub fn duration_ns(&self) -> Option<f64> {
+        self.get(DURATION)
+    }
+}
+
+/// Splits one CSV line: fields may be quoted, with `""` for a quote inside.
+fn split_csv(line: &str) -> Vec<String> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}
+
+/// Nanoseconds per unit for the time units ncu may print; other units pass through.
+fn ns_per_unit(unit: &str) -> f64 {
+    match unit {
+        "us" | "usecond" => 1e3,
+        "ms" | "msecond" => 1e6,
+        "s" | "second" => 1e9,
+        _ => 1.0,
+    }
+}
+
+/// A metric value: "2,319,296" → 2319296 (ncu's thousands separators); "n/a" → None.
+fn parse_value(value: &str, unit: &str) -> Option<f64> {
+    let number: f64 = value.replace(',', "").trim().parse().ok()?;
+    Some(number * ns_per_unit(unit))
+}
+
+/// Parses `ncu --csv` output (long format, one row per launch and metric) into one profile
+/// per launch, in launch order. Lines before the header and lines not starting with a quote
+/// are the profiled program's output or ncu's `==PROF==` notes, and are skipped.
+pub fn parse_metrics_csv(text: &str) -> anyhow::Result<Vec<KernelProfile>> {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("\"ID\","));
+    let header = split_csv(lines.next().context("no ncu CSV header (\"ID\",...) in ncu's output")?);
+    let column = |name: &str| {
+        header.iter().position(|h| h == name).with_context(|| format!("ncu's CSV header has no \"{name}\" column"))
+    };
+    let (id_col, kernel_col) = (column("ID")?, column("Kernel Name")?);
+    let (name_col, unit_col, value_col) = (column("Metric Name")?, column("Metric Unit")?, column("Metric Value")?);
+    let mut profiles: Vec<KernelProfile> = Vec::new();
+    for line in lines.filter(|l| l.starts_with('"')) {
+        let fields = split_csv(line);
+        let field = |i: usize| fields.get(i).map_or("", String::as_str);
+        // Rule rows of `--section` output carry no metric.
+        if field(name_col).is_empty() {
+            continue;
+        }
+        let launch_id: u32 = field(id_col).parse().with_context(|| format!("bad launch ID in ncu row: {line}"))?;
+        let kernel = field(kernel_col);
+        let index = match profiles.iter().position(|p| p.launch_id == launch_id && p.kernel == kernel) {
+            Some(i) => i,
+            None => {
+                profiles.push(KernelProfile { kernel: kernel.to_string(), launch_id, metrics: BTreeMap::new() });
+                profiles.len() - 1
+            }
+        };
+        profiles[index].metrics.insert(field(name_col).to_string(), parse_value(field(value_col), field(unit_col)));
+    }
+    Ok(profiles)
+}
+
+/// What limits a kernel, and so what to change next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Bound {
+    #[serde(rename = "compute-bound")]
+    Compute,
+    #[serde(rename = "memory-bound")]
+    Memory,
+    #[serde(rename = "latency-bound")]
+    Latency,
+    #[serde(rename = "under-occupied")]
+    UnderOccupied,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Compute => "compute-bound",
+            Bound::Memory => "memory-bound",
+            Bound::Latency => "latency-bound",
+            Bound::UnderOccupied => "under-occupied",
+        }
+    }
+}
+
+/// DRAM at or above this % of peak: bandwidth is the limit.
+const MEMORY_DRAM_PCT: f64 = 60.0;
+/// Tensor pipe at or above this %, with DRAM below COMPUTE_MAX_DRAM_PCT: the math is the limit.
+const COMPUTE_TENSOR_PCT: f64 = 50.0;
+const COMPUTE_MAX_DRAM_PCT: f64 = 50.0;
+/// Some SM unit at or above this % while the tensor pipe is not: non-tensor work (softmax
+/// exp/FMA, address math) is the limit.
+const COMPUTE_SM_PCT: f64 = 60.0;
+/// Warps active below this % of the SM's 64 slots is under 6.4 warps per SM: less than one
+/// 8-warp CTA resident on average, so SMs sit idle (grid too small, tail, or launch limits).
+const UNDER_OCCUPIED_WARPS_PCT: f64 = 10.0;
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1}%"))
+}
+
+/// Classifies a profile. Rules in order; the first that holds decides. A rule whose metric
+/// ncu could not read does not fire.
+pub fn classify(p: &KernelProfile) -> (Bound, String) {
+    let (tensor, dram, sm, warps) = (p.tensor_pct(), p.dram_pct(), p.sm_pct(), p.warps_active_pct());
+    let at_least = |v: Option<f64>, t: f64| v.is_some_and(|v| v >= t);
+    let below = |v: Option<f64>, t: f64| v.is_some_and(|v| v < t);
+    if at_least(dram, MEMORY_DRAM_PCT) {
+        return (Bound::Memory, format!("DRAM throughput {} ≥ {MEMORY_DRAM_PCT}% of peak", pct(dram)));
+    }
+    if at_least(tensor, COMPUTE_TENSOR_PCT) && below(dram, COMPUTE_MAX_DRAM_PCT) {
+        return (
+            Bound::Compute,
+            format!(
+                "tensor pipe {} ≥ {COMPUTE_TENSOR_PCT}% with DRAM {} < {COMPUTE_MAX_DRAM_PCT}%",
+                pct(tensor),
+                pct(dram)
+            ),
+        );
+    }
+    if at_least(sm, COMPUTE_SM_PCT) {
+        return (
+            Bound::Compute,
+            format!(
+                "SM throughput {} ≥ {COMPUTE_SM_PCT}% with tensor pipe {}: non-tensor work (softmax, address math) dominates",
+                pct(sm),
+                pct(tensor)
+            ),
+        );
+    }
+    if below(warps, UNDER_OCCUPIED_WARPS_PCT) {
+        return (
+            Bound::UnderOccupied,
+            format!(
+                "warps active {} < {UNDER_OCCUPIED_WARPS_PCT}% with tensor {} and DRAM {}: SMs lack resident warps",
+                pct(warps),
+                pct(tensor),
+                pct(dram)
+            ),
+        );
+    }
+    (
+        Bound::Latency,
+        format!(
+            "tensor {}, DRAM {}, SM {} all below saturation with warps active {}: stalls on dependencies or barriers",
+            pct(tensor),
+            pct(dram),
+            pct(sm),
+            pct(warps)
+        ),
+    )
+}
+
+/// The measured terms the tuner scores a variant with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NcuTerms {
+    pub tensor_pct: Option<f64>,
+    pub sm_pct: Option<f64>,
+}
+
+pub fn ncu_terms(p: &KernelProfile) -> NcuTerms {
+    NcuTerms { tensor_pct: p.tensor_pct(), sm_pct: p.sm_pct() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MMA: &str = include_str!("../tests/fixtures/ncu/h100-ncu-mma-metrics.csv");
+    const WGMMA: &str = include_str!("../tests/fixtures/ncu/h100-ncu-wgmma-metrics.csv");
+    const SECTIONS: &str = include_str!("../tests/fixtures/ncu/h100-ncu-mma-sections.csv");
+
+    fn profile(metrics: &[(&str, f64)]) -> KernelProfile {
+        KernelProfile {
+            kernel: "evoattn_test".into(),
+            launch_id: 0,
+            metrics: metrics.iter().map(|(k, v)| (k.to_string(), Some(*v))).collect(),
+        }
+    }
+
+    #[test]
+    fn parses_the_h100_mma_capture() {
+        let profiles = parse_metrics_csv(MMA).unwrap();
+        assert_eq!(profiles.len(), 2);
+        let p = &profiles[0];
+        assert_eq!((p.kernel.as_str(), p.launch_id), ("evoattn_mma_bf16_d128_bm128_bn64_s2_qr1", 0));
+        assert_eq!(p.metrics.len(), METRICS.len());
+        assert!(METRICS.iter().all(|m| p.metrics.contains_key(*m)));
+        assert_eq!(p.tensor_pct(), Some(37.56));
+        assert_eq!(p.dram_pct(), Some(3.37));
+        assert_eq!(p.sm_pct(), Some(43.58));
+        assert_eq!(p.warps_active_pct(), Some(12.5));
+        assert_eq!(p.bank_conflicts(), Some(19602.0));
+        assert_eq!(p.registers(), Some(210.0));
+        assert_eq!((p.local_loads(), p.local_stores()), (Some(0.0), Some(0.0)));
+        assert_eq!(p.duration_ns(), Some(2_319_296.0));
+        assert_eq!(p.metrics[TENSOR_GMMA_PCT], None);
+        assert_eq!(p.metrics["sm__inst_executed_pipe_tensor_op_hmma.sum"], Some(134_217_728.0));
+        assert_eq!(profiles[1].launch_id, 1);
+        assert_eq!(profiles[1].duration_ns(), Some(2_301_440.0));
+        assert_eq!(classify(p).0, Bound::Latency);
+        assert_eq!(ncu_terms(p), NcuTerms { tensor_pct: Some(37.56), sm_pct: Some(43.58) });
+    }
+
+    #[test]
+    fn parses_the_h100_wgmma_capture() {
+        let profiles = parse_metrics_csv(WGMMA).unwrap();
+        assert_eq!(profiles.len(), 2);
+        let p = &profiles[0];
+        assert_eq!(p.kernel, "evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldcp_async");
+        assert_eq!(p.tensor_pct(), Some(30.54));
+        assert_eq!(p.dram_pct(), Some(4.06));
+        assert_eq!(p.warps_active_pct(), Some(12.5));
+        assert_eq!(p.registers(), Some(203.0));
+        assert_eq!(p.duration_ns(), Some(1_922_176.0));
+        assert_eq!(p.metrics["sm__inst_executed_pipe_tensor_op_gmma.sum"], Some(8_388_608.0));
+        let (bound, reason) = classify(p);
+        assert_eq!(bound, Bound::Latency);
+        assert!(reason.contains("tensor 30.5%") && reason.contains("DRAM 4.1%"), "{reason}");
+    }
+
+    #[test]
+    fn parses_section_output_and_skips_rule_rows() {
+        let profiles = parse_metrics_csv(SECTIONS).unwrap();
+        assert_eq!(profiles.len(), 1);
+        assert_eq!(profiles[0].metrics["Duration"], Some(2_299_744.0));
+        assert_eq!(profiles[0].metrics["DRAM Throughput"], Some(3.41));
+        assert!(!profiles[0].metrics.contains_key(""));
+    }
+
+    #[test]
+    fn csv_edge_cases() {
+        assert_eq!(split_csv(r#""a,b","say ""hi""",,x"#), ["a,b", r#"say "hi""#, "", "x"]);
+        assert_eq!(parse_value("n/a", "%"), None);
+        assert_eq!(parse_value("1,234.5", "ns"), Some(1234.5));
+        assert_eq!(parse_value("2.5", "usecond"), Some(2500.0));
+        assert_eq!(parse_value("3", "ms"), Some(3e6));
+        assert!(parse_metrics_csv("==PROF== nothing profiled\n").is_err());
+        let no_value = "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\"\n";
+        assert!(parse_metrics_csv(no_value).unwrap_err().to_string().contains("Metric Value"));
+        let bad_id =
+            "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n\"x\",\"k\",\"m\",\"\",\"1\"";
+        assert!(parse_metrics_csv(bad_id).is_err());
+    }
+
+    #[test]
+    fn classification_rules() {
+        let memory = profile(&[(DRAM_PCT, 85.0), (TENSOR_HMMA_PCT, 70.0), (WARPS_ACTIVE_PCT, 5.0)]);
+        assert_eq!(classify(&memory).0, Bound::Memory);
+        let tensor = profile(&[(DRAM_PCT, 10.0), (TENSOR_HMMA_PCT, 72.0), (SM_PCT, 75.0)]);
+        assert_eq!(classify(&tensor).0, Bound::Compute);
+        assert!(classify(&tensor).1.starts_with("tensor pipe 72.0%"));
+        // wgmma readings count where ncu can read them separately.
+        let gmma = profile(&[(DRAM_PCT, 10.0), (TENSOR_HMMA_PCT, 20.0), (TENSOR_GMMA_PCT, 65.0)]);
+        assert_eq!((gmma.tensor_pct(), classify(&gmma).0), (Some(65.0), Bound::Compute));
+        let alu = profile(&[(DRAM_PCT, 10.0), (TENSOR_HMMA_PCT, 30.0), (SM_PCT, 80.0)]);
+        assert_eq!(classify(&alu).0, Bound::Compute);
+        assert!(classify(&alu).1.contains("non-tensor"));
+        let idle = profile(&[(DRAM_PCT, 5.0), (TENSOR_HMMA_PCT, 8.0), (SM_PCT, 10.0), (WARPS_ACTIVE_PCT, 6.25)]);
+        assert_eq!(classify(&idle).0, Bound::UnderOccupied);
+        // Thresholds are inclusive on the saturated side.
+        let edge = profile(&[(DRAM_PCT, MEMORY_DRAM_PCT)]);
+        assert_eq!(classify(&edge).0, Bound::Memory);
+        let edge = profile(&[(DRAM_PCT, 49.9), (TENSOR_HMMA_PCT, COMPUTE_TENSOR_PCT)]);
+        assert_eq!(classify(&edge).0, Bound::Compute);
+        // Nothing readable: no rule fires, and the reason says so.
+        let empty = profile(&[]);
+        let (bound, reason) = classify(&empty);
+        assert_eq!(bound, Bound::Latency);
+        assert!(reason.contains("tensor n/a"), "{reason}");
+        assert_eq!(ncu_terms(&empty), NcuTerms { tensor_pct: None, sm_pct: None });
+    }
+}
