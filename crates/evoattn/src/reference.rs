@@ -19,10 +19,15 @@ pub struct ReferenceOutput {
 
 /// Buffer offsets of tensor `t`'s elements in logical order (b, h, s, d), the order of a dense
 /// BHSD array: the i-th offset holds dense element i.
+/// Row by row with the strides read once: at 100M elements per tensor this runs several times
+/// faster than computing each offset from (b, h, s, d).
 pub fn logical_offsets(problem: &Problem, t: TensorName) -> impl Iterator<Item = usize> + '_ {
     let [nb, nh, ns, nd] = problem.dims(t);
-    (0..nb).flat_map(move |b| {
-        (0..nh).flat_map(move |h| (0..ns).flat_map(move |s| (0..nd).map(move |d| problem.offset(t, b, h, s, d))))
+    let st = problem.strides(t);
+    (0..nb * nh * ns).flat_map(move |row| {
+        let (b, h, s) = (row / (nh * ns), row / ns % nh, row % ns);
+        let start = b * st.batch + h * st.head + s * st.seq;
+        (0..nd).map(move |d| start + d * st.dim)
     })
 }
 
@@ -280,6 +285,29 @@ pub fn tolerance(dtype: Dtype) -> Tolerance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logical_offsets_walk_b_h_s_d_by_the_strides() {
+        let shape = Shape { b: 2, h: 3, hkv: 1, sq: 4, sk: 5, d: 8 };
+        let mut p = Problem::dense(shape, Dtype::F16, Layout::Bshd);
+        p.k_strides = crate::problem::Strides { batch: 1000, head: 16, seq: 96, dim: 1 };
+        for t in [TensorName::Q, TensorName::K] {
+            let [nb, nh, ns, nd] = p.dims(t);
+            let mut naive = Vec::new();
+            for b in 0..nb {
+                for h in 0..nh {
+                    for s in 0..ns {
+                        for d in 0..nd {
+                            naive.push(p.offset(t, b, h, s, d));
+                        }
+                    }
+                }
+            }
+            assert_eq!(logical_offsets(&p, t).collect::<Vec<_>>(), naive, "{t}");
+        }
+        let empty = Problem::dense(Shape { sq: 0, ..shape }, Dtype::F16, Layout::Bhsd);
+        assert_eq!(logical_offsets(&empty, TensorName::Q).count(), 0);
+    }
     use crate::problem::{Causal, Layout, Shape};
 
     const D: usize = 8;
