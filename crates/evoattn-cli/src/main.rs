@@ -14,6 +14,7 @@ mod cmd_gate;
 mod cmd_info;
 mod cmd_profile;
 mod cmd_run;
+mod cmd_tune;
 mod gate;
 mod inputs;
 mod lab;
@@ -23,6 +24,7 @@ mod presets;
 mod record;
 mod stats;
 mod tensors_io;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -62,6 +64,8 @@ enum Command {
     /// Nsight Compute counters of our kernel, and whether it is compute-, memory- or
     /// latency-bound or under-occupied (needs ncu and counter access).
     Profile(cmd_profile::Args),
+    /// The EvoEngineer tuner's evaluation store: `--show` lists every stored evaluation.
+    Tune(cmd_tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => cmd_compile::run(args),
         Command::Gate(args) => cmd_gate::run(args),
         Command::Profile(args) => cmd_profile::run(args),
+        Command::Tune(args) => cmd_tune::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,104 @@
+//! The tuner's search space: each kernel's levers and their allowed values, taken from the
+//! constants in `evoattn::config` so the tuner never proposes a value the kernel does not know.
+
+use evoattn::config::{Impl, KernelConfig, KernelSpec, MmaConfig, WgmmaConfig, WgmmaLoads};
+use evoattn::problem::Dtype;
+use rand::seq::IndexedRandom;
+use rand::Rng;
+
+/// The levers of `imp` and the values each may take, as `with_overrides` text.
+pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
+    let nums = |values: &[u32]| values.iter().map(u32::to_string).collect::<Vec<_>>();
+    match imp {
+        // One block shape only: the reference kernel is the oracle, not a tuning target.
+        Impl::Reference => vec![("threads", vec![evoattn::defaults::REFERENCE.threads.to_string()])],
+        Impl::Mma => vec![
+            ("block_m", nums(&MmaConfig::BLOCK_M)),
+            ("block_n", nums(&MmaConfig::BLOCK_N)),
+            ("stages", nums(&MmaConfig::STAGES)),
+            ("q_in_regs", nums(&[0, 1])),
+        ],
+        Impl::Wgmma => vec![
+            ("block_n", nums(&WgmmaConfig::BLOCK_N)),
+            ("stages", nums(&WgmmaConfig::STAGES)),
+            ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
+            ("loads", WgmmaLoads::ALL.iter().map(|l| l.name().to_string()).collect()),
+        ],
+    }
+}
+
+/// A config of `imp` to apply overrides to (the first of its space; the levers decide the rest).
+fn base(imp: Impl) -> KernelConfig {
+    KernelSpec::space(imp, Dtype::F16, imp.head_dims()[0])[0].config
+}
+
+/// Parses a config's `key=value,...` text (as `Display` writes it) back into a config of `imp`.
+pub fn parse(imp: Impl, text: &str) -> Result<KernelConfig, String> {
+    base(imp).with_overrides(text)
+}
+
+fn set(config: KernelConfig, key: &str, value: &str) -> KernelConfig {
+    config.with_overrides(&format!("{key}={value}")).expect("space values are levers of their kernel")
+}
+
+/// `config` with exactly one lever changed to a different allowed value; `None` when no lever
+/// has an alternative (the reference kernel).
+pub fn mutate_one(config: KernelConfig, rng: &mut impl Rng) -> Option<KernelConfig> {
+    let current = config.levers();
+    let choices: Vec<(&str, Vec<String>)> = levers(config.imp())
+        .into_iter()
+        .map(|(key, values)| {
+            let now = current.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap_or_default();
+            (key, values.into_iter().filter(|v| *v != now).collect::<Vec<_>>())
+        })
+        .filter(|(_, others)| !others.is_empty())
+        .collect();
+    let (key, others) = choices.choose(rng)?;
+    Some(set(config, key, others.choose(rng)?))
+}
+
+/// A uniformly random config of `imp` (every lever drawn independently).
+pub fn random(imp: Impl, rng: &mut impl Rng) -> KernelConfig {
+    levers(imp).iter().fold(base(imp), |c, (key, values)| set(c, key, values.choose(rng).expect("non-empty")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    fn in_space(config: KernelConfig) -> bool {
+        let space = levers(config.imp());
+        config.levers().iter().all(|(k, v)| space.iter().any(|(key, values)| key == k && values.contains(v)))
+    }
+
+    #[test]
+    fn mutation_changes_exactly_one_lever_and_stays_in_the_space() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        for imp in [Impl::Mma, Impl::Wgmma] {
+            for _ in 0..200 {
+                let parent = random(imp, &mut rng);
+                assert!(in_space(parent), "{parent}");
+                let child = mutate_one(parent, &mut rng).unwrap();
+                assert!(in_space(child), "{child}");
+                let changed = parent.levers().iter().zip(child.levers()).filter(|(a, b)| **a != *b).count();
+                assert_eq!(changed, 1, "{parent} -> {child}");
+            }
+        }
+        let reference = evoattn::config::KernelConfig::Reference(evoattn::defaults::REFERENCE);
+        assert_eq!(mutate_one(reference, &mut rng), None);
+    }
+
+    #[test]
+    fn random_reaches_the_whole_space_and_parse_round_trips() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..2000 {
+            let c = random(Impl::Wgmma, &mut rng);
+            assert_eq!(parse(Impl::Wgmma, &c.to_string()).unwrap(), c);
+            seen.insert(c);
+        }
+        assert_eq!(seen.len(), KernelSpec::space(Impl::Wgmma, Dtype::F16, 64).len());
+    }
+}

@@ -1,0 +1,331 @@
+//! Every evaluation the tuner runs, one SQLite row each, written as it completes: a crashed
+//! or interrupted run loses nothing, and a new run reads the rows back instead of measuring
+//! again. WAL mode so a `tune --show` can read while a run writes.
+
+use super::evolve::{Evaluation, Gate};
+use super::space;
+use anyhow::{Context, Result};
+use evoattn::config::{Impl, KernelConfig, KernelSpec};
+use evoattn::problem::{Causal, Dtype, Shape};
+use rusqlite::{params, Connection};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// File name of the store inside the kernel cache dir.
+pub const FILE_NAME: &str = "tune.sqlite";
+
+/// The default store: next to the compiled kernels it describes.
+pub fn default_path() -> PathBuf {
+    evoattn::runtime::cache::CubinCache::default_dir().join(FILE_NAME)
+}
+
+/// Problems that share a best kernel: same compile-time traits and mask, sequence lengths in
+/// the same power-of-two range, same GQA ratio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Bucket {
+    pub dtype: Dtype,
+    pub head_dim: usize,
+    pub causal: Causal,
+    /// `ceil(log2(Sq))`: Sq in `(2^(k-1), 2^k]`.
+    pub sq_log2: u32,
+    pub sk_log2: u32,
+    /// Query heads per KV head.
+    pub group: usize,
+}
+
+impl Bucket {
+    pub fn of(shape: &Shape, dtype: Dtype, causal: Causal) -> Self {
+        let log2 = |n: usize| n.max(1).next_power_of_two().trailing_zeros();
+        Bucket {
+            dtype,
+            head_dim: shape.d,
+            causal,
+            sq_log2: log2(shape.sq),
+            sk_log2: log2(shape.sk),
+            group: shape.group(),
+        }
+    }
+
+    /// The key rows are stored and looked up under.
+    pub fn key(&self) -> String {
+        format!(
+            "{}_d{}_{}_sq2^{}_sk2^{}_g{}",
+            self.dtype.name(),
+            self.head_dim,
+            self.causal.name(),
+            self.sq_log2,
+            self.sk_log2,
+            self.group
+        )
+    }
+}
+
+/// The machine a run measures on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Machine {
+    pub gpu: String,
+    pub driver: String,
+}
+
+/// One stored evaluation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub spec: KernelSpec,
+    pub bucket: String,
+    pub shapes: Vec<Shape>,
+    pub evaluation: Evaluation,
+    /// Geomean speedup over the run's baseline; `None` when a gate failed.
+    pub fitness: Option<f64>,
+    pub discarded: bool,
+    pub gpu: String,
+    pub driver: String,
+    pub version: String,
+    pub git_commit: Option<String>,
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS evaluations (
+    id INTEGER PRIMARY KEY,
+    gpu TEXT NOT NULL,
+    driver TEXT NOT NULL,
+    version TEXT NOT NULL,
+    git_commit TEXT,
+    bucket TEXT NOT NULL,
+    shapes TEXT NOT NULL,
+    spec_name TEXT NOT NULL,
+    impl TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    head_dim INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    gates_passed TEXT NOT NULL,
+    failed_gate TEXT,
+    error TEXT,
+    medians_us TEXT NOT NULL,
+    fitness REAL,
+    discarded INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS evaluations_by_bucket ON evaluations (gpu, bucket);
+";
+
+/// What `query` reads after the id; `spec_name` is derived from these, so not read back.
+const COLUMNS: &str = "impl, dtype, head_dim, config, bucket, shapes, failed_gate, error, medians_us, \
+                       fitness, discarded, gpu, driver, version, git_commit";
+
+/// Shapes as one text, `;`-separated in the command line's syntax: the resume key.
+fn shapes_text(shapes: &[Shape]) -> String {
+    shapes.iter().map(|s| format!("{},{},{},{},{},{}", s.b, s.h, s.sq, s.d, s.hkv, s.sk)).collect::<Vec<_>>().join(";")
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+        // WAL: readers do not block the writer; NORMAL sync is durable across process crashes.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store { conn })
+    }
+
+    /// Writes one evaluation (called as each completes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert(
+        &self,
+        machine: &Machine,
+        bucket: &Bucket,
+        shapes: &[Shape],
+        spec: &KernelSpec,
+        evaluation: &Evaluation,
+        fitness: Option<f64>,
+        discarded: bool,
+    ) -> Result<()> {
+        let passed: Vec<&str> = evaluation.passed().iter().map(|g| g.name()).collect();
+        let (failed, error) = match &evaluation.failure {
+            Some((gate, e)) => (Some(gate.name()), Some(e.as_str())),
+            None => (None, None),
+        };
+        self.conn.execute(
+            "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
+             head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            params![
+                machine.gpu,
+                machine.driver,
+                env!("CARGO_PKG_VERSION"),
+                option_env!("EVOATTN_GIT_COMMIT"),
+                bucket.key(),
+                shapes_text(shapes),
+                spec.name(),
+                spec.imp().name(),
+                spec.dtype.name(),
+                spec.head_dim as i64,
+                spec.config.to_string(),
+                passed.join(","),
+                failed,
+                error,
+                serde_json::to_string(&evaluation.medians_us)?,
+                fitness,
+                discarded,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn query(&self, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Row>> {
+        let mut stmt = self.conn.prepare(sql)?;
+        let raw = stmt.query_map(args, |r| {
+            Ok((
+                (r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, i64>(3)?, r.get::<_, String>(4)?),
+                (r.get::<_, String>(5)?, r.get::<_, String>(6)?),
+                (r.get::<_, Option<String>>(7)?, r.get::<_, Option<String>>(8)?, r.get::<_, String>(9)?),
+                (r.get::<_, Option<f64>>(10)?, r.get::<_, bool>(11)?),
+                (r.get::<_, String>(12)?, r.get::<_, String>(13)?, r.get::<_, String>(14)?),
+                r.get::<_, Option<String>>(15)?,
+            ))
+        })?;
+        let mut rows = Vec::new();
+        for item in raw {
+            let (
+                (imp, dtype, head_dim, config),
+                (bucket, shapes),
+                (failed, error, medians),
+                (fitness, discarded),
+                m,
+                c,
+            ) = item?;
+            let imp = Impl::parse(&imp).with_context(|| format!("stored impl '{imp}'"))?;
+            let config: KernelConfig = space::parse(imp, &config).map_err(anyhow::Error::msg)?;
+            let dtype = Dtype::parse(&dtype).with_context(|| format!("stored dtype '{dtype}'"))?;
+            let shapes = if shapes.is_empty() {
+                Vec::new()
+            } else {
+                shapes.split(';').map(Shape::parse).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?
+            };
+            let failure = match failed {
+                Some(g) => {
+                    Some((Gate::parse(&g).with_context(|| format!("stored gate '{g}'"))?, error.unwrap_or_default()))
+                }
+                None => None,
+            };
+            rows.push(Row {
+                spec: KernelSpec { config, dtype, head_dim: head_dim as usize },
+                bucket,
+                shapes,
+                evaluation: Evaluation { failure, medians_us: serde_json::from_str(&medians)? },
+                fitness,
+                discarded,
+                gpu: m.0,
+                driver: m.1,
+                version: m.2,
+                git_commit: c,
+            });
+        }
+        Ok(rows)
+    }
+
+    /// Every row, oldest first.
+    pub fn all(&self) -> Result<Vec<Row>> {
+        self.query(&format!("SELECT id, {COLUMNS} FROM evaluations ORDER BY id"), [])
+    }
+
+    /// The fastest kept configuration measured on `gpu` for `bucket`.
+    pub fn best(&self, gpu: &str, bucket: &Bucket) -> Result<Option<Row>> {
+        let sql = format!(
+            "SELECT id, {COLUMNS} FROM evaluations WHERE gpu = ?1 AND bucket = ?2 AND failed_gate IS NULL \
+             AND discarded = 0 ORDER BY fitness DESC, id LIMIT 1"
+        );
+        Ok(self.query(&sql, params![gpu, bucket.key()])?.into_iter().next())
+    }
+
+    /// Evaluations already stored for this GPU, bucket and shape set, by config: what a resumed
+    /// run must not measure again.
+    pub fn completed(
+        &self,
+        gpu: &str,
+        bucket: &Bucket,
+        shapes: &[Shape],
+        imp: Impl,
+    ) -> Result<HashMap<KernelConfig, Evaluation>> {
+        let sql = format!(
+            "SELECT id, {COLUMNS} FROM evaluations WHERE gpu = ?1 AND bucket = ?2 AND shapes = ?3 AND impl = ?4 \
+             ORDER BY id"
+        );
+        let rows = self.query(&sql, params![gpu, bucket.key(), shapes_text(shapes), imp.name()])?;
+        Ok(rows.into_iter().map(|r| (r.spec.config, r.evaluation)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::evolve::tests::{baseline, params, shapes, Mock};
+    use super::super::evolve::{evolve, Outcome};
+    use super::*;
+
+    fn machine() -> Machine {
+        Machine { gpu: "NVIDIA H100 80GB HBM3".into(), driver: "580.65".into() }
+    }
+
+    fn bucket() -> Bucket {
+        Bucket::of(&shapes()[1], Dtype::Bf16, Causal::None)
+    }
+
+    fn run(store: &Store, mock: &mut Mock, generations: usize) -> Outcome {
+        let known = store.completed(&machine().gpu, &bucket(), &shapes(), Impl::Wgmma).unwrap();
+        let p = super::super::evolve::Params { generations, ..params() };
+        evolve(mock, baseline(), &shapes(), &p, &known, |spec, eval, fitness, discarded| {
+            store.insert(&machine(), &bucket(), &shapes(), spec, eval, fitness, discarded).unwrap()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn bucket_groups_by_power_of_two_and_gqa() {
+        let b = |sq, sk, hkv| Bucket::of(&Shape { b: 1, h: 8, hkv, sq, sk, d: 128 }, Dtype::F16, Causal::TopLeft);
+        assert_eq!(b(1024, 1024, 8), b(513, 1000, 8));
+        assert_ne!(b(1024, 1024, 8), b(1025, 1024, 8));
+        assert_ne!(b(1024, 1024, 8), b(1024, 1024, 2));
+        assert_eq!(b(4096, 1, 2).key(), "f16_d128_top-left_sq2^12_sk2^0_g4");
+    }
+
+    #[test]
+    fn round_trip_best_and_resume_without_re_evaluating() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join(FILE_NAME);
+        let store = Store::open(&path).unwrap();
+        let failing = Evaluation { failure: Some((Gate::Resources, "spills 96 bytes".into())), medians_us: vec![] };
+        store.insert(&machine(), &bucket(), &shapes(), &baseline(), &failing, None, false).unwrap();
+        let rows = store.all().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].spec, baseline());
+        assert_eq!(rows[0].evaluation, failing);
+        assert_eq!(rows[0].shapes, shapes());
+        assert_eq!(rows[0].version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(store.best(&machine().gpu, &bucket()).unwrap(), None, "failed rows are never best");
+        drop(store);
+
+        // A fresh store for the loop: the first run stops early, the resumed one goes on.
+        let path = dir.path().join("resume.sqlite");
+        let store = Store::open(&path).unwrap();
+        let mut first = Mock::new();
+        run(&store, &mut first, 2);
+        let stored = store.all().unwrap();
+        assert_eq!(stored.len(), first.calls.len());
+        drop(store);
+
+        let store = Store::open(&path).unwrap();
+        let mut second = Mock::new();
+        let out = run(&store, &mut second, params().generations);
+        assert!(second.calls.iter().all(|c| !first.calls.contains(c)), "a stored config was evaluated again");
+        assert_eq!(store.all().unwrap().len(), first.calls.len() + second.calls.len());
+        let best = store.best(&machine().gpu, &bucket()).unwrap().unwrap();
+        assert_eq!(best.spec.config, out.elites[0].spec.config);
+        assert_eq!(best.fitness, Some(out.elites[0].fitness));
+        assert!(store.best("NVIDIA L4", &bucket()).unwrap().is_none());
+    }
+}
