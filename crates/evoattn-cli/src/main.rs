@@ -13,6 +13,7 @@ mod cmd_compile;
 mod cmd_gate;
 mod cmd_info;
 mod cmd_profile;
+mod cmd_report;
 mod cmd_run;
 mod cmd_tune;
 mod gate;
@@ -22,6 +23,7 @@ mod ncu;
 mod oracle;
 mod presets;
 mod record;
+mod report;
 mod stats;
 mod tensors_io;
 mod tune;
@@ -64,6 +66,8 @@ enum Command {
     /// Nsight Compute counters of our kernel, and whether it is compute-, memory- or
     /// latency-bound or under-occupied (needs ncu and counter access).
     Profile(cmd_profile::Args),
+    /// Markdown tables, a CSV and SVG plots from bench records (no GPU needed).
+    Report(cmd_report::Args),
     /// The EvoEngineer tuner's evaluation store: `--show` lists every stored evaluation.
     Tune(cmd_tune::Args),
 }
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => cmd_compile::run(args),
         Command::Gate(args) => cmd_gate::run(args),
         Command::Profile(args) => cmd_profile::run(args),
+        Command::Report(args) => cmd_report::run(args),
         Command::Tune(args) => cmd_tune::run(args),
     };
     match result {
