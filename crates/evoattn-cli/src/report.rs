@@ -328,8 +328,12 @@ pub fn tflops_svg(title: &str, cases: &[&ResultRecord]) -> anyhow::Result<String
 /// Our speedup over the best non-control peer per case, one horizontal bar each, with the
 /// parity line at 1.0: green bars are faster than every peer, red ones slower.
 pub fn speedup_svg(title: &str, rows: &[CaseRow]) -> anyhow::Result<String> {
-    let bars: Vec<(String, f64)> =
-        rows.iter().filter_map(|r| r.speedup.map(|s| (format!("{} {} {}", r.shape, r.dtype, r.mask), s))).collect();
+    // The y axis counts upwards: reversed, the first case is the top bar.
+    let bars: Vec<(String, f64)> = rows
+        .iter()
+        .rev()
+        .filter_map(|r| r.speedup.map(|s| (format!("{} {} {}", r.shape, r.dtype, r.mask), s)))
+        .collect();
     let n = bars.len() as i32;
     let x_hi = bars.iter().map(|b| b.1).fold(1.0, f64::max) * Y_HEADROOM;
     let height = BAR_CHART_CHROME_PX + BAR_ROW_PX * bars.len() as u32;
