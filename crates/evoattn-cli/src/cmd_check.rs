@@ -3,6 +3,7 @@
 
 use crate::backend::{open, Backend};
 use crate::inputs::{random_inputs, Distribution};
+use crate::kernel_args::KernelArgs;
 use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
@@ -21,12 +22,8 @@ const ORACLE_GPU: &str = "reference-gpu";
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
-    /// Kernel under test: auto (the planner's choice; EVOATTN_IMPL overrides), mma, wgmma, reference.
-    #[arg(long = "impl", default_value = "auto")]
-    imp: String,
-    /// Lever overrides for the kernel under test, e.g. block_m=64,stages=3.
-    #[arg(long)]
-    config: Option<String>,
+    #[command(flatten)]
+    kernel: KernelArgs,
     /// Random input sets per case; even seeds draw standard normal values, odd seeds wide ones
     /// that push the softmax towards one-hot rows.
     #[arg(long, default_value_t = 2)]
@@ -152,11 +149,7 @@ fn row(r: &CaseResult) -> String {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let choice =
-        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
-    if args.config.is_some() && choice == ImplChoice::Auto {
-        bail!("--config needs a named --impl (the levers belong to one kernel)");
-    }
+    let choice = args.kernel.choice()?;
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
@@ -183,13 +176,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     let mut results = Vec::with_capacity(cases.len());
     for (problem, layout) in &cases {
-        let config = match (&args.config, choice) {
-            (Some(text), ImplChoice::Fixed(imp)) => {
-                let base = evoattn::defaults::config(imp, arch, problem.shape.d);
-                Some(base.with_overrides(text).map_err(anyhow::Error::msg)?)
-            }
-            _ => None,
-        };
+        let config = args.kernel.config(choice, arch, problem.shape.d)?;
         let r = check_case(backend.as_mut(), args, choice, config, problem, *layout);
         if !args.quiet || !r.passed {
             bar.suspend(|| println!("{}", row(&r)));

@@ -1,6 +1,7 @@
 //! `evoattn profile`: runs `evoattn bench` under Nsight Compute, parses the counters and
 //! says what bounds each kernel (see `ncu::classify`).
 
+use crate::kernel_args::KernelArgs;
 use crate::ncu::{classify, ncu_terms, parse_metrics_csv, KernelProfile, METRICS};
 use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
@@ -20,12 +21,8 @@ const BENCH_WARMUP: &str = "1";
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
-    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
-    #[arg(long = "impl", default_value = "auto")]
-    imp: String,
-    /// Lever overrides for a named --impl, e.g. block_m=64,stages=3.
-    #[arg(long)]
-    config: Option<String>,
+    #[command(flatten)]
+    kernel: KernelArgs,
     /// Kernel launches to profile: the first N whose name starts with evoattn_.
     #[arg(long, default_value_t = 1)]
     launches: u32,
@@ -60,8 +57,8 @@ fn bench_args(args: &Args) -> Vec<String> {
             push(flag, values.join(","));
         }
     }
-    push("impl", args.imp.clone());
-    if let Some(config) = &args.config {
+    push("impl", args.kernel.imp.clone());
+    if let Some(config) = &args.kernel.config {
         push("config", config.clone());
     }
     push("peers", "none".into());

@@ -4,6 +4,7 @@
 
 use crate::backend::{open, Backend, BackendInfo, TimingOptions};
 use crate::inputs::{random_inputs, Distribution, Inputs};
+use crate::kernel_args::KernelArgs;
 use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
 use crate::presets::ProblemArgs;
 use crate::record::{
@@ -40,12 +41,8 @@ pub fn flush_bytes(l2_bytes: usize) -> usize {
 pub struct LabArgs {
     #[command(flatten)]
     pub problems: ProblemArgs,
-    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, reference.
-    #[arg(long = "impl", default_value = "auto")]
-    pub imp: String,
-    /// Lever overrides for a named --impl, e.g. block_m=64,stages=3.
-    #[arg(long)]
-    pub config: Option<String>,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
     /// Peers measured in the same run, comma-separated: sdpa-cudnn, sdpa-flash,
     /// sdpa-efficient, sdpa-math, sdpa-auto, fa4; `self` (our kernel again, as an independent
     /// sample set: the A/A check); `self-torch-events` (our kernel timed by the oracle with
@@ -85,13 +82,9 @@ impl LabArgs {
 
 /// Runs the measurement and returns the record; progress goes to stderr.
 pub fn measure(args: &LabArgs) -> anyhow::Result<BenchRecord> {
-    let choice =
-        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+    let choice = args.kernel.choice()?;
     if args.reps == 0 || args.block == 0 {
         bail!("--reps and --block must be at least 1");
-    }
-    if args.config.is_some() && choice == ImplChoice::Auto {
-        bail!("--config needs a named --impl (the levers belong to one kernel)");
     }
     let peers = args.peers()?;
     let cases = args.problems.expand()?;
@@ -171,14 +164,7 @@ fn measure_with(
     for (i, (problem, layout)) in cases.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
-        let config = match (&args.config, choice) {
-            (Some(text), ImplChoice::Fixed(imp)) => Some(
-                evoattn::defaults::config(imp, arch, problem.shape.d)
-                    .with_overrides(text)
-                    .map_err(anyhow::Error::msg)?,
-            ),
-            _ => None,
-        };
+        let config = args.kernel.config(choice, arch, problem.shape.d)?;
         let seed = args.seed + i as u64;
         let inputs = random_inputs(&problem, Distribution::Normal, seed);
         let case =

@@ -18,6 +18,7 @@ mod cmd_run;
 mod cmd_tune;
 mod gate;
 mod inputs;
+mod kernel_args;
 mod lab;
 mod ncu;
 mod oracle;
