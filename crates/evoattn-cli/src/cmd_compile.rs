@@ -6,7 +6,7 @@
 //! 2 on bad arguments or without NVRTC. With `--space`, rejections and gate failures are the
 //! point of the exercise: they are reported, not fatal.
 
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, Context};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile_parallel, CompiledKernel};
 use evoattn::runtime::nvrtc::Nvrtc;
@@ -41,6 +41,13 @@ pub struct Args {
     /// Neither read nor write the kernel cache: every variant is a cold compile.
     #[arg(long)]
     no_cache: bool,
+    /// Print each compiled variant's NVRTC log after the table (ptxas's resource lines and
+    /// warnings, e.g. wgmma serialisation, where this NVRTC reports them).
+    #[arg(long)]
+    log: bool,
+    /// Write each compiled variant's CUBIN to DIR as KERNEL_ARCH.cubin, for `cuobjdump --dump-sass`.
+    #[arg(long, value_name = "DIR")]
+    cubin_dir: Option<std::path::PathBuf>,
 }
 
 /// What became of one variant.
@@ -115,6 +122,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         table.push(row(*arch, spec, outcome, &mut tally));
     }
     print_table(&table);
+    if let Some(dir) = &args.cubin_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for kernel in results.iter().flatten() {
+            let path = dir.join(format!("{}_{}.cubin", kernel.spec.name(), kernel.arch));
+            std::fs::write(&path, &kernel.cubin).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    if args.log {
+        for kernel in results.iter().flatten() {
+            println!("\n== {} ({})\n{}", kernel.spec.name(), kernel.arch, kernel.log.trim_end());
+        }
+    }
     for err in errors {
         eprintln!("\n{err}");
     }

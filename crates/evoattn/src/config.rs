@@ -139,23 +139,55 @@ pub struct WgmmaConfig {
     pub consumer_warpgroups: u32,
     /// `cp_async` (every thread) or `tma` (bulk tensor copies on an mbarrier ring).
     pub loads: WgmmaLoads,
+    /// A producer warpgroup issues the TMA loads and gives its registers to the consumers
+    /// (`setmaxnreg`); K and V get rings of their own. Needs `loads=tma`.
+    pub warp_specialized: bool,
+    /// Each consumer issues S(j+1) = Q·K(j+1)ᵀ with O += P(j)·V(j) and runs the softmax of
+    /// block j+1 while the latter runs. Needs `warp_specialized`.
+    pub overlap: bool,
+    /// The two consumer warpgroups take turns at issuing GEMMs, so one's softmax hides under
+    /// the other's GEMMs. Needs `overlap` and two consumers.
+    pub pingpong: bool,
+    /// At most one block per SM, each looping over tiles (causal: longest first), so the next
+    /// tile's loads overlap the current tile's last GEMM and epilogue. Needs `overlap`.
+    pub persistent: bool,
 }
 
 /// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
 pub const WGMMA_ROWS_PER_WARPGROUP: u32 = 64;
 /// Threads of one warpgroup (4 consecutive warps).
 pub const WARPGROUP_THREADS: u32 = 128;
+/// Registers of one SM, shared by the threads of the one block a `wgmma` kernel runs per SM.
+pub const REGISTERS_PER_SM: u32 = 65536;
+/// The most registers one thread can have.
+pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
+/// Registers a thread needs beside a wgmma's accumulators (descriptors, A fragment, addresses,
+/// loop state): ptxas failed to compile a 128-accumulator wgmma under a 128-register cap and
+/// asked for 158.
+pub const WGMMA_OPERAND_REGISTERS: u32 = 32;
 /// Alignment of the 128-byte swizzle pattern (8 rows of 128 bytes) that TMA writes and `wgmma`
 /// reads; the kernel rounds its dynamic shared memory base up to it, so the host reserves it.
 pub const SWIZZLE_ATOM_BYTES: usize = 1024;
 
+/// The `wgmma` pipelines worth searching, as (warp_specialized, overlap, pingpong, persistent):
+/// `overlap` needs `warp_specialized`, `pingpong` and `persistent` need `overlap` (`validate`),
+/// so the other combinations are never valid.
+const WGMMA_PIPELINES: [[bool; 4]; 6] = [
+    [false, false, false, false],
+    [true, false, false, false],
+    [true, true, false, false],
+    [true, true, true, false],
+    [true, true, false, true],
+    [true, true, true, true],
+];
+
 impl WgmmaConfig {
-    pub const BLOCK_N: [u32; 4] = [64, 96, 128, 192];
+    pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
     pub const STAGES: [u32; 4] = [1, 2, 3, 4];
-    pub const CONSUMER_WARPGROUPS: [u32; 2] = [1, 2];
+    pub const CONSUMER_WARPGROUPS: [u32; 3] = [1, 2, 3];
 
     pub fn threads(&self) -> u32 {
-        self.consumer_warpgroups * WARPGROUP_THREADS
+        (self.consumer_warpgroups + u32::from(self.warp_specialized)) * WARPGROUP_THREADS
     }
 
     /// Query rows per block: 64 per consumer warpgroup.
@@ -196,6 +228,10 @@ impl KernelConfig {
                 ("stages", c.stages.to_string()),
                 ("consumer_warpgroups", c.consumer_warpgroups.to_string()),
                 ("loads", c.loads.name().to_string()),
+                ("warp_specialized", u32::from(c.warp_specialized).to_string()),
+                ("overlap", u32::from(c.overlap).to_string()),
+                ("pingpong", u32::from(c.pingpong).to_string()),
+                ("persistent", u32::from(c.persistent).to_string()),
             ],
         }
     }
@@ -232,6 +268,10 @@ impl KernelConfig {
                     "block_n" => c.block_n = num,
                     "stages" => c.stages = num,
                     "consumer_warpgroups" => c.consumer_warpgroups = num,
+                    "warp_specialized" => c.warp_specialized = num != 0,
+                    "overlap" => c.overlap = num != 0,
+                    "pingpong" => c.pingpong = num != 0,
+                    "persistent" => c.persistent = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
             }
@@ -293,13 +333,19 @@ impl KernelSpec {
     }
 
     /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches.
-    pub fn grid(&self, shape: &crate::problem::Shape) -> [usize; 3] {
+    /// A persistent kernel takes one block per SM (`sm_count`), or one per tile when there
+    /// are fewer tiles, in x alone.
+    pub fn grid(&self, shape: &crate::problem::Shape, sm_count: u32) -> [usize; 3] {
         let rows_per_block = match self.config {
             KernelConfig::Reference(_) => 1,
             KernelConfig::Mma(c) => c.block_m as usize,
             KernelConfig::Wgmma(c) => c.block_m() as usize,
         };
-        [shape.sq.div_ceil(rows_per_block), shape.h, shape.b]
+        let tiles = [shape.sq.div_ceil(rows_per_block), shape.h, shape.b];
+        match self.config {
+            KernelConfig::Wgmma(c) if c.persistent => [tiles.iter().product::<usize>().min(sm_count as usize), 1, 1],
+            _ => tiles,
+        }
     }
 
     /// Dynamic shared memory per block, in bytes.
@@ -394,6 +440,30 @@ impl KernelSpec {
                         WgmmaConfig::CONSUMER_WARPGROUPS
                     ));
                 }
+                if c.warp_specialized && c.loads != WgmmaLoads::Tma {
+                    return Err("warp_specialized=1 needs loads=tma: the producer warpgroup issues TMA loads".into());
+                }
+                if c.overlap && !c.warp_specialized {
+                    return Err("overlap=1 needs warp_specialized=1 (separate K and V rings)".into());
+                }
+                if c.pingpong && !(c.overlap && c.consumer_warpgroups == 2) {
+                    return Err("pingpong=1 needs overlap=1 and consumer_warpgroups=2".into());
+                }
+                if c.persistent && !c.overlap {
+                    return Err("persistent=1 needs overlap=1 (the pipelined consumer releases Q early)".into());
+                }
+                // ptxas refuses (not spills) a wgmma whose accumulators leave too few of the
+                // registers a thread may have for its operands and addresses.
+                let cap = (REGISTERS_PER_SM / c.threads()).min(MAX_REGISTERS_PER_THREAD);
+                let accumulators = (self.head_dim as u32).max(c.block_n) / 2;
+                if accumulators + WGMMA_OPERAND_REGISTERS > cap {
+                    return Err(format!(
+                        "a {}-wide wgmma needs {accumulators} accumulator registers a thread, too many of the {cap} \
+                         that {} threads allow",
+                        (self.head_dim as u32).max(c.block_n),
+                        c.threads()
+                    ));
+                }
             }
         }
         let smem = self.dynamic_smem_bytes();
@@ -430,8 +500,19 @@ impl KernelSpec {
                     for stages in WgmmaConfig::STAGES {
                         for consumer_warpgroups in WgmmaConfig::CONSUMER_WARPGROUPS {
                             for loads in WgmmaLoads::ALL {
-                                let c = WgmmaConfig { block_n, stages, consumer_warpgroups, loads };
-                                v.push(KernelConfig::Wgmma(c));
+                                for [warp_specialized, overlap, pingpong, persistent] in WGMMA_PIPELINES {
+                                    let c = WgmmaConfig {
+                                        block_n,
+                                        stages,
+                                        consumer_warpgroups,
+                                        loads,
+                                        warp_specialized,
+                                        overlap,
+                                        pingpong,
+                                        persistent,
+                                    };
+                                    v.push(KernelConfig::Wgmma(c));
+                                }
                             }
                         }
                     }
@@ -452,6 +533,10 @@ fn short_key(key: &str) -> &str {
         "threads" => "t",
         "consumer_warpgroups" => "wg",
         "loads" => "ld",
+        "warp_specialized" => "ws",
+        "overlap" => "ov",
+        "pingpong" => "pp",
+        "persistent" => "pe",
         other => other,
     }
 }
@@ -516,12 +601,17 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 4 * 4 * 2 * 2);
-        // Both load paths, and the variants too big for shared memory are rejected.
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * WGMMA_PIPELINES.len());
+        // Both load paths and every pipeline; the variants too big for shared memory, and the
+        // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
-        assert!(valid.len() > wgmma.len() / 2 && valid.len() < wgmma.len(), "{}", valid.len());
+        assert!(valid.len() > wgmma.len() / 4 && valid.len() < wgmma.len() / 2, "{}", valid.len());
         for loads in WgmmaLoads::ALL {
             assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
+        }
+        for [ws, ov, pp, pe] in WGMMA_PIPELINES {
+            assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c)
+                if (c.warp_specialized, c.overlap, c.pingpong, c.persistent) == (ws, ov, pp, pe))));
         }
     }
 
@@ -532,6 +622,10 @@ mod tests {
                 stages,
                 consumer_warpgroups,
                 loads: WgmmaLoads::CpAsync,
+                warp_specialized: false,
+                overlap: false,
+                pingpong: false,
+                persistent: false,
             }),
             dtype: Dtype::F16,
             head_dim,
@@ -548,9 +642,12 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async");
-        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0");
+        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0");
         assert_eq!(spec.threads(), 256);
+        // The producer warpgroup adds 128 threads, not rows.
+        let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
+        assert_eq!((ws.threads(), ws.grid(&crate::problem::Shape::new(1, 1, 256, 128), 132)[0]), (384, 2));
         let defines = spec.defines();
         let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("EVOATTN_BF16").unwrap(), "0");
@@ -577,8 +674,14 @@ mod tests {
         assert!(!mma(128, 64, 2, true).defines().iter().any(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"));
         // Grid: 64 rows per warpgroup.
         let shape = crate::problem::Shape { b: 3, h: 5, hkv: 1, sq: 129, sk: 7, d: 128 };
-        assert_eq!(spec.grid(&shape), [2, 5, 3]);
-        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape), [3, 5, 3]);
+        assert_eq!(spec.grid(&shape, 132), [2, 5, 3]);
+        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape, 132), [3, 5, 3]);
+        // Persistent: 2 x 5 x 3 = 30 tiles take 30 blocks on 132 SMs, 8 on 8.
+        let persistent = KernelSpec {
+            config: with_tma(spec).config.with_overrides("warp_specialized=1,overlap=1,persistent=1").unwrap(),
+            ..spec
+        };
+        assert_eq!((persistent.grid(&shape, 132), persistent.grid(&shape, 8)), ([30, 1, 1], [8, 1, 1]));
     }
 
     #[test]
@@ -606,10 +709,19 @@ mod tests {
             let err = wgmma(128, 2, 2, 64).validate(arch).unwrap_err();
             assert_eq!(err, format!("wgmma runs on sm_90a, not {arch}"));
         }
-        assert!(wgmma(80, 2, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("block_n=80"));
+        assert!(wgmma(72, 2, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("block_n=72"));
         assert!(wgmma(64, 5, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("stages=5"));
-        assert!(wgmma(64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=3"));
+        assert!(wgmma(64, 2, 4, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=4"));
         assert!(wgmma(64, 2, 2, 96).validate(Arch::Sm90a).unwrap_err().contains("head dims"));
+        // 512 threads (three consumers and the producer) leave 128 registers: no room for hd256's
+        // 128 accumulators; 384 leave 168.
+        let three = |d| KernelSpec {
+            config: with_tma(wgmma(64, 1, 3, d)).config.with_overrides("warp_specialized=1").unwrap(),
+            ..wgmma(64, 1, 3, d)
+        };
+        assert!(three(256).validate(Arch::Sm90a).unwrap_err().contains("128 accumulator registers"));
+        assert!(three(128).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(64, 1, 3, 256).validate(Arch::Sm90a).is_ok());
     }
 
     #[test]
@@ -622,15 +734,32 @@ mod tests {
                 block_n: 128,
                 stages: 3,
                 consumer_warpgroups: 1,
-                loads: WgmmaLoads::Tma
+                loads: WgmmaLoads::Tma,
+                warp_specialized: false,
+                overlap: false,
+                pingpong: false,
+                persistent: false,
             })
         );
-        assert_eq!(one.to_string(), "block_n=128,stages=3,consumer_warpgroups=1,loads=tma");
+        assert_eq!(
+            one.to_string(),
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0"
+        );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),
             base.with_overrides("consumer_warpgroups=1,stages=3").unwrap()
         );
         assert!(base.with_overrides("q_in_regs=1").unwrap_err().contains("not a lever of wgmma"));
+        // Each pipeline lever needs the one before it.
+        let spec =
+            |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), dtype: Dtype::F16, head_dim: 128 };
+        let err = |text: &str| spec(text).validate(Arch::Sm90a).unwrap_err();
+        assert!(err("warp_specialized=1").contains("needs loads=tma"));
+        assert!(err("loads=tma,overlap=1").contains("needs warp_specialized=1"));
+        assert!(err("loads=tma,warp_specialized=1,pingpong=1").contains("needs overlap=1"));
+        assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("=2"));
+        assert!(err("loads=tma,warp_specialized=1,persistent=1").contains("needs overlap=1"));
+        assert!(spec("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1").validate(Arch::Sm90a).is_ok());
         assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));
         assert!(base.with_overrides("loads=ldg").unwrap_err().contains("loads is one of cp_async, tma"));
     }

@@ -47,7 +47,16 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 /// the consumers no longer spend their issue slots on addresses and `cp.async`.
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let block_n = if head_dim <= 128 { 128 } else { 64 };
-    WgmmaConfig { block_n, stages: 2, consumer_warpgroups: 2, loads: WgmmaLoads::Tma }
+    WgmmaConfig {
+        block_n,
+        stages: 2,
+        consumer_warpgroups: 2,
+        loads: WgmmaLoads::Tma,
+        warp_specialized: false,
+        overlap: false,
+        pingpong: false,
+        persistent: false,
+    }
 }
 
 /// The default configuration of `imp` for a head dim on an arch.

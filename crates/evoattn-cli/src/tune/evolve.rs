@@ -284,7 +284,16 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn baseline() -> KernelSpec {
-        let config = WgmmaConfig { block_n: 64, stages: 1, consumer_warpgroups: 1, loads: WgmmaLoads::CpAsync };
+        let config = WgmmaConfig {
+            block_n: 64,
+            stages: 1,
+            consumer_warpgroups: 1,
+            loads: WgmmaLoads::CpAsync,
+            warp_specialized: false,
+            overlap: false,
+            pingpong: false,
+            persistent: false,
+        };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
     }
 

@@ -64,6 +64,17 @@ __device__ __forceinline__ void fence_operand(float (&d)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The same for register A fragments (u32 pairs), which the hardware reads until the wgmma
+// completes: fencing them after the wait keeps their registers from being reused before.
+template <int N, int M>
+__device__ __forceinline__ void fence_operand(u32 (&a)[N][M]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+#pragma unroll
+        for (int j = 0; j < M; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
+    }
+}
+
 // D(64 x N, f32) += A(64 x 16) · B(16 x N), A and B 16-bit (EVOATTN_BF16 says which).
 // `ss`: A and B from shared-memory descriptors, both K-major. `rs`: A from registers (the
 // m16n8k16-style fragment of each warp's 16 rows: a[0] rows g k 2t.., a[1] rows g+8, a[2] and
@@ -76,165 +87,11 @@ __device__ __forceinline__ void fence_operand(float (&d)[N]) {
 #define WGMMA_TYPES ".f32.f16.f16"
 #endif
 
-#define WGMMA_ACC8(d, i)                                                                                     \
-    "+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]), "+f"(d[(i) + 5]), \
-        "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
-#define WGMMA_ACC16(d, i) WGMMA_ACC8(d, i), WGMMA_ACC8(d, (i) + 8)
-#define WGMMA_ACC32(d) WGMMA_ACC16(d, 0), WGMMA_ACC16(d, 16)
-#define WGMMA_ACC48(d) WGMMA_ACC32(d), WGMMA_ACC16(d, 32)
-#define WGMMA_ACC64(d) WGMMA_ACC32(d), WGMMA_ACC16(d, 32), WGMMA_ACC16(d, 48)
-#define WGMMA_ACC96(d) WGMMA_ACC64(d), WGMMA_ACC16(d, 64), WGMMA_ACC16(d, 80)
-#define WGMMA_ACC128(d) WGMMA_ACC96(d), WGMMA_ACC16(d, 96), WGMMA_ACC16(d, 112)
-
-// One specialisation per N (the asm operand list spells out every accumulator register).
+// One specialisation per N, generated (crates/evoattn/build.rs): the asm operand list spells
+// out every accumulator register.
 template <int N>
 struct Wgmma;
-
-template <>
-struct Wgmma<64> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void ss(float (&d)[32], u64 desc_a, u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                     "%32, %33, p, 1, 1, 0, %35;\n}\n"
-                     : WGMMA_ACC32(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float (&d)[32], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-                     "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                     : WGMMA_ACC32(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <>
-struct Wgmma<96> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void ss(float (&d)[48], u64 desc_a, u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
-                     "%48, %49, p, 1, 1, 0, %51;\n}\n"
-                     : WGMMA_ACC48(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float (&d)[48], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n96k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
-                     "{%48, %49, %50, %51}, %52, p, 1, 1, %54;\n}\n"
-                     : WGMMA_ACC48(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <>
-struct Wgmma<128> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void ss(float (&d)[64], u64 desc_a, u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                     "%64, %65, p, 1, 1, 0, %67;\n}\n"
-                     : WGMMA_ACC64(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float (&d)[64], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-                     "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                     : WGMMA_ACC64(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <>
-struct Wgmma<192> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void ss(float (&d)[96], u64 desc_a, u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n192k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
-                     "%96, %97, p, 1, 1, 0, %99;\n}\n"
-                     : WGMMA_ACC96(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float (&d)[96], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n192k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
-                     "{%96, %97, %98, %99}, %100, p, 1, 1, %102;\n}\n"
-                     : WGMMA_ACC96(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <>
-struct Wgmma<256> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void ss(float (&d)[128], u64 desc_a, u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-                     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-                     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                     "%128, %129, p, 1, 1, 0, %131;\n}\n"
-                     : WGMMA_ACC128(d)
-                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-    template <int TRANS_B>
-    static __device__ __forceinline__ void rs(float (&d)[128], const u32 (&a)[4], u64 desc_b, u32 scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k16" WGMMA_TYPES " {"
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                     "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                     "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-                     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-                     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-                     "{%128, %129, %130, %131}, %132, p, 1, 1, %134;\n}\n"
-                     : WGMMA_ACC128(d)
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
-    }
-};
+#include "wgmma_ops.cuh"
 
 // ---------------------------------------------------------------------------------------------
 // mbarrier (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier"): a
@@ -314,4 +171,28 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, u64* b
 // Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads, e.g. one warpgroup.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Arrives on named barrier `id` without waiting: the signalling half of a producer/consumer
+// handshake whose other side calls `named_barrier_sync` with the same thread count.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Register reallocation between warpgroups (PTX ISA "setmaxnreg"): every thread of a
+// warpgroup executes it; `dec` returns registers to the block's pool, `inc` waits until the
+// pool has them. The counts must be multiples of 8 in 24..256.
+// ---------------------------------------------------------------------------------------------
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg takes multiples of 8 in 24..256");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg takes multiples of 8 in 24..256");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }

@@ -4,17 +4,22 @@
 // O += P·V with P from registers, epilogue. Tiles live in shared memory in the 128-byte
 // swizzled layout wgmma reads (wgmma_mainloop.cuh).
 //
-// Loads (EVOATTN_LOADS_TMA):
-// - 0 (`loads=cp_async`, step 1): every thread issues cp.async into a STAGES-deep ring, as in
-//   the `mma` kernel, with __syncthreads around each tile.
-// - 1 (`loads=tma`): thread 0 issues TMA boxes (tensor maps of Q, K, V passed after the
-//   parameters) into a STAGES-deep K/V ring. Per stage s, `kv_full[s]` (1 arrival + the
-//   stage's bytes) completes when K and V of the stage have landed, and `kv_empty[s]` (THREADS
-//   arrivals) when every thread's wgmma reading the stage has completed. Block j uses stage
-//   j % STAGES in its (j / STAGES)-th round, so both barriers are waited on with parity
-//   (j / STAGES) & 1: consumers wait kv_full, thread 0 waits kv_empty before refilling the
-//   stage with block j + STAGES. Q completes on its own barrier (`q_full`, phase 0).
+// Pipelines, by lever:
+// - warp_specialized=1: a producer warpgroup and a K/V ring each (wgmma_ws.cuh), optionally
+//   with the softmax overlapped with the GEMMs, ping-pong consumers and persistent blocks.
+// - loads=tma, warp_specialized=0 (step 2): thread 0 of the consumers issues TMA boxes
+//   (tensor maps of Q, K, V passed after the parameters) into a STAGES-deep K/V ring. Per
+//   stage s, `kv_full[s]` (1 arrival + the stage's bytes) completes when K and V of the stage
+//   have landed, and `kv_empty[s]` (THREADS arrivals) when every thread's wgmma reading the
+//   stage has completed. Block j uses stage j % STAGES in its (j / STAGES)-th round, so both
+//   barriers are waited on with parity (j / STAGES) & 1. Q completes on `q_full` (phase 0).
+// - loads=cp_async (step 1): every thread issues cp.async into a STAGES-deep ring, as in the
+//   `mma` kernel, with __syncthreads around each tile.
+#if EVOATTN_WARP_SPECIALIZED
+#include "wgmma_ws.cuh"
+#else
 #include "wgmma_epilogue.cuh"
+#endif
 
 #if EVOATTN_LOADS_TMA
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -26,38 +31,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     extern __shared__ __align__(16) unsigned char smem_raw[];
     // The swizzle pattern is a function of address bits 4-9: tiles must start 1024-aligned.
     const SmemTiles sm{smem_raw + ((ATOM_BYTES - (smem_addr(smem_raw) % ATOM_BYTES)) % ATOM_BYTES)};
-
-    // Under a causal mask later query blocks see more keys: schedule them first.
-    const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int m0 = m_block * BM, head = blockIdx.y, batch = blockIdx.z;
-    const int kv_head = head / (p.h / p.hkv);
-    const int wg = threadIdx.x / WG_THREADS, warp_in_wg = (threadIdx.x % WG_THREADS) / 32;
-    const int lane = threadIdx.x % 32;
-
-    elem_t* o = p.o + batch * p.o_batch + head * p.o_head;
-
-    const int key_end = block_key_end(p, m0, BM);
-    const int n_blocks = (key_end + BN - 1) / BN;
-    // Tiles whose every key is visible to every row of the block need no mask.
-    const int first_row_keys = p.causal ? min(m0 + p.causal_offset + 1, p.sk) : p.sk;
-
+#if EVOATTN_WARP_SPECIALIZED
+    warp_specialized(p, sm, &q_map, &k_map, &v_map);
+#else
+    const WorkTile t = work_tile(p);
+    const int wg = threadIdx.x / WG_THREADS;
+    elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
     float acc[O_REGS];
 #pragma unroll
     for (int i = 0; i < O_REGS; ++i) acc[i] = 0.f;
     RowState st;
     row_state_init(st);
-    const int row0 = m0 + wg * WG_ROWS + warp_in_wg * 16 + lane / 4;
+    const int row0 = t.m0 + wg * WG_ROWS + ((threadIdx.x % WG_THREADS) / 32) * 16 + (threadIdx.x % 32) / 4;
 
     // One key block on a loaded stage: both GEMMs, the mask and the online softmax. Returns
     // once every wgmma that read the stage has completed (gemm_pv waits).
     auto compute = [&](int j, int stage) {
         float s[S_REGS];
         gemm_qk(s, sm, wg, stage);
-        if ((j + 1) * BN > first_row_keys) {
-            scale_and_mask<true>(s, p, row0, j * BN);
-        } else {
-            scale_and_mask<false>(s, p, row0, j * BN);
-        }
+        scale_and_mask_block(s, p, t, row0, j);
         online_softmax(s, acc, st);
         gemm_pv(acc, s, sm, stage);
     };
@@ -80,24 +72,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     auto issue_kv = [&](int block) {
         const int stage = block % STAGES;
         mbarrier_arrive_expect_tx(&kv_full[stage], KV_STAGE_BYTES);
-        tma_load_tile<BN>(sm.k(stage), &k_map, &kv_full[stage], block * BN, kv_head, batch);
-        tma_load_tile<BN>(sm.v(stage), &v_map, &kv_full[stage], block * BN, kv_head, batch);
+        tma_load_tile<BN>(sm.k(stage), &k_map, &kv_full[stage], block * BN, t.kv_head, t.batch);
+        tma_load_tile<BN>(sm.v(stage), &v_map, &kv_full[stage], block * BN, t.kv_head, t.batch);
     };
     if (producer) {
         mbarrier_arrive_expect_tx(&q_full, TILE_BYTES(BM));
-        tma_load_tile<BM>(sm.q(), &q_map, &q_full, m0, head, batch);
-        for (int b = 0; b < STAGES && b < n_blocks; ++b) issue_kv(b);
+        tma_load_tile<BM>(sm.q(), &q_map, &q_full, t.m0, t.head, t.batch);
+        for (int b = 0; b < STAGES && b < t.n_blocks; ++b) issue_kv(b);
     }
     __syncwarp();
     // Even a block that sees no key waits: the epilogue stages O in the Q tile.
     mbarrier_wait(&q_full, 0);
-    for (int j = 0; j < n_blocks; ++j) {
+    for (int j = 0; j < t.n_blocks; ++j) {
         const int stage = j % STAGES;
         const u32 phase = (u32)(j / STAGES) & 1u;
         mbarrier_wait(&kv_full[stage], phase);
         compute(j, stage);
         mbarrier_arrive(&kv_empty[stage]);  // this thread's reads of the stage are done
-        if (producer && j + STAGES < n_blocks) {
+        if (producer && j + STAGES < t.n_blocks) {
             mbarrier_wait(&kv_empty[stage], phase);  // everyone's are
             issue_kv(j + STAGES);
         }
@@ -105,14 +97,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     }
     // Every issued load was waited for (none past n_blocks), so no TMA write is in flight.
 #else
-    const elem_t* q = p.q + batch * p.q_batch + head * p.q_head;
-    const elem_t* k = p.k + batch * p.k_batch + kv_head * p.k_head;
-    const elem_t* v = p.v + batch * p.v_batch + kv_head * p.v_head;
+    const elem_t* q = p.q + t.batch * p.q_batch + t.head * p.q_head;
+    const elem_t* k = p.k + t.batch * p.k_batch + t.kv_head * p.k_head;
+    const elem_t* v = p.v + t.batch * p.v_batch + t.kv_head * p.v_head;
 
-    load_tile<BM>(sm.q(), q, p.q_seq, m0, p.sq);
+    load_tile<BM>(sm.q(), q, p.q_seq, t.m0, p.sq);
     cp_async_commit();
     auto load_kv = [&](int block) {
-        if (block < n_blocks) {
+        if (block < t.n_blocks) {
             const int stage = block % STAGES;
             load_tile<BN>(sm.k(stage), k, p.k_seq, block * BN, p.sk);
             load_tile<BN>(sm.v(stage), v, p.v_seq, block * BN, p.sk);
@@ -121,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     };
     for (int s = 0; s < STAGES - 1; ++s) load_kv(s);
 
-    for (int j = 0; j < n_blocks; ++j) {
+    for (int j = 0; j < t.n_blocks; ++j) {
         load_kv(j + STAGES - 1);
         cp_async_wait<STAGES - 1>();
         fence_proxy_async_shared();  // cp.async wrote (generic proxy); wgmma reads (async proxy)
@@ -132,5 +124,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     cp_async_wait<0>();
     __syncthreads();
 #endif
-    epilogue(p, acc, st, sm, o, m0, batch, head, wg);
+    epilogue<true>(p, acc, st, sm, o, t.m0, t.batch, t.head, wg);
+#endif
 }

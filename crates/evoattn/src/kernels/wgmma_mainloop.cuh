@@ -16,7 +16,8 @@
 #define WG_THREADS 128
 #define WG_ROWS 64                       // rows of one wgmma m64 tile: one consumer warpgroup's
 #define BM (WG_ROWS * CONSUMERS)         // query rows per block
-#define THREADS (CONSUMERS * WG_THREADS)
+#define PRODUCERS EVOATTN_WARP_SPECIALIZED  // 1: a producer warpgroup issues the loads
+#define THREADS ((CONSUMERS + PRODUCERS) * WG_THREADS)
 #define ATOM_ELEMS 64                    // 16-bit elements per 128-byte swizzled row
 #define ROW_BYTES 128
 #define ATOM_BYTES 1024                  // 8 swizzled rows
@@ -27,7 +28,7 @@
 #define O_REGS (D / 2)                   // fp32 O accumulators per thread
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
-static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
+static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
 static_assert(D % ATOM_ELEMS == 0, "head dim must be a multiple of the 64-element swizzle row");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma N (keys per tile) must be 16..256 in steps of 16");
 static_assert(D <= 256, "wgmma N (head dim of P·V) is at most 256");
@@ -96,10 +97,15 @@ __device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap*
 }
 #endif
 
-// S(64 x BN) = Q(64 rows of warpgroup `wg` x D) · K_tileᵀ, from zero. Q and K are K-major
-// (d contiguous): the k16 step ks is column block ks/4, 32 bytes per step inside it.
-__device__ __forceinline__ void gemm_qk(float (&s)[S_REGS], const SmemTiles& sm, int wg, int stage) {
-    const u32 q_base = smem_addr(sm.q_rows(wg)), k_base = smem_addr(sm.k(stage));
+// The A fragments of P·V: P (64 x BN) as 16-bit pairs, PV_STEPS k16 slices of 4 registers.
+typedef u32 PFrag[PV_STEPS][4];
+
+// Issues S(64 x BN) = Q(64 rows at `q_rows` x D) · K_tileᵀ from zero, as one commit group;
+// `wgmma_wait` completes it. Q and K are K-major (d contiguous): the k16 step ks is column
+// block ks/4, 32 bytes per step inside it.
+__device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const unsigned char* q_rows, const SmemTiles& sm,
+                                         int stage) {
+    const u32 q_base = smem_addr(q_rows), k_base = smem_addr(sm.k(stage));
     fence_operand(s);
     wgmma_fence();
 #pragma unroll
@@ -110,23 +116,25 @@ __device__ __forceinline__ void gemm_qk(float (&s)[S_REGS], const SmemTiles& sm,
         Wgmma<BN>::ss<0>(s, a, b, ks > 0 ? 1u : 0u);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_operand(s);
 }
 
-// O(64 x D) += P(64 x BN) · V_tile(BN x D). P comes from the S accumulators: columns
-// 16kk..16kk+15 of S are n-chunks 2kk and 2kk+1, exactly one A fragment. V is [key][d], so B is
-// MN-major: k16 step kk is 16 key rows (2048 bytes) on; LBO steps across d's 64-column blocks
-// (BN rows apart), SBO across 8-key groups.
-__device__ __forceinline__ void gemm_pv(float (&o)[O_REGS], const float (&p)[S_REGS], const SmemTiles& sm, int stage) {
-    u32 a[PV_STEPS][4];
+// P from the S accumulators: columns 16kk..16kk+15 of S are n-chunks 2kk and 2kk+1, exactly
+// one A fragment.
+__device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 #pragma unroll
     for (int kk = 0; kk < PV_STEPS; ++kk) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) a[kk][j] = pack_float2(p[8 * kk + 2 * j], p[8 * kk + 2 * j + 1]);
     }
+}
+
+// Issues O(64 x D) += P(64 x BN) · V_tile(BN x D) as one commit group. V is [key][d], so B is
+// MN-major: k16 step kk is 16 key rows (2048 bytes) on; LBO steps across d's 64-column blocks
+// (BN rows apart), SBO across 8-key groups.
+__device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const SmemTiles& sm, int stage) {
     const u32 v_base = smem_addr(sm.v(stage));
     fence_operand(o);
+    fence_operand(a);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < PV_STEPS; ++kk) {
@@ -134,6 +142,21 @@ __device__ __forceinline__ void gemm_pv(float (&o)[O_REGS], const float (&p)[S_R
         Wgmma<D>::rs<1>(o, a[kk], b, 1u);
     }
     wgmma_commit();
+}
+
+// S = Q·Kᵀ for warpgroup `wg`'s rows, completed.
+__device__ __forceinline__ void gemm_qk(float (&s)[S_REGS], const SmemTiles& sm, int wg, int stage) {
+    issue_qk(s, sm.q_rows(wg), sm, stage);
+    wgmma_wait<0>();
+    fence_operand(s);
+}
+
+// O += P·V with P taken from the probabilities in `p`, completed.
+__device__ __forceinline__ void gemm_pv(float (&o)[O_REGS], const float (&p)[S_REGS], const SmemTiles& sm, int stage) {
+    PFrag a;
+    pack_p(a, p);
+    issue_pv(o, a, sm, stage);
     wgmma_wait<0>();
     fence_operand(o);
+    fence_operand(a);
 }

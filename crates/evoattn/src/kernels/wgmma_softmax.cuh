@@ -7,7 +7,7 @@
 // units (scores pre-multiplied by scale·log2e); the running sum `l` per thread, reduced across
 // the quad once, in the epilogue. The masking semantics are the `mma` kernel's.
 #pragma once
-#include "wgmma_mainloop.cuh"
+#include "wgmma_scheduler.cuh"
 #include "row_state.cuh"
 
 // Scales S into log2 units and sets hidden entries (keys past Sk, or past the causal diagonal)
@@ -27,9 +27,21 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[S_REGS], const AttnPar
     }
 }
 
-// Turns scaled scores into probabilities relative to the new running max, and rescales the
-// output accumulator and the running sum by exp2(m_old - m_new).
-__device__ __forceinline__ void online_softmax(float (&s)[S_REGS], float (&o)[O_REGS], RowState& st) {
+// Scales and masks key block j of tile `t`, with the mask only where the block needs it.
+__device__ __forceinline__ void scale_and_mask_block(float (&s)[S_REGS], const AttnParams& p, const WorkTile& t,
+                                                     int row0, int j) {
+    if (needs_mask(t, j)) {
+        scale_and_mask<true>(s, p, row0, j * BN);
+    } else {
+        scale_and_mask<false>(s, p, row0, j * BN);
+    }
+}
+
+// Turns scaled scores into probabilities relative to the new running max and folds them into
+// the running sum; returns, per row, the factor exp2(m_old - m_new) by which the output
+// accumulator must be rescaled (`rescale_output`). Apart from it so that a pipelined loop can
+// compute probabilities while the previous P·V still accumulates into O.
+__device__ __forceinline__ void softmax_step(float (&s)[S_REGS], RowState& st, float (&correction)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = st.m[r];
@@ -39,7 +51,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[S_REGS], float (&o)[O_
         // A row with every key masked so far keeps m = -inf; subtract 0 instead of -inf so
         // exp2 gives 0, not NaN.
         const float base = mx == NEG_INF ? 0.f : mx;
-        const float correction = fast_exp2(st.m[r] - base);
+        correction[r] = fast_exp2(st.m[r] - base);
         st.m[r] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -48,11 +60,24 @@ __device__ __forceinline__ void online_softmax(float (&s)[S_REGS], float (&o)[O_
             s[4 * i + 2 * r + 1] = fast_exp2(s[4 * i + 2 * r + 1] - base);
             sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
         }
-        st.l[r] = st.l[r] * correction + sum;
+        st.l[r] = st.l[r] * correction[r] + sum;
+    }
+}
+
+__device__ __forceinline__ void rescale_output(float (&o)[O_REGS], const float (&correction)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
 #pragma unroll
         for (int i = 0; i < O_REGS / 4; ++i) {
-            o[4 * i + 2 * r] *= correction;
-            o[4 * i + 2 * r + 1] *= correction;
+            o[4 * i + 2 * r] *= correction[r];
+            o[4 * i + 2 * r + 1] *= correction[r];
         }
     }
+}
+
+// Both steps, for loops that rescale O right away.
+__device__ __forceinline__ void online_softmax(float (&s)[S_REGS], float (&o)[O_REGS], RowState& st) {
+    float correction[2];
+    softmax_step(s, st, correction);
+    rescale_output(o, correction);
 }

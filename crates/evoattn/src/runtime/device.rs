@@ -168,7 +168,7 @@ impl Gpu {
                 .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
                 .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         }
-        Ok(LoadedKernel { function, spec: kernel.spec, smem })
+        Ok(LoadedKernel { function, spec: kernel.spec, smem, sm_count: self.sm_count })
     }
 }
 
@@ -205,6 +205,8 @@ pub struct LoadedKernel {
     function: CudaFunction,
     spec: KernelSpec,
     smem: usize,
+    /// The device's SMs, which size a persistent kernel's grid.
+    sm_count: u32,
 }
 
 /// The tensors of one forward pass, as device views (whole allocations or sub-slices).
@@ -259,7 +261,7 @@ impl LoadedKernel {
         if problem.is_empty() {
             return Ok(());
         }
-        let grid = self.spec.grid(&problem.shape);
+        let grid = self.spec.grid(&problem.shape, self.sm_count);
         if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ || grid[0] > MAX_GRID_X {
             return Err(Error::Unsupported {
                 imp: self.spec.imp().to_string(),
@@ -330,7 +332,7 @@ impl LaunchImage {
     /// The image of `kernel` for `problem` (validated, without LSE). Kernels that take tensor
     /// maps (`wgmma` with `loads=tma`) have none: a map holds the device address of the
     /// caller's tensor, which only the launching process can encode.
-    pub fn new(kernel: &CompiledKernel, problem: &Problem) -> Result<Self> {
+    pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32) -> Result<Self> {
         problem.validate()?;
         if kernel.spec.tensor_map_rows().is_some() {
             return Err(Error::Unsupported {
@@ -351,7 +353,7 @@ impl LaunchImage {
         Ok(LaunchImage {
             kernel: kernel.spec.name(),
             cubin: kernel.cubin.clone(),
-            grid: kernel.spec.grid(&problem.shape),
+            grid: kernel.spec.grid(&problem.shape, sm_count),
             block: kernel.spec.threads(),
             smem: kernel.spec.dynamic_smem_bytes(),
             params: KernelParams::new(problem, [0; 5]).to_bytes(),
@@ -466,8 +468,8 @@ mod tests {
             from_cache: false,
             elapsed: std::time::Duration::ZERO,
         };
-        assert!(LaunchImage::new(&kernel("loads=cp_async"), &p).is_ok());
-        let err = LaunchImage::new(&kernel("loads=tma"), &p).unwrap_err().to_string();
+        assert!(LaunchImage::new(&kernel("loads=cp_async"), &p, 132).is_ok());
+        let err = LaunchImage::new(&kernel("loads=tma"), &p, 132).unwrap_err().to_string();
         assert!(err.contains("takes TMA tensor maps") && err.contains("only AttnParams"), "{err}");
     }
 

@@ -1,0 +1,71 @@
+// `wgmma` tile schedulers: which (query block, head, batch) tiles a block works on, and the key
+// range each tile must visit.
+// - grid (persistent=0): one tile per block, from the launch grid (x query blocks, y heads,
+//   z batches).
+// - persistent (persistent=1): the host launches at most one block per SM and block b takes
+//   tiles b, b + gridDim.x, ... of one linear order, so its producer loads the next tile's K
+//   and V while its consumers finish the current one. Causal: the longest tiles (last query
+//   blocks) first, so the short ones fill in at the end; otherwise a head's query blocks one
+//   after another, so its K and V stay in L2.
+#pragma once
+#include "wgmma_mainloop.cuh"
+
+struct WorkTile {
+    int m0;              // first query row
+    int head, kv_head, batch;
+    int n_blocks;        // BN-key blocks to visit
+    int first_row_keys;  // keys every row of the tile sees: blocks below need no mask
+};
+
+__device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, int head, int batch) {
+    WorkTile t;
+    t.m0 = m_block * BM;
+    t.head = head;
+    t.batch = batch;
+    t.kv_head = head / (p.h / p.hkv);
+    const int key_end = block_key_end(p, t.m0, BM);
+    t.n_blocks = (key_end + BN - 1) / BN;
+    t.first_row_keys = p.causal ? min(t.m0 + p.causal_offset + 1, p.sk) : p.sk;
+    return t;
+}
+
+// The grid scheduler: one tile, from the block's coordinates. Under a causal mask later query
+// blocks see more keys: schedule them first.
+__device__ __forceinline__ WorkTile work_tile(const AttnParams& p) {
+    const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    return tile_at(p, m_block, blockIdx.y, blockIdx.z);
+}
+
+// Both schedulers as a sequence of tile indices [first, next, ...) below `count`.
+struct GridTiles {
+    static constexpr int count = 1;
+    __device__ __forceinline__ explicit GridTiles(const AttnParams&) {}
+    __device__ __forceinline__ int first() const { return 0; }
+    __device__ __forceinline__ int next(int index) const { return index + 1; }
+    __device__ __forceinline__ WorkTile tile(const AttnParams& p, int) const { return work_tile(p); }
+};
+
+struct PersistentTiles {
+    int m_blocks, heads_batches, count;
+    __device__ __forceinline__ explicit PersistentTiles(const AttnParams& p)
+        : m_blocks((p.sq + BM - 1) / BM), heads_batches(p.h * p.b), count(m_blocks * p.h * p.b) {}
+    __device__ __forceinline__ int first() const { return blockIdx.x; }
+    __device__ __forceinline__ int next(int index) const { return index + gridDim.x; }
+    __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
+        const bool longest_first = p.causal;
+        const int m_block = longest_first ? m_blocks - 1 - index / heads_batches : index % m_blocks;
+        const int head_batch = longest_first ? index % heads_batches : index / m_blocks;
+        return tile_at(p, m_block, head_batch % p.h, head_batch / p.h);
+    }
+};
+
+#if EVOATTN_PERSISTENT
+typedef PersistentTiles Tiles;
+#else
+typedef GridTiles Tiles;
+#endif
+
+// Whether key block j reaches past the keys every row of the tile sees, so it needs the mask.
+__device__ __forceinline__ bool needs_mask(const WorkTile& t, int j) {
+    return (j + 1) * BN > t.first_row_keys;
+}

@@ -1,0 +1,254 @@
+// Warp-specialised `wgmma` pipeline (warp_specialized=1, loads=tma): warpgroup 0 is the
+// producer, whose one elected thread issues every TMA load; warpgroups 1..CONSUMERS compute.
+// The producer gives its registers back (`setmaxnreg`) so the consumers can hold S, P and O.
+//
+// K and V have rings of their own so each stage is released as soon as its GEMM is done:
+// K(j) after S = Q·K(j)ᵀ, V(j) after O += P·V(j). Per stage s: `k_full[s]`/`v_full[s]` (one
+// arrival + the tile's bytes) complete when the tile has landed; `k_empty[s]`/`v_empty[s]`
+// (one arrival per consumer warp) when every consumer warp's wgmma reading it has completed.
+// Block j uses stage j % STAGES in its (j / STAGES)-th round: the full barriers are waited on
+// with parity (j / STAGES) & 1, the empty ones, before the refill with block j, with the parity
+// of the round before. The producer loads in the consumers' order, K(j + 1) before V(j).
+//
+// overlap=1 pipelines each consumer warpgroup: S(j + 1) = Q·K(j + 1)ᵀ and O += P(j)·V(j) are
+// issued together, and the softmax of block j + 1 runs while P(j)·V(j) still accumulates; O is
+// rescaled once that GEMM completes.
+//
+// persistent=1 (overlap=1): blocks loop over tiles (wgmma_scheduler.cuh). The rings run on
+// across tiles (block g of the block's whole sequence uses stage g % STAGES); Q has its own
+// pair of barriers, and the consumers release it after their tile's last Q·Kᵀ, so the next
+// tile's Q loads during the last P·V and the epilogue, which writes from registers.
+//
+// pingpong=1 (two consumers, overlap=1) takes turns at issuing GEMMs through two named barriers, so one
+// warpgroup's softmax runs while the other's GEMMs keep the tensor cores busy.
+#pragma once
+#include "wgmma_epilogue.cuh"
+
+static_assert(PRODUCERS == 1, "this pipeline has a producer warpgroup");
+static_assert(EVOATTN_LOADS_TMA, "the producer warpgroup issues TMA loads");
+static_assert(!EVOATTN_PINGPONG || (CONSUMERS == 2 && EVOATTN_OVERLAP),
+              "ping-pong alternates two consumer warpgroups' pipelined GEMMs");
+static_assert(!EVOATTN_PERSISTENT || EVOATTN_OVERLAP, "the persistent loop is built on the pipelined consumer");
+
+// Registers: the block starts with an even share of the SM's 64K (launch bounds: THREADS, one
+// block per SM; ptxas allocates in units of 8); the producer keeps PRODUCER_REGS, enough for
+// address arithmetic, and the consumers split the rest.
+#define REGS_PER_SM 65536
+#define PRODUCER_REGS 24
+#define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
+#define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
+static_assert(CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
+
+#define CONSUMER_WARPS (CONSUMERS * WG_THREADS / 32)
+// Named barriers 1..CONSUMERS stage each consumer's epilogue (wgmma_epilogue.cuh); the
+// ping-pong turns use the next two.
+#define PINGPONG_BARRIER (1 + CONSUMERS)
+
+struct PipelineBarriers {
+    u64 q_full, q_empty;
+    u64 k_full[STAGES], k_empty[STAGES];
+    u64 v_full[STAGES], v_empty[STAGES];
+};
+
+__device__ __forceinline__ void init_barriers(PipelineBarriers& b) {
+    mbarrier_init(&b.q_full, 1);
+    mbarrier_init(&b.q_empty, CONSUMER_WARPS);
+    for (int s = 0; s < STAGES; ++s) {
+        mbarrier_init(&b.k_full[s], 1);
+        mbarrier_init(&b.v_full[s], 1);
+        mbarrier_init(&b.k_empty[s], CONSUMER_WARPS);
+        mbarrier_init(&b.v_empty[s], CONSUMER_WARPS);
+    }
+    mbarrier_init_fence();
+}
+
+// Ring block g (counted over the block's whole sequence of tiles) uses stage g % STAGES in its
+// (g / STAGES)-th round.
+__device__ __forceinline__ u32 round_parity(int g) {
+    return (u32)(g / STAGES) & 1u;
+}
+
+// The producer's one thread, for one tile whose key blocks start at ring block g0 and which
+// is the block's `tile_iter`-th: Q once the previous tile's consumers released it, then K(0),
+// then K(j + 1) and V(j) for every block j.
+__device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
+                                        const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int g0,
+                                        int tile_iter) {
+    if (tile_iter > 0) mbarrier_wait(&b.q_empty, (u32)(tile_iter - 1) & 1u);
+    mbarrier_arrive_expect_tx(&b.q_full, TILE_BYTES(BM));
+    tma_load_tile<BM>(sm.q(), q_map, &b.q_full, t.m0, t.head, t.batch);
+    auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j) {
+        const int g = g0 + j;
+        if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);  // the round before's readers are done
+        mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));
+        tma_load_tile<BN>(tile, map, full, j * BN, t.kv_head, t.batch);
+    };
+    auto stage = [&](int j) { return (g0 + j) % STAGES; };
+    if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0);
+    for (int j = 0; j < t.n_blocks; ++j) {
+        if (j + 1 < t.n_blocks) {
+            const int s = stage(j + 1);
+            load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1);
+        }
+        const int s = stage(j);
+        load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j);
+    }
+    // Every load lands before the consumers, which wait for all of them, finish.
+}
+
+// One arrival per consumer warp on an empty barrier, once the warp's wgmma reading the stage
+// has completed (the wait before is warp-synchronous).
+__device__ __forceinline__ void release(u64* empty) {
+    if (threadIdx.x % 32 == 0) mbarrier_arrive(empty);
+}
+
+// Ping-pong turns: consumer c waits for its turn before issuing GEMMs and hands the turn to
+// the other after. Consumer 1 opens, before its first turn, by handing the first turn to
+// consumer 0; after the last, consumer 0 takes the turn consumer 1 handed over last, so each
+// barrier phase gets exactly its 256 threads and none is left open when the block exits.
+struct Turns {
+    int c;
+    bool started;
+    __device__ __forceinline__ void begin() {
+#if EVOATTN_PINGPONG
+        if (!started && c == 1) named_barrier_arrive(PINGPONG_BARRIER, 2 * WG_THREADS);
+        started = true;
+        named_barrier_sync(PINGPONG_BARRIER + c, 2 * WG_THREADS);
+#endif
+    }
+    __device__ __forceinline__ void end() const {
+#if EVOATTN_PINGPONG
+        named_barrier_arrive(PINGPONG_BARRIER + (1 - c), 2 * WG_THREADS);
+#endif
+    }
+    __device__ __forceinline__ void close() const {
+#if EVOATTN_PINGPONG
+        if (started && c == 0) named_barrier_sync(PINGPONG_BARRIER, 2 * WG_THREADS);
+#endif
+    }
+};
+
+// Consumer warpgroup c on one tile (the block's `tile_iter`-th, key blocks from ring block g0):
+// the rows [m0 + 64c, m0 + 64c + 64) into `o` and `st`.
+__device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b, const SmemTiles& sm,
+                                        const WorkTile& t, int c, int g0, int tile_iter, Turns& turns,
+                                        float (&o)[O_REGS], RowState& st) {
+    const int wtid = threadIdx.x % WG_THREADS;
+    const int row0 = t.m0 + c * WG_ROWS + (wtid / 32) * 16 + (wtid % 32) / 4;
+    const unsigned char* q_rows = sm.q_rows(c);
+    mbarrier_wait(&b.q_full, (u32)tile_iter & 1u);
+    if (t.n_blocks == 0) {
+        release(&b.q_empty);
+        return;
+    }
+    auto stage = [&](int j) { return (g0 + j) % STAGES; };
+#if EVOATTN_OVERLAP
+    float s[S_REGS];
+    PFrag pf;
+    // Block 0: S alone, then its softmax (O is still zero: no rescale).
+    mbarrier_wait(&b.k_full[stage(0)], round_parity(g0));
+    turns.begin();
+    issue_qk(s, q_rows, sm, stage(0));
+    turns.end();
+    wgmma_wait<0>();
+    fence_operand(s);
+    release(&b.k_empty[stage(0)]);
+    if (t.n_blocks == 1) release(&b.q_empty);
+    scale_and_mask_block(s, p, t, row0, 0);
+    float correction[2];
+    softmax_step(s, st, correction);
+    pack_p(pf, s);
+    for (int j = 1; j < t.n_blocks; ++j) {
+        const int ks = stage(j), vs = stage(j - 1);
+        mbarrier_wait(&b.k_full[ks], round_parity(g0 + j));
+        mbarrier_wait(&b.v_full[vs], round_parity(g0 + j - 1));
+        turns.begin();
+        issue_qk(s, q_rows, sm, ks);
+        issue_pv(o, pf, sm, vs);
+        turns.end();
+        wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
+        fence_operand(s);
+        release(&b.k_empty[ks]);
+        if (j + 1 == t.n_blocks) release(&b.q_empty);  // the tile's last read of Q
+        scale_and_mask_block(s, p, t, row0, j);
+        softmax_step(s, st, correction);
+        wgmma_wait<0>();
+        fence_operand(o);
+        fence_operand(pf);
+        release(&b.v_empty[vs]);
+        rescale_output(o, correction);
+        pack_p(pf, s);
+    }
+    const int vs = stage(t.n_blocks - 1);
+    mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
+    turns.begin();
+    issue_pv(o, pf, sm, vs);
+    turns.end();
+    wgmma_wait<0>();
+    fence_operand(o);
+    fence_operand(pf);
+    release(&b.v_empty[vs]);
+#else
+    for (int j = 0; j < t.n_blocks; ++j) {
+        float s[S_REGS];
+        mbarrier_wait(&b.k_full[stage(j)], round_parity(g0 + j));
+        issue_qk(s, q_rows, sm, stage(j));
+        wgmma_wait<0>();
+        fence_operand(s);
+        release(&b.k_empty[stage(j)]);
+        if (j + 1 == t.n_blocks) release(&b.q_empty);
+        scale_and_mask_block(s, p, t, row0, j);
+        online_softmax(s, o, st);
+        mbarrier_wait(&b.v_full[stage(j)], round_parity(g0 + j));
+        gemm_pv(o, s, sm, stage(j));
+        release(&b.v_empty[stage(j)]);
+    }
+#endif
+}
+
+// The warp-specialised kernel body: barriers, the role split, and the tile loop.
+__device__ __forceinline__ void warp_specialized(const AttnParams& p, const SmemTiles& sm, const TmaMap* q_map,
+                                                 const TmaMap* k_map, const TmaMap* v_map) {
+    __shared__ __align__(8) PipelineBarriers bars;
+    if (threadIdx.x == 0) {
+        tma_prefetch_map(q_map);
+        tma_prefetch_map(k_map);
+        tma_prefetch_map(v_map);
+        init_barriers(bars);
+    }
+    __syncthreads();  // the barriers are initialised before anyone waits on them
+    const Tiles tiles(p);
+    const int wg = threadIdx.x / WG_THREADS;
+    if (wg == 0) {
+#if CONSUMERS > 1
+        setmaxnreg_dec<PRODUCER_REGS>();
+#endif
+        if (threadIdx.x == 0) {
+            for (int index = tiles.first(), tile_iter = 0, g0 = 0; index < tiles.count;
+                 index = tiles.next(index), ++tile_iter) {
+                const WorkTile t = tiles.tile(p, index);
+                produce(bars, sm, q_map, k_map, v_map, t, g0, tile_iter);
+                g0 += t.n_blocks;
+            }
+        }
+        return;
+    }
+#if CONSUMERS > 1
+    setmaxnreg_inc<CONSUMER_REGS>();
+#endif
+    const int c = wg - 1;
+    Turns turns{c, false};
+    for (int index = tiles.first(), tile_iter = 0, g0 = 0; index < tiles.count; index = tiles.next(index), ++tile_iter) {
+        const WorkTile t = tiles.tile(p, index);
+        float acc[O_REGS];
+#pragma unroll
+        for (int i = 0; i < O_REGS; ++i) acc[i] = 0.f;
+        RowState st;
+        row_state_init(st);
+        consume(p, bars, sm, t, c, g0, tile_iter, turns, acc, st);
+        elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
+        epilogue<!EVOATTN_PERSISTENT>(p, acc, st, sm, o, t.m0, t.batch, t.head, c);
+        g0 += t.n_blocks;
+    }
+    turns.close();
+}
