@@ -15,16 +15,19 @@ pub enum Impl {
     Mma,
     /// Hopper: `wgmma` from 128-byte-swizzled shared memory; sm_90a only.
     Wgmma,
+    /// Keys split across blocks plus a combine step, on the `mma` main loop; sm_80+.
+    Splitkv,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 3] = [Impl::Reference, Impl::Mma, Impl::Wgmma];
+    pub const ALL: [Impl; 4] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv];
 
     pub fn name(self) -> &'static str {
         match self {
             Impl::Reference => "reference",
             Impl::Mma => "mma",
             Impl::Wgmma => "wgmma",
+            Impl::Splitkv => "splitkv",
         }
     }
 
@@ -37,6 +40,9 @@ impl Impl {
             Impl::Reference => "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes",
             Impl::Mma => "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)",
             Impl::Wgmma => "Hopper: wgmma m64nNk16 from 128B-swizzled shared memory, TMA + mbarrier K/V ring (sm_90a)",
+            Impl::Splitkv => {
+                "keys split across blocks, query heads of a KV head packed into one tile, last block combines (sm_80+)"
+            }
         }
     }
 
@@ -46,13 +52,14 @@ impl Impl {
             Impl::Reference => &[64, 128, 256],
             Impl::Mma => &[64, 128, 256],
             Impl::Wgmma => &[64, 128, 256],
+            Impl::Splitkv => &[64, 128, 256],
         }
     }
 
     /// Architectures the kernel compiles for.
     pub fn archs(self) -> &'static [Arch] {
         match self {
-            Impl::Reference | Impl::Mma => &Arch::ALL,
+            Impl::Reference | Impl::Mma | Impl::Splitkv => &Arch::ALL,
             // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
             Impl::Wgmma => &[Arch::Sm90a],
         }
@@ -100,6 +107,34 @@ impl MmaConfig {
     pub fn warps(&self) -> u32 {
         self.block_m / MMA_ROWS_PER_WARP
     }
+}
+
+/// Levers of the `splitkv` kernel: the `mma` main loop's tile levers plus the split count.
+/// Block rows are packed: (query, head of the KV head's group) pairs, query-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SplitkvConfig {
+    /// Packed rows per block (16 per warp).
+    pub block_m: u32,
+    /// Keys per main-loop iteration.
+    pub block_n: u32,
+    /// K/V shared-memory ring depth.
+    pub stages: u32,
+    /// Keep Q fragments in registers (else re-read from shared memory each k-step).
+    pub q_in_regs: bool,
+    /// Blocks the keys of one tile are split over; 0 lets the planner choose from the problem
+    /// and the SM count (`plan::splits`). A launch-time value: the kernel reads it from its
+    /// parameters.
+    pub splits: u32,
+}
+
+impl SplitkvConfig {
+    pub const BLOCK_M: [u32; 4] = [16, 32, 64, 128];
+    pub const BLOCK_N: [u32; 3] = MmaConfig::BLOCK_N;
+    pub const STAGES: [u32; 3] = MmaConfig::STAGES;
+    /// Split counts the tuner tries (0: the planner's choice).
+    pub const SPLITS: [u32; 6] = [0, 1, 2, 4, 8, 16];
+    /// Most splits a launch uses: bounds the workspace and the combine loop.
+    pub const MAX_SPLITS: u32 = 128;
 }
 
 /// How the `wgmma` kernel fills its shared-memory tiles.
@@ -170,6 +205,7 @@ pub enum KernelConfig {
     Reference(ReferenceConfig),
     Mma(MmaConfig),
     Wgmma(WgmmaConfig),
+    Splitkv(SplitkvConfig),
 }
 
 impl KernelConfig {
@@ -178,6 +214,7 @@ impl KernelConfig {
             KernelConfig::Reference(_) => Impl::Reference,
             KernelConfig::Mma(_) => Impl::Mma,
             KernelConfig::Wgmma(_) => Impl::Wgmma,
+            KernelConfig::Splitkv(_) => Impl::Splitkv,
         }
     }
 
@@ -196,6 +233,13 @@ impl KernelConfig {
                 ("stages", c.stages.to_string()),
                 ("consumer_warpgroups", c.consumer_warpgroups.to_string()),
                 ("loads", c.loads.name().to_string()),
+            ],
+            KernelConfig::Splitkv(c) => vec![
+                ("block_m", c.block_m.to_string()),
+                ("block_n", c.block_n.to_string()),
+                ("stages", c.stages.to_string()),
+                ("q_in_regs", u32::from(c.q_in_regs).to_string()),
+                ("splits", c.splits.to_string()),
             ],
         }
     }
@@ -232,6 +276,14 @@ impl KernelConfig {
                     "block_n" => c.block_n = num,
                     "stages" => c.stages = num,
                     "consumer_warpgroups" => c.consumer_warpgroups = num,
+                    _ => return Err(unknown_lever(key, &self)),
+                },
+                KernelConfig::Splitkv(c) => match key {
+                    "block_m" => c.block_m = num,
+                    "block_n" => c.block_n = num,
+                    "stages" => c.stages = num,
+                    "q_in_regs" => c.q_in_regs = num != 0,
+                    "splits" => c.splits = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
             }
@@ -289,15 +341,22 @@ impl KernelSpec {
             KernelConfig::Reference(c) => c.threads,
             KernelConfig::Mma(c) => c.warps() * 32,
             KernelConfig::Wgmma(c) => c.threads(),
+            KernelConfig::Splitkv(c) => c.block_m / MMA_ROWS_PER_WARP * 32,
         }
     }
 
-    /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches.
-    pub fn grid(&self, shape: &crate::problem::Shape) -> [usize; 3] {
+    /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches. For
+    /// `splitkv`, x walks (packed-row tile, split) pairs for `splits` splits and y KV heads;
+    /// other kernels take `splits` = 1.
+    pub fn grid(&self, shape: &crate::problem::Shape, splits: usize) -> [usize; 3] {
         let rows_per_block = match self.config {
             KernelConfig::Reference(_) => 1,
             KernelConfig::Mma(c) => c.block_m as usize,
             KernelConfig::Wgmma(c) => c.block_m() as usize,
+            KernelConfig::Splitkv(c) => {
+                let packed_rows = shape.sq * shape.group();
+                return [packed_rows.div_ceil(c.block_m as usize) * splits, shape.hkv, shape.b];
+            }
         };
         [shape.sq.div_ceil(rows_per_block), shape.h, shape.b]
     }
@@ -308,9 +367,10 @@ impl KernelSpec {
         match self.config {
             // q row (float) + one score per thread (float)
             KernelConfig::Reference(c) => 4 * (self.head_dim + c.threads as usize),
-            KernelConfig::Mma(c) => {
+            KernelConfig::Mma(MmaConfig { block_m, block_n, stages, .. })
+            | KernelConfig::Splitkv(SplitkvConfig { block_m, block_n, stages, .. }) => {
                 let row = (self.head_dim + SMEM_ROW_PAD) * elem;
-                (c.block_m as usize + 2 * (c.stages * c.block_n) as usize) * row
+                (block_m as usize + 2 * (stages * block_n) as usize) * row
             }
             // Q tile + K and V rings, unpadded (the 128-byte swizzle spreads the banks), plus
             // the slack that lets the kernel align its base to the swizzle atom. The mbarriers
@@ -395,6 +455,20 @@ impl KernelSpec {
                     ));
                 }
             }
+            KernelConfig::Splitkv(c) => {
+                if !SplitkvConfig::BLOCK_M.contains(&c.block_m) {
+                    return Err(format!("block_m={} must be one of {:?}", c.block_m, SplitkvConfig::BLOCK_M));
+                }
+                if !SplitkvConfig::BLOCK_N.contains(&c.block_n) {
+                    return Err(format!("block_n={} must be one of {:?}", c.block_n, SplitkvConfig::BLOCK_N));
+                }
+                if !SplitkvConfig::STAGES.contains(&c.stages) {
+                    return Err(format!("stages={} must be one of {:?}", c.stages, SplitkvConfig::STAGES));
+                }
+                if c.splits > SplitkvConfig::MAX_SPLITS {
+                    return Err(format!("splits={} must be at most {}", c.splits, SplitkvConfig::MAX_SPLITS));
+                }
+            }
         }
         let smem = self.dynamic_smem_bytes();
         if smem > arch.max_smem_per_block() {
@@ -438,6 +512,21 @@ impl KernelSpec {
                 }
                 v
             }
+            Impl::Splitkv => {
+                let mut v = Vec::new();
+                for block_m in SplitkvConfig::BLOCK_M {
+                    for block_n in SplitkvConfig::BLOCK_N {
+                        for stages in SplitkvConfig::STAGES {
+                            for q_in_regs in [true, false] {
+                                // The split count is a launch-time value: one compile serves all.
+                                let c = SplitkvConfig { block_m, block_n, stages, q_in_regs, splits: 0 };
+                                v.push(KernelConfig::Splitkv(c));
+                            }
+                        }
+                    }
+                }
+                v
+            }
         };
         configs.into_iter().map(|config| KernelSpec { config, dtype, head_dim }).collect()
     }
@@ -452,6 +541,7 @@ fn short_key(key: &str) -> &str {
         "threads" => "t",
         "consumer_warpgroups" => "wg",
         "loads" => "ld",
+        "splits" => "sp",
         other => other,
     }
 }
@@ -577,8 +667,8 @@ mod tests {
         assert!(!mma(128, 64, 2, true).defines().iter().any(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"));
         // Grid: 64 rows per warpgroup.
         let shape = crate::problem::Shape { b: 3, h: 5, hkv: 1, sq: 129, sk: 7, d: 128 };
-        assert_eq!(spec.grid(&shape), [2, 5, 3]);
-        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape), [3, 5, 3]);
+        assert_eq!(spec.grid(&shape, 1), [2, 5, 3]);
+        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape, 1), [3, 5, 3]);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub const HEADERS: &[SourceFile] = &[
     source!("mma_mainloop.cuh"),
     source!("mma_softmax.cuh"),
     source!("mma_epilogue.cuh"),
+    source!("splitkv_combine.cuh"),
     source!("ptx_sm90.cuh"),
     source!("wgmma_mainloop.cuh"),
     source!("wgmma_softmax.cuh"),
@@ -42,6 +43,7 @@ pub fn main_source(imp: Impl) -> SourceFile {
         Impl::Reference => source!("reference.cu"),
         Impl::Mma => source!("mma.cu"),
         Impl::Wgmma => source!("wgmma.cu"),
+        Impl::Splitkv => source!("splitkv.cu"),
     }
 }
 
