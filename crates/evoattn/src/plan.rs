@@ -102,7 +102,8 @@ pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32) -> usize
     let wanted = if config.splits > 0 {
         config.splits as usize
     } else {
-        let spec = KernelSpec { config: KernelConfig::Splitkv(*config), dtype: problem.dtype, head_dim: problem.shape.d };
+        let spec =
+            KernelSpec { config: KernelConfig::Splitkv(*config), dtype: problem.dtype, head_dim: problem.shape.d };
         let tiles: usize = spec.grid(&problem.shape, 1).iter().product();
         let to_fill = (sm_count as usize * SPLITKV_BLOCKS_PER_SM).div_ceil(tiles.max(1));
         to_fill.min(key_tiles / SPLITKV_MIN_TILES_PER_SPLIT)

@@ -8,8 +8,7 @@ use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use std::sync::Arc;
 

@@ -93,8 +93,8 @@ impl MapCache {
         if self.addrs != Some(addrs) {
             // Forget the old maps first, so a failed encode never leaves stale ones marked valid.
             self.addrs = None;
-            for i in 0..3 {
-                self.maps[i] = tma::encode(&self.geometry[i], addrs[i], self.bf16)?;
+            for ((map, geometry), addr) in self.maps.iter_mut().zip(&self.geometry).zip(addrs) {
+                *map = tma::encode(geometry, addr, self.bf16)?;
             }
             self.addrs = Some(addrs);
         }
