@@ -430,41 +430,19 @@ impl KernelSpec {
                 }
             }
             KernelConfig::Mma(c) => {
-                if !MmaConfig::BLOCK_M.contains(&c.block_m) {
-                    return Err(format!("block_m={} must be one of {:?}", c.block_m, MmaConfig::BLOCK_M));
-                }
-                if !MmaConfig::BLOCK_N.contains(&c.block_n) {
-                    return Err(format!("block_n={} must be one of {:?}", c.block_n, MmaConfig::BLOCK_N));
-                }
-                if !MmaConfig::STAGES.contains(&c.stages) {
-                    return Err(format!("stages={} must be one of {:?}", c.stages, MmaConfig::STAGES));
-                }
+                one_of("block_m", c.block_m, &MmaConfig::BLOCK_M)?;
+                one_of("block_n", c.block_n, &MmaConfig::BLOCK_N)?;
+                one_of("stages", c.stages, &MmaConfig::STAGES)?;
             }
             KernelConfig::Wgmma(c) => {
-                if !WgmmaConfig::BLOCK_N.contains(&c.block_n) {
-                    return Err(format!("block_n={} must be one of {:?}", c.block_n, WgmmaConfig::BLOCK_N));
-                }
-                if !WgmmaConfig::STAGES.contains(&c.stages) {
-                    return Err(format!("stages={} must be one of {:?}", c.stages, WgmmaConfig::STAGES));
-                }
-                if !WgmmaConfig::CONSUMER_WARPGROUPS.contains(&c.consumer_warpgroups) {
-                    return Err(format!(
-                        "consumer_warpgroups={} must be one of {:?}",
-                        c.consumer_warpgroups,
-                        WgmmaConfig::CONSUMER_WARPGROUPS
-                    ));
-                }
+                one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;
+                one_of("stages", c.stages, &WgmmaConfig::STAGES)?;
+                one_of("consumer_warpgroups", c.consumer_warpgroups, &WgmmaConfig::CONSUMER_WARPGROUPS)?;
             }
             KernelConfig::Splitkv(c) => {
-                if !SplitkvConfig::BLOCK_M.contains(&c.block_m) {
-                    return Err(format!("block_m={} must be one of {:?}", c.block_m, SplitkvConfig::BLOCK_M));
-                }
-                if !SplitkvConfig::BLOCK_N.contains(&c.block_n) {
-                    return Err(format!("block_n={} must be one of {:?}", c.block_n, SplitkvConfig::BLOCK_N));
-                }
-                if !SplitkvConfig::STAGES.contains(&c.stages) {
-                    return Err(format!("stages={} must be one of {:?}", c.stages, SplitkvConfig::STAGES));
-                }
+                one_of("block_m", c.block_m, &SplitkvConfig::BLOCK_M)?;
+                one_of("block_n", c.block_n, &SplitkvConfig::BLOCK_N)?;
+                one_of("stages", c.stages, &SplitkvConfig::STAGES)?;
                 if c.splits > SplitkvConfig::MAX_SPLITS {
                     return Err(format!("splits={} must be at most {}", c.splits, SplitkvConfig::MAX_SPLITS));
                 }
@@ -529,6 +507,15 @@ impl KernelSpec {
             }
         };
         configs.into_iter().map(|config| KernelSpec { config, dtype, head_dim }).collect()
+    }
+}
+
+/// A lever's value must be one its kernel is written for.
+fn one_of(lever: &str, value: u32, allowed: &[u32]) -> Result<(), String> {
+    if allowed.contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{lever}={value} must be one of {allowed:?}"))
     }
 }
 
@@ -700,6 +687,38 @@ mod tests {
         assert!(wgmma(64, 5, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("stages=5"));
         assert!(wgmma(64, 2, 3, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=3"));
         assert!(wgmma(64, 2, 2, 96).validate(Arch::Sm90a).unwrap_err().contains("head dims"));
+    }
+
+    fn splitkv(block_m: u32, block_n: u32, stages: u32, splits: u32, head_dim: usize) -> KernelSpec {
+        let c = SplitkvConfig { block_m, block_n, stages, q_in_regs: true, splits };
+        KernelSpec { config: KernelConfig::Splitkv(c), dtype: Dtype::Bf16, head_dim }
+    }
+
+    #[test]
+    fn splitkv_name_grid_smem_and_validate() {
+        let spec = splitkv(64, 64, 2, 0, 128);
+        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0");
+        assert_eq!(spec.threads(), 128);
+        // The mma tile layout: (64 + 2 * 2 * 64) rows of (128 + 8) elements.
+        assert_eq!(spec.dynamic_smem_bytes(), (64 + 256) * 136 * 2);
+        // GQA 8:1, Sq = 3: 24 packed rows per KV head -> 1 tile of 64; x = tiles * splits.
+        let shape = crate::problem::Shape { b: 2, h: 16, hkv: 2, sq: 3, sk: 1000, d: 128 };
+        assert_eq!(spec.grid(&shape, 5), [5, 2, 2]);
+        assert_eq!(splitkv(16, 64, 2, 0, 128).grid(&shape, 5), [10, 2, 2]);
+        assert_eq!(splitkv(16, 64, 2, 0, 128).threads(), 32);
+        for arch in Arch::ALL {
+            assert!(spec.validate(arch).is_ok(), "{arch}");
+        }
+        assert!(splitkv(48, 64, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_m=48"));
+        assert!(splitkv(64, 96, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_n=96"));
+        assert!(splitkv(64, 64, 4, 0, 128).validate(Arch::Sm80).unwrap_err().contains("stages=4"));
+        assert!(splitkv(64, 64, 2, 129, 128).validate(Arch::Sm80).unwrap_err().contains("splits=129"));
+        assert!(splitkv(128, 128, 3, 0, 256).validate(Arch::Sm90a).unwrap_err().contains("shared memory"));
+        let changed = spec.config.with_overrides("splits=8,block_m=16").unwrap();
+        assert_eq!(changed, splitkv(16, 64, 2, 8, 128).config);
+        assert_eq!(changed.to_string(), "block_m=16,block_n=64,stages=2,q_in_regs=1,splits=8");
+        assert!(spec.config.with_overrides("loads=tma").is_err());
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 3 * 2);
     }
 
     #[test]

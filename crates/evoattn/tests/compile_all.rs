@@ -151,6 +151,17 @@ fn the_mma_space_compiles_for_sm90a() {
 }
 
 #[test]
+fn the_splitkv_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // One dtype, as for wgmma: the main loop is mma's (whose space covers both); what is new is
+    // the packed-row Q load, the partial write and the combine at every block_m and head dim.
+    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Splitkv, &[Dtype::Bf16]);
+    assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
+}
+
+#[test]
 fn the_wgmma_space_compiles_for_sm90a() {
     if nvrtc_or_skip().is_none() {
         return;

@@ -26,17 +26,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     const KvRing ring{sK, sV, k, v, p.k_seq, p.v_seq, p.sk, 0, (key_end + BN - 1) / BN};
 
     load_tile<BM>(sQ, q, p.q_seq, m0, p.sq);
-    cp_async_commit();
-    ring.prefetch();
-    cp_async_wait<STAGES - 1>();  // the Q group
-    __syncthreads();
     QFrags q_frag;
-    q_frag.init(sQ, warp);
-
+    start_pipeline(ring, q_frag, sQ, warp);
     float acc[O_TILES][4];
     RowState st;
     attend_keys(p, ring, q_frag, m0 + warp * 16 + lane / 4, 1, first_row_keys, acc, st);
-    cp_async_wait<0>();
-    __syncthreads();
+    __syncthreads();  // the epilogue stages O in the Q tile
     epilogue(p, acc, st, sQ, o, m0, batch, head);
 }

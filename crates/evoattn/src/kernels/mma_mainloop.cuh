@@ -113,6 +113,16 @@ struct QFrags {
     }
 };
 
+// Once the Q tile's copies are issued: commits them, starts the K/V ring, waits for Q alone
+// and takes this warp's Q fragments.
+__device__ __forceinline__ void start_pipeline(const KvRing& ring, QFrags& q_frag, const elem_t* sQ, int warp) {
+    cp_async_commit();
+    ring.prefetch();
+    cp_async_wait<STAGES - 1>();  // the Q group
+    __syncthreads();
+    q_frag.init(sQ, warp);
+}
+
 // S(16 x BN) = Q(16 x D) · K_tileᵀ, accumulated from zero. `q_frag(ks, a)` supplies Q.
 template <typename QFrag>
 __device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, const QFrag& q_frag) {

@@ -60,8 +60,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o
 }
 
 // The main loop over the ring's key blocks: S = Q·Kᵀ, mask, online softmax, O += P·V, from a
-// zero accumulator. The ring's first STAGES - 1 blocks must already be issued. Tiles whose
-// keys are all below `first_row_keys` (what the block's first query sees) skip the mask.
+// zero accumulator, after `start_pipeline`; returns with no copy in flight. Tiles whose keys
+// are all below `first_row_keys` (what the block's first query sees) skip the mask.
 __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& ring, const QFrags& q_frag, int row0,
                                             int rows_per_query, int first_row_keys, float (&acc)[O_TILES][4],
                                             RowState& st) {
@@ -83,4 +83,5 @@ __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& r
         gemm_pv(acc, s, ring.v_tile(j));
         __syncthreads();  // the next iteration's prefetch overwrites this stage
     }
+    cp_async_wait<0>();
 }

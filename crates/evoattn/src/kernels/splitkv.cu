@@ -32,18 +32,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
     const auto q_row = [&](int row) { return q + (i64)(row / group) * p.q_seq + (i64)(row % group) * p.q_head; };
     load_rows<BM>(sQ, q_row, m0, rows);
-    cp_async_commit();
-    ring.prefetch();
-    cp_async_wait<STAGES - 1>();  // the Q group
-    __syncthreads();
     QFrags q_frag;
-    q_frag.init(sQ, warp);
-
+    start_pipeline(ring, q_frag, sQ, warp);
     float acc[O_TILES][4];
     RowState st;
     const int row0 = m0 + warp * 16 + lane / 4;
     attend_keys(p, ring, q_frag, row0, group, first_row_keys, acc, st);
-    cp_async_wait<0>();
     write_partial(p, sp, acc, st, split, batch, kv_head, rows, row0);
     if (arrive_last(sp, batch, kv_head, p.hkv, m_block)) combine(p, sp, batch, kv_head, group, rows, m0);
 }
