@@ -93,6 +93,16 @@ for mode in eager graph; do
         --peers sdpa-cudnn,sdpa-flash --mode "$mode" --json "$OUT/seed-$mode.json"
 done
 
+# 6. The combine lever: the same GQA decode shapes with the merge in a second kernel, to set
+#    against the fused default's rows above (ours_us of "bench decode").
+combine_shapes=()
+for sk in 1024 8192 32768 131072; do combine_shapes+=(--shape "1,32,1,128,4,$sk"); done
+for mode in eager graph; do
+    step "bench decode combine=kernel ($mode)" 40 "bench-combine-kernel-$mode.txt" "$BIN" bench \
+        "${combine_shapes[@]}" --dtype bf16 --impl splitkv --config combine=kernel --peers none --mode "$mode" \
+        --reps 50 --json "$OUT/decode-combine-kernel-$mode.json"
+done
+
 echo
 echo "==== per-case bench rows (ours_us, TF/s, kv_GB/s, peers, speedup)"
 for f in "$OUT"/bench-*.txt; do

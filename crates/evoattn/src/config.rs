@@ -125,6 +125,34 @@ pub struct SplitkvConfig {
     /// and the SM count (`plan::splits`). A launch-time value: the kernel reads it from its
     /// parameters.
     pub splits: u32,
+    /// How the partials are merged: by the last split of each tile, or by a second kernel.
+    pub combine: SplitkvCombine,
+}
+
+/// Where `splitkv` merges the splits' partial outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SplitkvCombine {
+    /// The last split of a tile to finish (an atomic counter per tile says which) merges them:
+    /// one launch.
+    Fused,
+    /// A second, small kernel launched after the split grid merges them: two launches, no
+    /// atomics, every split block exits as soon as its partial is written.
+    Kernel,
+}
+
+impl SplitkvCombine {
+    pub const ALL: [SplitkvCombine; 2] = [SplitkvCombine::Fused, SplitkvCombine::Kernel];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitkvCombine::Fused => "fused",
+            SplitkvCombine::Kernel => "kernel",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        SplitkvCombine::ALL.into_iter().find(|c| c.name() == s.to_ascii_lowercase())
+    }
 }
 
 impl SplitkvConfig {
@@ -240,6 +268,7 @@ impl KernelConfig {
                 ("stages", c.stages.to_string()),
                 ("q_in_regs", u32::from(c.q_in_regs).to_string()),
                 ("splits", c.splits.to_string()),
+                ("combine", c.combine.name().to_string()),
             ],
         }
     }
@@ -252,6 +281,12 @@ impl KernelConfig {
             if let (KernelConfig::Wgmma(c), "loads") = (&mut self, key) {
                 c.loads = WgmmaLoads::parse(value.trim()).ok_or_else(|| {
                     format!("config item '{item}': loads is one of cp_async, tma, not '{}'", value.trim())
+                })?;
+                continue;
+            }
+            if let (KernelConfig::Splitkv(c), "combine") = (&mut self, key) {
+                c.combine = SplitkvCombine::parse(value.trim()).ok_or_else(|| {
+                    format!("config item '{item}': combine is one of fused, kernel, not '{}'", value.trim())
                 })?;
                 continue;
             }
@@ -326,6 +361,15 @@ impl KernelSpec {
         name
     }
 
+    /// The symbol of the second kernel of a `splitkv` variant that merges in a separate
+    /// launch (`combine=kernel`), derived from [`KernelSpec::name`]; `None` for every other.
+    pub fn combine_kernel_name(&self) -> Option<String> {
+        match self.config {
+            KernelConfig::Splitkv(c) if c.combine == SplitkvCombine::Kernel => Some(format!("{}_combine", self.name())),
+            _ => None,
+        }
+    }
+
     /// Box rows of the TMA tensor maps the kernel takes after its `AttnParams`, as
     /// (Q rows, K and V rows), or `None` for kernels that take `AttnParams` alone.
     pub fn tensor_map_rows(&self) -> Option<(u32, u32)> {
@@ -394,6 +438,9 @@ impl KernelSpec {
             let (key, value) = match (self.config, key) {
                 // The preprocessor compares numbers, not names.
                 (KernelConfig::Wgmma(c), "loads") => ("loads_tma", u32::from(c.loads == WgmmaLoads::Tma).to_string()),
+                (KernelConfig::Splitkv(c), "combine") => {
+                    ("combine_kernel", u32::from(c.combine == SplitkvCombine::Kernel).to_string())
+                }
                 _ => (key, value),
             };
             let name = format!("EVOATTN_{}", key.to_ascii_uppercase());
@@ -401,6 +448,9 @@ impl KernelSpec {
             if !d.iter().any(|(n, _)| *n == name) {
                 d.push((name, value));
             }
+        }
+        if let Some(name) = self.combine_kernel_name() {
+            d.push(("EVOATTN_COMBINE_NAME".to_string(), name));
         }
         if let KernelConfig::Wgmma(_) = self.config {
             // The kernel checks its own shared-memory layout against what the host reserves.
@@ -496,9 +546,11 @@ impl KernelSpec {
                     for block_n in SplitkvConfig::BLOCK_N {
                         for stages in SplitkvConfig::STAGES {
                             for q_in_regs in [true, false] {
-                                // The split count is a launch-time value: one compile serves all.
-                                let c = SplitkvConfig { block_m, block_n, stages, q_in_regs, splits: 0 };
-                                v.push(KernelConfig::Splitkv(c));
+                                for combine in SplitkvCombine::ALL {
+                                    // The split count is a launch-time value: one compile serves all.
+                                    let c = SplitkvConfig { block_m, block_n, stages, q_in_regs, splits: 0, combine };
+                                    v.push(KernelConfig::Splitkv(c));
+                                }
                             }
                         }
                     }
@@ -529,6 +581,7 @@ fn short_key(key: &str) -> &str {
         "consumer_warpgroups" => "wg",
         "loads" => "ld",
         "splits" => "sp",
+        "combine" => "cb",
         other => other,
     }
 }
@@ -690,14 +743,15 @@ mod tests {
     }
 
     fn splitkv(block_m: u32, block_n: u32, stages: u32, splits: u32, head_dim: usize) -> KernelSpec {
-        let c = SplitkvConfig { block_m, block_n, stages, q_in_regs: true, splits };
+        let c = SplitkvConfig { block_m, block_n, stages, q_in_regs: true, splits, combine: SplitkvCombine::Fused };
         KernelSpec { config: KernelConfig::Splitkv(c), dtype: Dtype::Bf16, head_dim }
     }
 
     #[test]
     fn splitkv_name_grid_smem_and_validate() {
         let spec = splitkv(64, 64, 2, 0, 128);
-        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0");
+        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0_cbfused");
+        assert_eq!(spec.combine_kernel_name(), None);
         assert_eq!(spec.threads(), 128);
         // The mma tile layout: (64 + 2 * 2 * 64) rows of (128 + 8) elements.
         assert_eq!(spec.dynamic_smem_bytes(), (64 + 256) * 136 * 2);
@@ -716,9 +770,20 @@ mod tests {
         assert!(splitkv(128, 128, 3, 0, 256).validate(Arch::Sm90a).unwrap_err().contains("shared memory"));
         let changed = spec.config.with_overrides("splits=8,block_m=16").unwrap();
         assert_eq!(changed, splitkv(16, 64, 2, 8, 128).config);
-        assert_eq!(changed.to_string(), "block_m=16,block_n=64,stages=2,q_in_regs=1,splits=8");
+        assert_eq!(changed.to_string(), "block_m=16,block_n=64,stages=2,q_in_regs=1,splits=8,combine=fused");
         assert!(spec.config.with_overrides("loads=tma").is_err());
-        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 3 * 2);
+        assert!(spec.config.with_overrides("combine=atomic").unwrap_err().contains("combine is one of fused, kernel"));
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 3 * 2 * 2);
+        // The second kernel's name and the defines that select it.
+        let two = KernelSpec { config: spec.config.with_overrides("combine=kernel").unwrap(), ..spec };
+        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0_cbkernel";
+        assert_eq!(two.combine_kernel_name().as_deref(), Some(&*format!("{name}_combine")));
+        let defines = two.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_COMBINE_KERNEL").as_deref(), Some("1"));
+        assert_eq!(get("EVOATTN_COMBINE_NAME"), Some(format!("{name}_combine")));
+        assert_eq!(get("EVOATTN_COMBINE"), None);
+        assert!(spec.defines().contains(&("EVOATTN_COMBINE_KERNEL".to_string(), "0".to_string())));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! these; the tuner's store overrides them per GPU and problem bucket.
 
 use crate::arch::Arch;
-use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, SplitkvConfig, WgmmaConfig, WgmmaLoads};
+use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads};
 
 /// 128 threads: four warps give each block enough loads in flight to cover a key row's
 /// latency, and D <= 256 means at most two output columns per thread.
@@ -60,9 +60,12 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
 ///   arch (`mma` above): the same main loop with at most as many rows, so the same shared
 ///   memory and register budget holds.
 /// - splits = 0: the planner chooses from the problem and the SM count.
+/// - combine fused into the last split of each tile: one launch per call instead of two (one
+///   `cuLaunchKernel` of host time, and no gap between two grids on the GPU), and the merge
+///   of one tile overlaps the other tiles' splits. Unmeasured against `kernel` so far.
 pub fn splitkv(arch: Arch, head_dim: usize) -> SplitkvConfig {
     let MmaConfig { block_n, stages, q_in_regs, .. } = mma(arch, head_dim);
-    SplitkvConfig { block_m: 64, block_n, stages, q_in_regs, splits: 0 }
+    SplitkvConfig { block_m: 64, block_n, stages, q_in_regs, splits: 0, combine: SplitkvCombine::Fused }
 }
 
 /// The default configuration of `imp` for a head dim on an arch.

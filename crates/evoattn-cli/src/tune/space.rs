@@ -1,7 +1,9 @@
 //! The tuner's search space: each kernel's levers and their allowed values, taken from the
 //! constants in `evoattn::config` so the tuner never proposes a value the kernel does not know.
 
-use evoattn::config::{Impl, KernelConfig, KernelSpec, MmaConfig, SplitkvConfig, WgmmaConfig, WgmmaLoads};
+use evoattn::config::{
+    Impl, KernelConfig, KernelSpec, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads,
+};
 use evoattn::problem::Dtype;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -30,6 +32,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("stages", nums(&SplitkvConfig::STAGES)),
             ("q_in_regs", nums(&[0, 1])),
             ("splits", nums(&SplitkvConfig::SPLITS)),
+            ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
         ],
     }
 }

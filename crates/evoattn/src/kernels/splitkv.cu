@@ -1,7 +1,8 @@
 // The `splitkv` kernel (sm_80+): the `mma` kernel's main loop over one slice of the keys, for
 // grids that cannot fill the GPU (small B·H, short Sq, decoding). Block (m_block, split) of
 // one (batch, KV head) attends its BM packed rows to key blocks of split `split`, writes a
-// partial output, and the tile's last split merges them (splitkv_combine.cuh).
+// partial output; the tile's last split merges them (splitkv_combine.cuh), or, with
+// EVOATTN_COMBINE_KERNEL, a second kernel launched after this grid does.
 #include "splitkv_combine.cuh"
 
 static_assert(D % 32 == 0, "the combine step spreads D over a warp's lanes");
@@ -39,5 +40,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const int row0 = m0 + warp * 16 + lane / 4;
     attend_keys(p, ring, q_frag, row0, group, first_row_keys, acc, st);
     write_partial(p, sp, acc, st, split, batch, kv_head, rows, row0);
+#if !EVOATTN_COMBINE_KERNEL
     if (arrive_last(sp, batch, kv_head, p.hkv, m_block)) combine(p, sp, batch, kv_head, group, rows, m0);
+#endif
 }
+
+#if EVOATTN_COMBINE_KERNEL
+// The separate merge: block (m_block, KV head, batch) merges that tile's splits, after the
+// split grid has finished (same stream).
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    EVOATTN_COMBINE_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ SplitParams sp) {
+    const int group = p.h / p.hkv;
+    combine(p, sp, blockIdx.z, blockIdx.y, group, p.sq * group, blockIdx.x * BM);
+}
+#endif

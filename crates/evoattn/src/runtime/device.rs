@@ -165,7 +165,11 @@ impl Gpu {
                 .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
                 .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         }
-        Ok(LoadedKernel { function, spec: kernel.spec, smem })
+        let combine = match kernel.spec.combine_kernel_name() {
+            Some(name) => Some(module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?),
+            None => None,
+        };
+        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem })
     }
 }
 
@@ -200,6 +204,8 @@ unsafe impl DeviceRepr for KernelParams {}
 /// A kernel loaded into the GPU's context, ready to launch.
 pub struct LoadedKernel {
     function: CudaFunction,
+    /// `splitkv`'s separate merge kernel (`combine=kernel`), from the same module.
+    combine: Option<CudaFunction>,
     spec: KernelSpec,
     smem: usize,
 }
@@ -221,6 +227,10 @@ impl LoadedKernel {
 
     pub(crate) fn function(&self) -> &CudaFunction {
         &self.function
+    }
+
+    pub(crate) fn combine_function(&self) -> Option<&CudaFunction> {
+        self.combine.as_ref()
     }
 
     /// Dynamic shared memory the kernel is launched with.

@@ -113,6 +113,8 @@ pub struct PreparedLaunch {
     params: KernelParams,
     workspace: Option<Workspace>,
     maps: Option<MapCache>,
+    /// `splitkv`'s merge kernel (`combine=kernel`) and its grid: one block per tile.
+    combine: Option<(CudaFunction, (u32, u32, u32))>,
 }
 
 impl PreparedLaunch {
@@ -139,6 +141,9 @@ impl PreparedLaunch {
             Some((q_rows, kv_rows)) if !problem.is_empty() => Some(MapCache::new(problem, q_rows, kv_rows)?),
             _ => None,
         };
+        let combine = kernel
+            .combine_function()
+            .map(|f| (f.clone(), (grid[0] as u32 / splits as u32, grid[1] as u32, grid[2] as u32)));
         Ok(PreparedLaunch {
             function: kernel.function().clone(),
             spec,
@@ -149,6 +154,7 @@ impl PreparedLaunch {
             params: KernelParams::new(problem, [0; 5]),
             workspace,
             maps,
+            combine,
         })
     }
 
@@ -215,23 +221,52 @@ impl PreparedLaunch {
         // Safety: the function was loaded into this stream's context with the dynamic shared
         // memory limit `smem` needs (`Gpu::load`); the argument list matches the kernel's
         // parameters (`AttnParams`, then `SplitParams` for splitkv or the three `TmaMap`s when
-        // `tensor_map_rows` says so), each pointer to a live `repr(C)` value owned by `self`
-        // that outlives this call (the driver copies the bytes before returning). The addresses
-        // in `params` come from views borrowed for this call, whose sizes, alignment and
-        // disjointness `validate_buffers` checked against the validated problem; the maps
-        // cover exactly their tensors' extents (TMA never reads outside them); the workspace
-        // holds every split's rows of every tile (sized from the same problem and split count
-        // as the grid). The sync guards (`_q_sync`..) keep stream ordering with other uses.
-        unsafe {
-            cudarc::driver::result::launch_kernel(
-                self.function.cu_function(),
-                self.grid,
-                (self.block, 1, 1),
-                self.smem,
-                stream.cu_stream(),
-                &mut args[..n_args],
-            )
+        // `tensor_map_rows` says so), each pointer to a live `repr(C)` value owned by `self`.
+        // The addresses in `params` come from views borrowed for this call, whose sizes,
+        // alignment and disjointness `validate_buffers` checked against the validated problem;
+        // the maps cover exactly their tensors' extents (TMA never reads outside them); the
+        // workspace holds every split's rows of every tile (sized from the same problem and
+        // split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with
+        // the buffers' other uses.
+        unsafe { launch(&self.function, self.grid, self.block, self.smem, stream, &mut args[..n_args]) }?;
+        if let Some((function, grid)) = &self.combine {
+            // Safety: the merge kernel of the same module takes the same `AttnParams` and
+            // `SplitParams` (the first two arguments above, still live), has no dynamic shared
+            // memory, and runs after the split grid on the same stream, so it reads complete
+            // partials; its grid has one block per tile of the workspace.
+            unsafe { launch(function, *grid, self.block, 0, stream, &mut args[..2]) }?;
         }
-        .map_err(|e| Error::driver("cuLaunchKernel", e))
+        Ok(())
     }
+}
+
+/// `cuLaunchKernel` of `function` with `block` threads per block and `smem` bytes of dynamic
+/// shared memory on `stream`, with the parameters `args` points at.
+///
+/// # Safety
+///
+/// `function` must belong to `stream`'s context (bound to this thread) and allow `smem`;
+/// `args` must point at live values whose types and order match the kernel's parameters, and
+/// every device address in them must be valid for what the kernel reads and writes over the
+/// whole grid.
+unsafe fn launch(
+    function: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: u32,
+    smem: u32,
+    stream: &CudaStream,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    // Safety: the caller's contract above is the driver's for cuLaunchKernel.
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            function.cu_function(),
+            grid,
+            (block, 1, 1),
+            smem,
+            stream.cu_stream(),
+            args,
+        )
+    }
+    .map_err(|e| Error::driver("cuLaunchKernel", e))
 }
