@@ -53,27 +53,27 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total 
 # 1. GPU tests of issue 5: splitkv on decode/tail shapes and forced split counts, auto picks
 #    splitkv for decoding, a prepared call costs the host < 5 us (auto, splitkv, mma); and the
 #    existing mma test, since splitkv's main loop is now shared with mma.
-step "gpu tests (splitkv, host cost, mma)" 120 gpu-tests.txt \
+step "gpu tests (splitkv, host cost, mma)" 100 gpu-tests.txt \
     "$TESTS" --test-threads 1 --nocapture splitkv five_microseconds mma_passes non_default_mma
 
 # 2. Host cost of one prepared Attention::forward_on (median of 2000 calls), on a seed shape,
 #    a decode shape with GQA and one without, for auto and splitkv.
 for imp in auto splitkv; do
-    step "host cost ($imp)" 40 "host-cost-$imp.txt" "$BIN" bench --impl "$imp" --peers none --reps 5 --host-cost \
+    step "host cost ($imp)" 30 "host-cost-$imp.txt" "$BIN" bench --impl "$imp" --peers none --reps 5 --host-cost \
         --shape 1,8,512,64 --shape 1,32,1,128,4,8192 --shape 8,32,1,128,32,1024 --dtype bf16
 done
 
 # 3. compute-sanitizer on the sanitize preset (every head dim, dtype, mask; tails, GQA, Sq != Sk,
 #    BSHD) plus two decode shapes, splitkv only.
 for tool in memcheck racecheck; do
-    step "sanitizer $tool" 75 "sanitize-$tool.txt" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    step "sanitizer $tool" 60 "sanitize-$tool.txt" compute-sanitizer --tool "$tool" --error-exitcode 9 \
         "$BIN" check --impl splitkv --preset sanitize --shape 1,8,1,128,2,1000 --shape 1,4,3,64,1,300 \
         --causal all --dtype all --seeds 1 --quiet
 done
 
 # 4. The correctness grid (504 cases: f16/bf16, D 64/128/256, all masks, lengths 1..4097,
 #    Sq != Sk, GQA 4:1, both layouts), one seed per case (the other engineers' runs use 2).
-step "check grid (splitkv, 1 seed)" 150 check-grid-splitkv.txt \
+step "check grid (splitkv, 1 seed)" 110 check-grid-splitkv.txt \
     "$BIN" check --preset grid --impl splitkv --seeds 1
 
 # 5. Benches. Decode: the full preset's largest cases need minutes of host-side input
@@ -87,9 +87,9 @@ done
 for sk in 1024 32768; do decode_shapes+=(--shape "8,32,1,128,4,$sk"); done
 for sk in 8192 32768; do decode_shapes+=(--shape "1,32,1,128,32,$sk"); done
 for mode in eager graph; do
-    step "bench decode ($mode)" 110 "bench-decode-$mode.txt" "$BIN" bench "${decode_shapes[@]}" --dtype bf16 \
+    step "bench decode ($mode)" 90 "bench-decode-$mode.txt" "$BIN" bench "${decode_shapes[@]}" --dtype bf16 \
         --peers sdpa-cudnn,sdpa-flash --mode "$mode" --reps 50 --json "$OUT/decode-$mode.json"
-    step "bench seed ($mode)" 45 "bench-seed-$mode.txt" "$BIN" bench --preset seed \
+    step "bench seed ($mode)" 40 "bench-seed-$mode.txt" "$BIN" bench --preset seed \
         --peers sdpa-cudnn,sdpa-flash --mode "$mode" --json "$OUT/seed-$mode.json"
 done
 
@@ -98,7 +98,7 @@ done
 combine_shapes=()
 for sk in 1024 8192 32768 131072; do combine_shapes+=(--shape "1,32,1,128,4,$sk"); done
 for mode in eager graph; do
-    step "bench decode combine=kernel ($mode)" 40 "bench-combine-kernel-$mode.txt" "$BIN" bench \
+    step "bench decode combine=kernel ($mode)" 30 "bench-combine-kernel-$mode.txt" "$BIN" bench \
         "${combine_shapes[@]}" --dtype bf16 --impl splitkv --config combine=kernel --peers none --mode "$mode" \
         --reps 50 --json "$OUT/decode-combine-kernel-$mode.json"
 done
