@@ -17,6 +17,7 @@ BIN=${EVOATTN_BIN:-.gpu/evoattn}
 TESTS=${EVOATTN_GPU_TESTS:-.gpu/gpu-tests}
 OUT=${OUT:-out}
 BUDGET_S=${BUDGET_S:-530}
+SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export EVOATTN_BIN="$BIN"
@@ -66,7 +67,7 @@ done
 # 3. compute-sanitizer on the sanitize preset (every head dim, dtype, mask; tails, GQA, Sq != Sk,
 #    BSHD) plus two decode shapes, splitkv only.
 for tool in memcheck racecheck; do
-    step "sanitizer $tool" 60 "sanitize-$tool.txt" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    step "sanitizer $tool" 60 "sanitize-$tool.txt" "$SANITIZER" --tool "$tool" --error-exitcode 9 \
         "$BIN" check --impl splitkv --preset sanitize --shape 1,8,1,128,2,1000 --shape 1,4,3,64,1,300 \
         --causal all --dtype all --seeds 1 --quiet
 done
@@ -119,4 +120,4 @@ echo "==== host cost"
 grep -h '^host_cost ' "$OUT"/host-cost-*.txt
 echo
 echo "==== summary (logs in $OUT, $(($(date +%s) - start)) s in all)"
-printf '%s\n' "${rows[@]}" | column -t -s '|'
+printf '%s\n' "${rows[@]}" | (column -t -s '|' 2>/dev/null || cat)
