@@ -77,6 +77,21 @@ pub trait Backend {
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot time kernels", self.info().gpu)))
     }
 
+    /// Host (CPU) time in microseconds of each of `calls` calls of the library's launch path
+    /// (`Attention::forward_on`) on an already prepared problem: what a caller's thread pays
+    /// per call, GPU time excluded. Backends without a launch path say so.
+    fn host_cost(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        inputs: [&[u16]; 3],
+        calls: usize,
+    ) -> evoattn::Result<Vec<f64>> {
+        let _ = (problem, choice, config, inputs, calls);
+        Err(evoattn::Error::NoGpu(format!("the {} backend has no launch path to time", self.info().gpu)))
+    }
+
     /// The planned kernel packed for a launch by another process (the oracle's cross-check of
     /// our timer). Backends without compiled kernels say so.
     fn launch_image(

@@ -37,6 +37,42 @@ fn upload(stream: &Arc<CudaStream>, host: &[u16]) -> evoattn::Result<CudaSlice<u
     stream.clone_htod(host).map_err(driver("cuMemcpyHtoD"))
 }
 
+/// A case's inputs on the device, with zeroed outputs.
+struct DeviceCase {
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
+    o: CudaSlice<u16>,
+    lse: Option<CudaSlice<f32>>,
+}
+
+impl DeviceCase {
+    fn upload(stream: &Arc<CudaStream>, problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> evoattn::Result<Self> {
+        let [q, k, v] = [q, k, v].map(|host| upload(stream, host));
+        let o = stream.alloc_zeros::<u16>(problem.extent(TensorName::O).max(1)).map_err(driver("cuMemAlloc"))?;
+        let lse = if problem.with_lse {
+            Some(stream.alloc_zeros::<f32>(problem.extent(TensorName::Lse).max(1)).map_err(driver("cuMemAlloc"))?)
+        } else {
+            None
+        };
+        Ok(DeviceCase { q: q?, k: k?, v: v?, o, lse })
+    }
+
+    fn tensors(&mut self) -> DeviceTensors<'_> {
+        DeviceTensors {
+            q: self.q.as_view(),
+            k: self.k.as_view(),
+            v: self.v.as_view(),
+            o: self.o.as_view_mut(),
+            lse: self.lse.as_mut().map(|l| l.as_view_mut()),
+        }
+    }
+}
+
+/// Calls timed back to back before the host waits for the GPU: few enough that the launch
+/// queue never fills (a full queue would make the host wait inside the call).
+const HOST_COST_BATCH: usize = 50;
+
 impl Backend for GpuBackend {
     fn info(&self) -> BackendInfo {
         let gpu = self.attention.gpu();
@@ -112,27 +148,10 @@ impl Backend for GpuBackend {
     ) -> evoattn::Result<Timing> {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
-        let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
-        let mut o_dev =
-            stream.alloc_zeros::<u16>(problem.extent(TensorName::O).max(1)).map_err(driver("cuMemAlloc"))?;
-        let mut lse_dev = if problem.with_lse {
-            Some(stream.alloc_zeros::<f32>(problem.extent(TensorName::Lse).max(1)).map_err(driver("cuMemAlloc"))?)
-        } else {
-            None
-        };
+        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
         let flush_len = crate::lab::flush_bytes(self.attention.gpu().l2_bytes());
         let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
-        let mut launch = |attention: &mut Attention| {
-            let tensors = DeviceTensors {
-                q: q_dev.as_view(),
-                k: k_dev.as_view(),
-                v: v_dev.as_view(),
-                o: o_dev.as_view_mut(),
-                lse: lse_dev.as_mut().map(|l| l.as_view_mut()),
-            };
-            attention.forward(problem, choice, config, tensors)
-        };
+        let mut launch = |attention: &mut Attention| attention.forward(problem, choice, config, case.tensors());
         for _ in 0..options.warmup.max(1) {
             launch(&mut self.attention)?;
         }
@@ -175,6 +194,34 @@ impl Backend for GpuBackend {
             samples_us.push(f64::from(ms) * 1e3);
         }
         Ok(Timing { samples_us })
+    }
+
+    fn host_cost(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        inputs: [&[u16]; 3],
+        calls: usize,
+    ) -> evoattn::Result<Vec<f64>> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let [q, k, v] = inputs;
+        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
+        // The first call plans, compiles or loads, and prepares: not what is measured.
+        self.attention.forward_on(&stream, problem, choice, config, case.tensors())?;
+        let mut samples_us = Vec::with_capacity(calls);
+        while samples_us.len() < calls {
+            stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+            for _ in 0..HOST_COST_BATCH.min(calls - samples_us.len()) {
+                let tensors = case.tensors();
+                let start = std::time::Instant::now();
+                self.attention.forward_on(&stream, problem, choice, config, tensors)?;
+                samples_us.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+        Ok(samples_us)
     }
 
     fn launch_image(

@@ -85,7 +85,7 @@ impl Backend for MockBackend {
         v: &[u16],
     ) -> evoattn::Result<Forward> {
         problem.validate()?;
-        let plan = plan(problem, MOCK_ARCH, choice, config);
+        let plan = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config);
         plan.spec
             .validate(MOCK_ARCH)
             .map_err(|reason| Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;

@@ -15,7 +15,16 @@ pub struct Args {
     /// `evoattn gate --samples FILE` re-gates it with no GPU.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Also measure the host cost of one call: the CPU time of the library's launch path
+    /// (`Attention::forward_on`) on each case once it is prepared, median over many calls.
+    #[arg(long)]
+    host_cost: bool,
 }
+
+/// Calls per case the host cost is the median of.
+const HOST_COST_CALLS: usize = 2000;
+/// The issue-5 target for the host cost of one call, in microseconds.
+pub const HOST_COST_TARGET_US: f64 = 5.0;
 
 fn median(m: &Measurement) -> Option<f64> {
     m.is_ok().then(|| summarize(&m.samples_us).map(|s| s.median)).flatten()
@@ -23,6 +32,14 @@ fn median(m: &Measurement) -> Option<f64> {
 
 fn tflops(flops: f64, us: f64) -> f64 {
     flops / (us * 1e-6) / 1e12
+}
+
+/// GB/s of the K and V reads (every key of every KV head read once), the figure that bounds
+/// decoding.
+fn kv_gbps(c: &crate::record::CaseRecord, us: f64) -> f64 {
+    let elem = evoattn::Dtype::parse(&c.dtype).map_or(2, evoattn::Dtype::size_bytes);
+    let bytes = 2 * c.b * c.hkv * c.sk * c.d * elem;
+    bytes as f64 / (us * 1e-6) / 1e9
 }
 
 /// The fastest peer that ran (controls excluded), with its median.
@@ -56,6 +73,10 @@ fn print_table(record: &BenchRecord) {
     if env.matmul_tflops.is_some() {
         header.push_str(&format!(" {:>6}", "%peak"));
     }
+    header.push_str(&format!(" {:>7}", "kv_GB/s"));
+    if env.copy_gbps.is_some() {
+        header.push_str(&format!(" {:>6}", "%copy"));
+    }
     for name in &peer_names {
         header.push_str(&format!(" {:>14}", format!("{name}_us")));
     }
@@ -77,6 +98,13 @@ fn print_table(record: &BenchRecord) {
             line.push_str(&format!(
                 " {:>6}",
                 ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * tflops(c.flops, m) / peak))
+            ));
+        }
+        line.push_str(&format!(" {:>7}", ours.map_or("-".into(), |m| format!("{:.0}", kv_gbps(c, m)))));
+        if let Some(copy) = env.copy_gbps {
+            line.push_str(&format!(
+                " {:>6}",
+                ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * kv_gbps(c, m) / copy))
             ));
         }
         for p in &r.peers {
@@ -124,6 +152,10 @@ fn print_table(record: &BenchRecord) {
         println!("not measured: {s}");
     }
     println!("speedup = best peer median / our median; ok = our output passed the correctness check on these inputs");
+    println!(
+        "kv_GB/s = K and V bytes / our median (each read once){}",
+        if env.copy_gbps.is_some() { "; %copy = of the measured device copy bandwidth (read + write)" } else { "" }
+    );
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -133,6 +165,32 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         record.write(path)?;
         println!("record written to {}", path.display());
     }
+    if args.host_cost {
+        print_host_cost(&args.lab)?;
+    }
     let all_correct = record.results.iter().all(|r| r.ours.correct == Some(true));
     Ok(if all_correct { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Prints, per case, the median and p90 CPU time of one prepared call of the launch path.
+fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
+    let choice = lab.kernel.choice()?;
+    let mut backend = crate::backend::open()?;
+    let info = backend.info();
+    let arch = evoattn::Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;
+    println!("host cost of one call (Attention::forward_on, prepared problem, median of {HOST_COST_CALLS} calls):");
+    for (i, (problem, _)) in lab.problems.expand()?.iter().enumerate() {
+        let problem = problem.clone().with_lse(false);
+        let config = lab.kernel.config(choice, arch, problem.shape.d)?;
+        let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, lab.seed + i as u64);
+        let samples =
+            backend.host_cost(&problem, choice, config, [&inputs.q, &inputs.k, &inputs.v], HOST_COST_CALLS)?;
+        let s = summarize(&samples).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;
+        let verdict = if s.median < HOST_COST_TARGET_US { "within" } else { "OVER" };
+        println!(
+            "host_cost {} {} {}: median {:.2} us, p90 {:.2} us ({verdict} the {HOST_COST_TARGET_US} us target)",
+            problem.shape, problem.dtype, problem.causal, s.median, s.p90
+        );
+    }
+    Ok(())
 }

@@ -20,7 +20,7 @@ const ALL: &str = "all";
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Kernel family (reference, mma, wgmma), or `all`.
+    /// Kernel family (reference, mma, wgmma, splitkv), or `all`.
     #[arg(long = "impl", default_value = ALL)]
     imp: String,
     /// Target arch (sm_80, sm_86, sm_89, sm_90, sm_90a), or `all`: every arch each kernel runs on.

@@ -79,7 +79,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             let info = backend.info();
             let arch =
                 Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
-            let base = plan(&problem, arch, choice, None).spec.config;
+            let base = plan(&problem, arch, info.sm_count, choice, None).spec.config;
             Some(base.with_overrides(text).map_err(|e| anyhow!("--config: {e}"))?)
         }
         None => None,

@@ -7,7 +7,7 @@ use evoattn::{Arch, KernelConfig};
 
 #[derive(clap::Args, Debug)]
 pub struct KernelArgs {
-    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, wgmma, reference.
+    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, wgmma, splitkv, reference.
     #[arg(long = "impl", default_value = "auto")]
     pub imp: String,
     /// Lever overrides for a named --impl, e.g. block_n=64,stages=3, applied to that kernel's

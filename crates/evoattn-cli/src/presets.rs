@@ -20,7 +20,8 @@ pub struct Preset {
 pub const GRID_LENGTHS: [usize; 7] = [1, 17, 113, 128, 1000, 1023, 4097];
 pub const HEAD_DIMS: [usize; 3] = [64, 128, 256];
 
-pub const NAMES: [&str; 9] = ["mission", "small", "long", "wide", "stress", "seed", "fa3-grid", "grid", "sanitize"];
+pub const NAMES: [&str; 10] =
+    ["mission", "small", "long", "wide", "stress", "seed", "fa3-grid", "grid", "sanitize", "decode"];
 
 /// The FlashAttention-3 paper's grid: 16k tokens (B·S) and a model width H·D of 2048.
 const FA3_TOKENS: usize = 16 * 1024;
@@ -28,6 +29,13 @@ const FA3_WIDTH: usize = 2048;
 const FA3_LENGTHS: [usize; 6] = [512, 1024, 2048, 4096, 8192, 16384];
 /// ../shared/ANCHORS.md's `seed` rows: fp16, S=512, D=64, these (B, H).
 const SEED_BATCH_HEADS: [(usize, usize); 5] = [(1, 8), (2, 8), (4, 8), (4, 16), (8, 16)];
+
+/// The decode preset's key lengths, query lengths, batches and (H, Hkv): GQA 8:1 and none.
+const DECODE_KEYS: [usize; 4] = [1024, 8192, 32768, 131072];
+const DECODE_QUERIES: [usize; 2] = [1, 4];
+const DECODE_BATCHES: [usize; 2] = [1, 8];
+const DECODE_HEADS: [(usize, usize); 2] = [(32, 4), (32, 32)];
+const DECODE_HEAD_DIM: usize = 128;
 
 fn gqa(b: usize, h: usize, hkv: usize, sq: usize, sk: usize, d: usize) -> Shape {
     Shape { b, h, hkv, sq, sk, d }
@@ -142,6 +150,31 @@ pub fn preset(name: &str) -> Result<Preset, String> {
                 layouts: vec![Layout::Bshd],
             }
         }
+        "decode" => {
+            let mut shapes = Vec::new();
+            for sk in DECODE_KEYS {
+                for b in DECODE_BATCHES {
+                    for (h, hkv) in DECODE_HEADS {
+                        for sq in DECODE_QUERIES {
+                            let shape = gqa(b, h, hkv, sq, sk, DECODE_HEAD_DIM);
+                            // K of B=8 x 32 heads x 128k keys has 2^32 elements: past the
+                            // kernels' 32-bit indexing, so that pair is left out.
+                            if b * hkv * sk * DECODE_HEAD_DIM <= evoattn::problem::MAX_INDEX {
+                                shapes.push(shape);
+                            }
+                        }
+                    }
+                }
+            }
+            Preset {
+                name: "decode",
+                about: "decoding: bf16, D=128, Sq 1 and 4 against Sk 1k..128k, B 1 and 8, GQA 8:1 (H=32, Hkv=4) and none (H=Hkv=32), no mask; B=8 H=Hkv=32 Sk=128k left out (2^32 elements)",
+                shapes,
+                dtypes: vec![Dtype::Bf16],
+                causal: vec![Causal::None],
+                layouts: vec![Layout::Bhsd],
+            }
+        }
         other => return Err(format!("unknown preset '{other}'; presets: {}", NAMES.join(", "))),
     };
     Ok(p)
@@ -152,7 +185,7 @@ pub fn preset(name: &str) -> Result<Preset, String> {
 pub struct ProblemArgs {
     /// A named problem set (repeatable): mission, small, long, wide, stress, seed (ANCHORS.md's
     /// 10 fp16 shapes), fa3-grid (its 36 large bf16 shapes), grid (the full correctness grid),
-    /// sanitize (a small grid for compute-sanitizer).
+    /// sanitize (a small grid for compute-sanitizer), decode (Sq 1 and 4 against long Sk).
     #[arg(long = "preset", value_name = "NAME")]
     pub presets: Vec<String>,
     /// A TOML file of cases (repeatable), each `[[case]]` with `shape = "B,H,S,D[,HKV][,SK]"`
@@ -336,6 +369,21 @@ mod tests {
             }
         }
         assert_eq!((g.dtypes.len(), g.causal.len(), g.layouts.len()), (2, 3, 2));
+    }
+
+    #[test]
+    fn decode_covers_the_issue_grid_within_32_bit_indexing() {
+        let d = preset("decode").unwrap();
+        // 4 Sk x 2 B x 2 head settings x 2 Sq, less B=8 H=Hkv=32 Sk=128k at both Sq.
+        assert_eq!(d.shapes.len(), 4 * 2 * 2 * 2 - 2);
+        assert!(d.shapes.iter().all(|s| s.d == 128 && s.h == 32 && s.sq <= 4));
+        assert!(d.shapes.contains(&gqa(8, 32, 4, 1, 131072, 128)));
+        assert!(d.shapes.contains(&gqa(1, 32, 32, 4, 131072, 128)));
+        assert!(!d.shapes.contains(&gqa(8, 32, 32, 1, 131072, 128)));
+        assert_eq!((d.dtypes.as_slice(), d.causal.as_slice()), (&[Dtype::Bf16][..], &[Causal::None][..]));
+        for s in &d.shapes {
+            Problem::dense(*s, Dtype::Bf16, Layout::Bhsd).validate().unwrap();
+        }
     }
 
     #[test]

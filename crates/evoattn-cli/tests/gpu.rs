@@ -95,3 +95,75 @@ fn an_impossible_config_fails_the_check_without_a_launch() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stdout(&out).contains("shared memory"), "{}", stdout(&out));
 }
+
+/// `evoattn check` on `shapes` with `--impl splitkv`, every dtype, mask and layout, plus `extra`.
+fn check_splitkv(shapes: &[&str], extra: &[&str]) -> Output {
+    let mut args = vec!["check", "--impl", "splitkv", "--dtype", "all", "--causal", "all", "--layout", "all"];
+    for shape in shapes {
+        args.extend(["--shape", shape]);
+    }
+    args.extend(extra);
+    evoattn(&args)
+}
+
+#[test]
+fn splitkv_passes_decode_and_tail_shapes() {
+    require_gpu!();
+    // Sq = 1 and 4 with GQA 8:1 and MQA, Sk not a multiple of any tile, Sq > Sk (rows that see
+    // no key under bottom-right), and every head dim.
+    let shapes = ["2,8,1,128,1,1000", "1,32,4,128,4,4097", "1,4,17,64,2,113", "2,2,130,256,1,77", "1,8,1,64,8,1"];
+    let out = check_splitkv(&shapes, &["--seeds", "1"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("0 failed") && text.contains("evoattn_splitkv_"), "{text}");
+}
+
+#[test]
+fn splitkv_levers_and_forced_split_counts_are_correct() {
+    require_gpu!();
+    for config in
+        ["splits=3", "splits=1", "block_m=16,block_n=32,stages=1,splits=7", "block_m=128,q_in_regs=0,splits=128"]
+    {
+        let out = check_splitkv(&["1,8,5,128,2,1023"], &["--seeds", "1", "--config", config]);
+        assert!(out.status.success(), "{config}: {}", stdout(&out));
+    }
+}
+
+#[test]
+fn auto_runs_decoding_with_splitkv() {
+    require_gpu!();
+    let out = evoattn(&["check", "--shape", "1,32,1,128,4,8192", "--dtype", "bf16", "--seeds", "1"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("evoattn_splitkv_"), "{text}");
+}
+
+#[test]
+fn a_prepared_call_costs_the_host_under_five_microseconds() {
+    require_gpu!();
+    for imp in ["auto", "splitkv", "mma"] {
+        let out = evoattn(&[
+            "bench",
+            "--shape",
+            "1,8,512,64",
+            "--peers",
+            "none",
+            "--reps",
+            "5",
+            "--impl",
+            imp,
+            "--host-cost",
+        ]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        let line = text.lines().find(|l| l.starts_with("host_cost ")).unwrap_or_else(|| panic!("{text}"));
+        let median: f64 = line
+            .split("median ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        println!("{imp}: {line}");
+        assert!(median < 5.0, "{imp}: {line}");
+    }
+}

@@ -3,25 +3,64 @@
 use crate::config::{KernelConfig, KernelSpec};
 use crate::error::Result;
 use crate::plan::{plan, ImplChoice, Plan};
-use crate::problem::Problem;
+use crate::problem::{Causal, Dtype, Problem, Shape, Strides};
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
 use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
+use crate::runtime::launch::PreparedLaunch;
 use cudarc::driver::CudaStream;
 use std::collections::HashMap;
+
+/// What a prepared launch depends on: the problem signature (shape, strides, dtype, mask,
+/// scale, LSE) and the caller's choice of kernel. The device is the `Attention`'s own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct LaunchKey {
+    shape: Shape,
+    strides: [Strides; 4],
+    dtype: Dtype,
+    causal: Causal,
+    /// The scale's bits (`None`: 1/sqrt(D)); equal bits, equal scale.
+    scale_bits: Option<u32>,
+    with_lse: bool,
+    choice: ImplChoice,
+    config: Option<KernelConfig>,
+}
+
+impl LaunchKey {
+    fn new(problem: &Problem, choice: ImplChoice, config: Option<KernelConfig>) -> Self {
+        LaunchKey {
+            shape: problem.shape,
+            strides: [problem.q_strides, problem.k_strides, problem.v_strides, problem.o_strides],
+            dtype: problem.dtype,
+            causal: problem.causal,
+            scale_bits: problem.scale.map(f32::to_bits),
+            with_lse: problem.with_lse,
+            choice,
+            config,
+        }
+    }
+}
 
 pub use crate::runtime::device::DeviceTensors;
 
 /// Attention on one GPU. Kernels are compiled on first use, cached on disk and kept loaded,
-/// so a repeated call with the same kernel does no compile and no module load.
+/// and each problem signature's launch is prepared once (plan, grid, parameters, `splitkv`
+/// workspace, TMA maps), so a repeated call does no compile, no module load, no allocation
+/// and no synchronisation: it checks the buffers and launches.
 ///
 /// Launches are asynchronous on `gpu().stream()`, or on the caller's stream with
 /// [`Attention::forward_on`]. Buffers used on several streams must be synchronised by the caller
-/// (the usual CUDA stream contract); evoattn does not track cross-stream use.
+/// (the usual CUDA stream contract); evoattn does not track cross-stream use. Calls with the same
+/// problem signature share a prepared launch (and `splitkv`'s workspace), so they must not run
+/// concurrently on different streams. The first call of a signature allocates and synchronises
+/// evoattn's own stream once: make it before capturing calls into a CUDA graph. Prepared
+/// launches are kept for the life of the `Attention`, one per signature (a decoding loop whose
+/// Sk grows every step prepares one per step).
 pub struct Attention {
     gpu: Gpu,
     cache: CubinCache,
     loaded: HashMap<KernelSpec, LoadedKernel>,
+    launches: HashMap<LaunchKey, PreparedLaunch>,
 }
 
 impl Attention {
@@ -29,7 +68,7 @@ impl Attention {
     pub fn new(ordinal: usize) -> Result<Self> {
         let gpu = Gpu::open(ordinal)?;
         let cache = CubinCache::open(CubinCache::default_dir())?;
-        Ok(Attention { gpu, cache, loaded: HashMap::new() })
+        Ok(Attention { gpu, cache, loaded: HashMap::new(), launches: HashMap::new() })
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -42,7 +81,7 @@ impl Attention {
 
     /// The kernel `choice` (and optional lever overrides) resolves to for `problem` here.
     pub fn plan(&self, problem: &Problem, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
-        plan(problem, self.gpu.arch(), choice, config)
+        plan(problem, self.gpu.arch(), self.gpu.sm_count(), choice, config)
     }
 
     /// Compiles (or loads from cache) and loads the planned kernel; it must pass the resource
@@ -93,13 +132,21 @@ impl Attention {
         config: Option<KernelConfig>,
         tensors: DeviceTensors<'_>,
     ) -> Result<KernelSpec> {
+        let key = LaunchKey::new(problem, choice, config);
+        // The cached call: one hash lookup, the buffer checks, the launch.
+        if let Some(launch) = self.launches.get_mut(&key) {
+            launch.run(stream, tensors)?;
+            return Ok(*launch.spec());
+        }
         problem.validate()?;
         let plan = self.plan(problem, choice, config);
         if let Err(reason) = plan.spec.validate(plan.arch) {
             return Err(crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason });
         }
-        let kernel = self.prepare(&plan)?;
-        kernel.run(stream, problem, tensors)?;
+        self.prepare(&plan)?;
+        let mut launch = PreparedLaunch::new(&self.gpu, &self.loaded[&plan.spec], problem)?;
+        launch.run(stream, tensors)?;
+        self.launches.insert(key, launch);
         Ok(plan.spec)
     }
 }

@@ -15,16 +15,19 @@ pub enum Impl {
     Mma,
     /// Hopper: `wgmma` from 128-byte-swizzled shared memory; sm_90a only.
     Wgmma,
+    /// Keys split across blocks plus a combine step, on the `mma` main loop; sm_80+.
+    Splitkv,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 3] = [Impl::Reference, Impl::Mma, Impl::Wgmma];
+    pub const ALL: [Impl; 4] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv];
 
     pub fn name(self) -> &'static str {
         match self {
             Impl::Reference => "reference",
             Impl::Mma => "mma",
             Impl::Wgmma => "wgmma",
+            Impl::Splitkv => "splitkv",
         }
     }
 
@@ -37,6 +40,9 @@ impl Impl {
             Impl::Reference => "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes",
             Impl::Mma => "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)",
             Impl::Wgmma => "Hopper: wgmma m64nNk16 from 128B-swizzled shared memory, TMA + mbarrier K/V ring (sm_90a)",
+            Impl::Splitkv => {
+                "keys split across blocks, query heads of a KV head packed into one tile, last block combines (sm_80+)"
+            }
         }
     }
 
@@ -46,13 +52,14 @@ impl Impl {
             Impl::Reference => &[64, 128, 256],
             Impl::Mma => &[64, 128, 256],
             Impl::Wgmma => &[64, 128, 256],
+            Impl::Splitkv => &[64, 128, 256],
         }
     }
 
     /// Architectures the kernel compiles for.
     pub fn archs(self) -> &'static [Arch] {
         match self {
-            Impl::Reference | Impl::Mma => &Arch::ALL,
+            Impl::Reference | Impl::Mma | Impl::Splitkv => &Arch::ALL,
             // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
             Impl::Wgmma => &[Arch::Sm90a],
         }
@@ -100,6 +107,62 @@ impl MmaConfig {
     pub fn warps(&self) -> u32 {
         self.block_m / MMA_ROWS_PER_WARP
     }
+}
+
+/// Levers of the `splitkv` kernel: the `mma` main loop's tile levers plus the split count.
+/// Block rows are packed: (query, head of the KV head's group) pairs, query-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SplitkvConfig {
+    /// Packed rows per block (16 per warp).
+    pub block_m: u32,
+    /// Keys per main-loop iteration.
+    pub block_n: u32,
+    /// K/V shared-memory ring depth.
+    pub stages: u32,
+    /// Keep Q fragments in registers (else re-read from shared memory each k-step).
+    pub q_in_regs: bool,
+    /// Blocks the keys of one tile are split over; 0 lets the planner choose from the problem
+    /// and the SM count (`plan::splits`). A launch-time value: the kernel reads it from its
+    /// parameters.
+    pub splits: u32,
+    /// How the partials are merged: by the last split of each tile, or by a second kernel.
+    pub combine: SplitkvCombine,
+}
+
+/// Where `splitkv` merges the splits' partial outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SplitkvCombine {
+    /// The last split of a tile to finish (an atomic counter per tile says which) merges them:
+    /// one launch.
+    Fused,
+    /// A second, small kernel launched after the split grid merges them: two launches, no
+    /// atomics, every split block exits as soon as its partial is written.
+    Kernel,
+}
+
+impl SplitkvCombine {
+    pub const ALL: [SplitkvCombine; 2] = [SplitkvCombine::Fused, SplitkvCombine::Kernel];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitkvCombine::Fused => "fused",
+            SplitkvCombine::Kernel => "kernel",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        SplitkvCombine::ALL.into_iter().find(|c| c.name() == s.to_ascii_lowercase())
+    }
+}
+
+impl SplitkvConfig {
+    pub const BLOCK_M: [u32; 4] = [16, 32, 64, 128];
+    pub const BLOCK_N: [u32; 3] = MmaConfig::BLOCK_N;
+    pub const STAGES: [u32; 3] = MmaConfig::STAGES;
+    /// Split counts the tuner tries (0: the planner's choice).
+    pub const SPLITS: [u32; 6] = [0, 1, 2, 4, 8, 16];
+    /// Most splits a launch uses: bounds the workspace and the combine loop.
+    pub const MAX_SPLITS: u32 = 128;
 }
 
 /// How the `wgmma` kernel fills its shared-memory tiles.
@@ -202,6 +265,7 @@ pub enum KernelConfig {
     Reference(ReferenceConfig),
     Mma(MmaConfig),
     Wgmma(WgmmaConfig),
+    Splitkv(SplitkvConfig),
 }
 
 impl KernelConfig {
@@ -210,6 +274,7 @@ impl KernelConfig {
             KernelConfig::Reference(_) => Impl::Reference,
             KernelConfig::Mma(_) => Impl::Mma,
             KernelConfig::Wgmma(_) => Impl::Wgmma,
+            KernelConfig::Splitkv(_) => Impl::Splitkv,
         }
     }
 
@@ -233,6 +298,14 @@ impl KernelConfig {
                 ("pingpong", u32::from(c.pingpong).to_string()),
                 ("persistent", u32::from(c.persistent).to_string()),
             ],
+            KernelConfig::Splitkv(c) => vec![
+                ("block_m", c.block_m.to_string()),
+                ("block_n", c.block_n.to_string()),
+                ("stages", c.stages.to_string()),
+                ("q_in_regs", u32::from(c.q_in_regs).to_string()),
+                ("splits", c.splits.to_string()),
+                ("combine", c.combine.name().to_string()),
+            ],
         }
     }
 
@@ -244,6 +317,12 @@ impl KernelConfig {
             if let (KernelConfig::Wgmma(c), "loads") = (&mut self, key) {
                 c.loads = WgmmaLoads::parse(value.trim()).ok_or_else(|| {
                     format!("config item '{item}': loads is one of cp_async, tma, not '{}'", value.trim())
+                })?;
+                continue;
+            }
+            if let (KernelConfig::Splitkv(c), "combine") = (&mut self, key) {
+                c.combine = SplitkvCombine::parse(value.trim()).ok_or_else(|| {
+                    format!("config item '{item}': combine is one of fused, kernel, not '{}'", value.trim())
                 })?;
                 continue;
             }
@@ -272,6 +351,14 @@ impl KernelConfig {
                     "overlap" => c.overlap = num != 0,
                     "pingpong" => c.pingpong = num != 0,
                     "persistent" => c.persistent = num != 0,
+                    _ => return Err(unknown_lever(key, &self)),
+                },
+                KernelConfig::Splitkv(c) => match key {
+                    "block_m" => c.block_m = num,
+                    "block_n" => c.block_n = num,
+                    "stages" => c.stages = num,
+                    "q_in_regs" => c.q_in_regs = num != 0,
+                    "splits" => c.splits = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
             }
@@ -314,6 +401,15 @@ impl KernelSpec {
         name
     }
 
+    /// The symbol of the second kernel of a `splitkv` variant that merges in a separate
+    /// launch (`combine=kernel`), derived from [`KernelSpec::name`]; `None` for every other.
+    pub fn combine_kernel_name(&self) -> Option<String> {
+        match self.config {
+            KernelConfig::Splitkv(c) if c.combine == SplitkvCombine::Kernel => Some(format!("{}_combine", self.name())),
+            _ => None,
+        }
+    }
+
     /// Box rows of the TMA tensor maps the kernel takes after its `AttnParams`, as
     /// (Q rows, K and V rows), or `None` for kernels that take `AttnParams` alone.
     pub fn tensor_map_rows(&self) -> Option<(u32, u32)> {
@@ -329,17 +425,23 @@ impl KernelSpec {
             KernelConfig::Reference(c) => c.threads,
             KernelConfig::Mma(c) => c.warps() * 32,
             KernelConfig::Wgmma(c) => c.threads(),
+            KernelConfig::Splitkv(c) => c.block_m / MMA_ROWS_PER_WARP * 32,
         }
     }
 
-    /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches.
-    /// A persistent kernel takes one block per SM (`sm_count`), or one per tile when there
-    /// are fewer tiles, in x alone.
-    pub fn grid(&self, shape: &crate::problem::Shape, sm_count: u32) -> [usize; 3] {
+    /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches. For
+    /// `splitkv`, x walks (packed-row tile, split) pairs for `splits` splits and y KV heads;
+    /// other kernels take `splits` = 1. A persistent kernel takes one block per SM
+    /// (`sm_count`), or one per tile when there are fewer tiles, in x alone.
+    pub fn grid(&self, shape: &crate::problem::Shape, splits: usize, sm_count: u32) -> [usize; 3] {
         let rows_per_block = match self.config {
             KernelConfig::Reference(_) => 1,
             KernelConfig::Mma(c) => c.block_m as usize,
             KernelConfig::Wgmma(c) => c.block_m() as usize,
+            KernelConfig::Splitkv(c) => {
+                let packed_rows = shape.sq * shape.group();
+                return [packed_rows.div_ceil(c.block_m as usize) * splits, shape.hkv, shape.b];
+            }
         };
         let tiles = [shape.sq.div_ceil(rows_per_block), shape.h, shape.b];
         match self.config {
@@ -354,9 +456,10 @@ impl KernelSpec {
         match self.config {
             // q row (float) + one score per thread (float)
             KernelConfig::Reference(c) => 4 * (self.head_dim + c.threads as usize),
-            KernelConfig::Mma(c) => {
+            KernelConfig::Mma(MmaConfig { block_m, block_n, stages, .. })
+            | KernelConfig::Splitkv(SplitkvConfig { block_m, block_n, stages, .. }) => {
                 let row = (self.head_dim + SMEM_ROW_PAD) * elem;
-                (c.block_m as usize + 2 * (c.stages * c.block_n) as usize) * row
+                (block_m as usize + 2 * (stages * block_n) as usize) * row
             }
             // Q tile + K and V rings, unpadded (the 128-byte swizzle spreads the banks), plus
             // the slack that lets the kernel align its base to the swizzle atom. The mbarriers
@@ -380,6 +483,9 @@ impl KernelSpec {
             let (key, value) = match (self.config, key) {
                 // The preprocessor compares numbers, not names.
                 (KernelConfig::Wgmma(c), "loads") => ("loads_tma", u32::from(c.loads == WgmmaLoads::Tma).to_string()),
+                (KernelConfig::Splitkv(c), "combine") => {
+                    ("combine_kernel", u32::from(c.combine == SplitkvCombine::Kernel).to_string())
+                }
                 _ => (key, value),
             };
             let name = format!("EVOATTN_{}", key.to_ascii_uppercase());
@@ -387,6 +493,9 @@ impl KernelSpec {
             if !d.iter().any(|(n, _)| *n == name) {
                 d.push((name, value));
             }
+        }
+        if let Some(name) = self.combine_kernel_name() {
+            d.push(("EVOATTN_COMBINE_NAME".to_string(), name));
         }
         if let KernelConfig::Wgmma(_) = self.config {
             // The kernel checks its own shared-memory layout against what the host reserves.
@@ -416,30 +525,14 @@ impl KernelSpec {
                 }
             }
             KernelConfig::Mma(c) => {
-                if !MmaConfig::BLOCK_M.contains(&c.block_m) {
-                    return Err(format!("block_m={} must be one of {:?}", c.block_m, MmaConfig::BLOCK_M));
-                }
-                if !MmaConfig::BLOCK_N.contains(&c.block_n) {
-                    return Err(format!("block_n={} must be one of {:?}", c.block_n, MmaConfig::BLOCK_N));
-                }
-                if !MmaConfig::STAGES.contains(&c.stages) {
-                    return Err(format!("stages={} must be one of {:?}", c.stages, MmaConfig::STAGES));
-                }
+                one_of("block_m", c.block_m, &MmaConfig::BLOCK_M)?;
+                one_of("block_n", c.block_n, &MmaConfig::BLOCK_N)?;
+                one_of("stages", c.stages, &MmaConfig::STAGES)?;
             }
             KernelConfig::Wgmma(c) => {
-                if !WgmmaConfig::BLOCK_N.contains(&c.block_n) {
-                    return Err(format!("block_n={} must be one of {:?}", c.block_n, WgmmaConfig::BLOCK_N));
-                }
-                if !WgmmaConfig::STAGES.contains(&c.stages) {
-                    return Err(format!("stages={} must be one of {:?}", c.stages, WgmmaConfig::STAGES));
-                }
-                if !WgmmaConfig::CONSUMER_WARPGROUPS.contains(&c.consumer_warpgroups) {
-                    return Err(format!(
-                        "consumer_warpgroups={} must be one of {:?}",
-                        c.consumer_warpgroups,
-                        WgmmaConfig::CONSUMER_WARPGROUPS
-                    ));
-                }
+                one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;
+                one_of("stages", c.stages, &WgmmaConfig::STAGES)?;
+                one_of("consumer_warpgroups", c.consumer_warpgroups, &WgmmaConfig::CONSUMER_WARPGROUPS)?;
                 if c.warp_specialized && c.loads != WgmmaLoads::Tma {
                     return Err("warp_specialized=1 needs loads=tma: the producer warpgroup issues TMA loads".into());
                 }
@@ -463,6 +556,14 @@ impl KernelSpec {
                         (self.head_dim as u32).max(c.block_n),
                         c.threads()
                     ));
+                }
+            }
+            KernelConfig::Splitkv(c) => {
+                one_of("block_m", c.block_m, &SplitkvConfig::BLOCK_M)?;
+                one_of("block_n", c.block_n, &SplitkvConfig::BLOCK_N)?;
+                one_of("stages", c.stages, &SplitkvConfig::STAGES)?;
+                if c.splits > SplitkvConfig::MAX_SPLITS {
+                    return Err(format!("splits={} must be at most {}", c.splits, SplitkvConfig::MAX_SPLITS));
                 }
             }
         }
@@ -519,8 +620,34 @@ impl KernelSpec {
                 }
                 v
             }
+            Impl::Splitkv => {
+                let mut v = Vec::new();
+                for block_m in SplitkvConfig::BLOCK_M {
+                    for block_n in SplitkvConfig::BLOCK_N {
+                        for stages in SplitkvConfig::STAGES {
+                            for q_in_regs in [true, false] {
+                                for combine in SplitkvCombine::ALL {
+                                    // The split count is a launch-time value: one compile serves all.
+                                    let c = SplitkvConfig { block_m, block_n, stages, q_in_regs, splits: 0, combine };
+                                    v.push(KernelConfig::Splitkv(c));
+                                }
+                            }
+                        }
+                    }
+                }
+                v
+            }
         };
         configs.into_iter().map(|config| KernelSpec { config, dtype, head_dim }).collect()
+    }
+}
+
+/// A lever's value must be one its kernel is written for.
+fn one_of(lever: &str, value: u32, allowed: &[u32]) -> Result<(), String> {
+    if allowed.contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{lever}={value} must be one of {allowed:?}"))
     }
 }
 
@@ -537,6 +664,8 @@ fn short_key(key: &str) -> &str {
         "overlap" => "ov",
         "pingpong" => "pp",
         "persistent" => "pe",
+        "splits" => "sp",
+        "combine" => "cb",
         other => other,
     }
 }
@@ -647,7 +776,7 @@ mod tests {
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
         let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
-        assert_eq!((ws.threads(), ws.grid(&crate::problem::Shape::new(1, 1, 256, 128), 132)[0]), (384, 2));
+        assert_eq!((ws.threads(), ws.grid(&crate::problem::Shape::new(1, 1, 256, 128), 1, 132)[0]), (384, 2));
         let defines = spec.defines();
         let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("EVOATTN_BF16").unwrap(), "0");
@@ -674,14 +803,14 @@ mod tests {
         assert!(!mma(128, 64, 2, true).defines().iter().any(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"));
         // Grid: 64 rows per warpgroup.
         let shape = crate::problem::Shape { b: 3, h: 5, hkv: 1, sq: 129, sk: 7, d: 128 };
-        assert_eq!(spec.grid(&shape, 132), [2, 5, 3]);
-        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape, 132), [3, 5, 3]);
+        assert_eq!(spec.grid(&shape, 1, 132), [2, 5, 3]);
+        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape, 1, 132), [3, 5, 3]);
         // Persistent: 2 x 5 x 3 = 30 tiles take 30 blocks on 132 SMs, 8 on 8.
         let persistent = KernelSpec {
             config: with_tma(spec).config.with_overrides("warp_specialized=1,overlap=1,persistent=1").unwrap(),
             ..spec
         };
-        assert_eq!((persistent.grid(&shape, 132), persistent.grid(&shape, 8)), ([30, 1, 1], [8, 1, 1]));
+        assert_eq!((persistent.grid(&shape, 1, 132), persistent.grid(&shape, 1, 8)), ([30, 1, 1], [8, 1, 1]));
     }
 
     #[test]
@@ -722,6 +851,50 @@ mod tests {
         assert!(three(256).validate(Arch::Sm90a).unwrap_err().contains("128 accumulator registers"));
         assert!(three(128).validate(Arch::Sm90a).is_ok());
         assert!(wgmma(64, 1, 3, 256).validate(Arch::Sm90a).is_ok());
+    }
+
+    fn splitkv(block_m: u32, block_n: u32, stages: u32, splits: u32, head_dim: usize) -> KernelSpec {
+        let c = SplitkvConfig { block_m, block_n, stages, q_in_regs: true, splits, combine: SplitkvCombine::Fused };
+        KernelSpec { config: KernelConfig::Splitkv(c), dtype: Dtype::Bf16, head_dim }
+    }
+
+    #[test]
+    fn splitkv_name_grid_smem_and_validate() {
+        let spec = splitkv(64, 64, 2, 0, 128);
+        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0_cbfused");
+        assert_eq!(spec.combine_kernel_name(), None);
+        assert_eq!(spec.threads(), 128);
+        // The mma tile layout: (64 + 2 * 2 * 64) rows of (128 + 8) elements.
+        assert_eq!(spec.dynamic_smem_bytes(), (64 + 256) * 136 * 2);
+        // GQA 8:1, Sq = 3: 24 packed rows per KV head -> 1 tile of 64; x = tiles * splits.
+        let shape = crate::problem::Shape { b: 2, h: 16, hkv: 2, sq: 3, sk: 1000, d: 128 };
+        assert_eq!(spec.grid(&shape, 5, 132), [5, 2, 2]);
+        assert_eq!(splitkv(16, 64, 2, 0, 128).grid(&shape, 5, 132), [10, 2, 2]);
+        assert_eq!(splitkv(16, 64, 2, 0, 128).threads(), 32);
+        for arch in Arch::ALL {
+            assert!(spec.validate(arch).is_ok(), "{arch}");
+        }
+        assert!(splitkv(48, 64, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_m=48"));
+        assert!(splitkv(64, 96, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_n=96"));
+        assert!(splitkv(64, 64, 4, 0, 128).validate(Arch::Sm80).unwrap_err().contains("stages=4"));
+        assert!(splitkv(64, 64, 2, 129, 128).validate(Arch::Sm80).unwrap_err().contains("splits=129"));
+        assert!(splitkv(128, 128, 3, 0, 256).validate(Arch::Sm90a).unwrap_err().contains("shared memory"));
+        let changed = spec.config.with_overrides("splits=8,block_m=16").unwrap();
+        assert_eq!(changed, splitkv(16, 64, 2, 8, 128).config);
+        assert_eq!(changed.to_string(), "block_m=16,block_n=64,stages=2,q_in_regs=1,splits=8,combine=fused");
+        assert!(spec.config.with_overrides("loads=tma").is_err());
+        assert!(spec.config.with_overrides("combine=atomic").unwrap_err().contains("combine is one of fused, kernel"));
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 3 * 2 * 2);
+        // The second kernel's name and the defines that select it.
+        let two = KernelSpec { config: spec.config.with_overrides("combine=kernel").unwrap(), ..spec };
+        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0_cbkernel";
+        assert_eq!(two.combine_kernel_name().as_deref(), Some(&*format!("{name}_combine")));
+        let defines = two.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_COMBINE_KERNEL").as_deref(), Some("1"));
+        assert_eq!(get("EVOATTN_COMBINE_NAME"), Some(format!("{name}_combine")));
+        assert_eq!(get("EVOATTN_COMBINE"), None);
+        assert!(spec.defines().contains(&("EVOATTN_COMBINE_KERNEL".to_string(), "0".to_string())));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! these; the tuner's store overrides them per GPU and problem bucket.
 
 use crate::arch::Arch;
-use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, WgmmaConfig, WgmmaLoads};
+use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads};
 
 /// 128 threads: four warps give each block enough loads in flight to cover a key row's
 /// latency, and D <= 256 means at most two output columns per thread.
@@ -59,12 +59,31 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     }
 }
 
+/// The `splitkv` default for a head dim on an arch.
+///
+/// - 64 packed rows (4 warps): decoding has few rows (Sq × group, 8 for GQA 8:1 at Sq = 1),
+///   but the block's K/V loads are spread over more threads, and the MMA work of 64 rows
+///   still hides under the loads of a bandwidth-bound split (a 64-key tile at D=128 is 32 KiB
+///   of K/V for 2 MFLOP).
+/// - Key tiles, stages and Q in registers follow the `mma` default of the head dim on the
+///   arch (`mma` above): the same main loop with at most as many rows, so the same shared
+///   memory and register budget holds.
+/// - splits = 0: the planner chooses from the problem and the SM count.
+/// - combine fused into the last split of each tile: one launch per call instead of two (one
+///   `cuLaunchKernel` of host time, and no gap between two grids on the GPU), and the merge
+///   of one tile overlaps the other tiles' splits. Unmeasured against `kernel` so far.
+pub fn splitkv(arch: Arch, head_dim: usize) -> SplitkvConfig {
+    let MmaConfig { block_n, stages, q_in_regs, .. } = mma(arch, head_dim);
+    SplitkvConfig { block_m: 64, block_n, stages, q_in_regs, splits: 0, combine: SplitkvCombine::Fused }
+}
+
 /// The default configuration of `imp` for a head dim on an arch.
 pub fn config(imp: crate::config::Impl, arch: Arch, head_dim: usize) -> KernelConfig {
     match imp {
         crate::config::Impl::Reference => KernelConfig::Reference(REFERENCE),
         crate::config::Impl::Mma => KernelConfig::Mma(mma(arch, head_dim)),
         crate::config::Impl::Wgmma => KernelConfig::Wgmma(wgmma(head_dim)),
+        crate::config::Impl::Splitkv => KernelConfig::Splitkv(splitkv(arch, head_dim)),
     }
 }
 

@@ -22,7 +22,9 @@ pub mod runtime;
 
 pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors};
-pub use config::{Impl, KernelConfig, KernelSpec, MmaConfig, ReferenceConfig, WgmmaConfig, WgmmaLoads};
+pub use config::{
+    Impl, KernelConfig, KernelSpec, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads,
+};
 pub use error::{Error, ProblemError, Result};
 pub use problem::{Causal, Dtype, Layout, Problem, Shape, Strides, TensorName};
 

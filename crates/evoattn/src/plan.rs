@@ -2,7 +2,7 @@
 //! with its reason, until the tuner's store overrides it.
 
 use crate::arch::Arch;
-use crate::config::{Impl, KernelConfig, KernelSpec};
+use crate::config::{Impl, KernelConfig, KernelSpec, SplitkvConfig};
 use crate::problem::Problem;
 use std::fmt;
 
@@ -54,18 +54,69 @@ pub struct Plan {
     pub arch: Arch,
 }
 
-/// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`.
+/// Fewest keys for which `auto` splits them: below this a block's whole loop is a few tiles,
+/// and the partial writes and the combine cost about what the extra blocks save.
+pub const SPLITKV_MIN_KEYS: usize = 512;
+/// Resident blocks per SM the planner's split count aims for: two, so that one block's loads
+/// are in flight while the other computes or combines.
+pub const SPLITKV_BLOCKS_PER_SM: usize = 2;
+/// Fewest key tiles one split walks: fewer, and the split's Q load, partial write and share of
+/// the combine outweigh its keys.
+pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
+
+/// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs.
 ///
-/// Rule for `auto`: `wgmma` on Hopper (sm_90a), `mma` elsewhere. On the H100 `wgmma` was
-/// faster than `mma` on every one of ANCHORS.md's 36 fa3-grid shapes and 10 seed shapes
-/// already with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
-/// 2026-11-22-*`), and TMA loads doubled it. `reference` is never chosen automatically: it is
-/// the oracle.
-pub fn plan(problem: &Problem, arch: Arch, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
+/// - `splitkv` when the whole-row kernel would launch fewer blocks than there are SMs and Sk
+///   is at least [`SPLITKV_MIN_KEYS`]: then most SMs would idle for the whole run (decoding,
+///   Sq = 1..16, has one or two blocks per head), while splitting the keys across blocks
+///   fills them at the price of one float32 partial per row and split. GQA groups are packed
+///   into its rows, so decoding also fills the MMA rows.
+/// - otherwise `wgmma` on Hopper (sm_90a), `mma` elsewhere. On the H100 `wgmma` was faster
+///   than `mma` on every one of ANCHORS.md's 36 fa3-grid shapes and 10 seed shapes already
+///   with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
+///   2026-11-22-*`), and TMA loads doubled it.
+///
+/// `reference` is never chosen automatically: it is the oracle. The splitkv thresholds are
+/// first estimates, to be replaced by the decode and seed measurements.
+pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
+    let whole_rows = if Impl::Wgmma.archs().contains(&arch) { Impl::Wgmma } else { Impl::Mma };
+    let spec = KernelSpec {
+        config: crate::defaults::config(whole_rows, arch, problem.shape.d),
+        dtype: problem.dtype,
+        head_dim: problem.shape.d,
+    };
+    let blocks: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
+    if blocks < sm_count as usize && problem.shape.sk >= SPLITKV_MIN_KEYS {
+        Impl::Splitkv
+    } else {
+        whole_rows
+    }
+}
+
+/// How many splits a `splitkv` launch of `problem` uses on `sm_count` SMs: the config's
+/// `splits` when set, else enough to give every SM [`SPLITKV_BLOCKS_PER_SM`] blocks, but no
+/// split shorter than [`SPLITKV_MIN_TILES_PER_SPLIT`] key tiles; always within 1 ..= the key
+/// tiles and [`SplitkvConfig::MAX_SPLITS`].
+pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32) -> usize {
+    let key_tiles = problem.shape.sk.div_ceil(config.block_n as usize).max(1);
+    let wanted = if config.splits > 0 {
+        config.splits as usize
+    } else {
+        let spec =
+            KernelSpec { config: KernelConfig::Splitkv(*config), dtype: problem.dtype, head_dim: problem.shape.d };
+        let tiles: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
+        let to_fill = (sm_count as usize * SPLITKV_BLOCKS_PER_SM).div_ceil(tiles.max(1));
+        to_fill.min(key_tiles / SPLITKV_MIN_TILES_PER_SPLIT)
+    };
+    wanted.clamp(1, key_tiles.min(SplitkvConfig::MAX_SPLITS as usize))
+}
+
+/// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`
+/// with `sm_count` SMs; `auto` follows [`choose_impl`].
+pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
     let imp = match choice {
         ImplChoice::Fixed(imp) => imp,
-        ImplChoice::Auto if Impl::Wgmma.archs().contains(&arch) => Impl::Wgmma,
-        ImplChoice::Auto => Impl::Mma,
+        ImplChoice::Auto => choose_impl(problem, arch, sm_count),
     };
     let config = match config {
         Some(c) if c.imp() == imp => c,
@@ -87,10 +138,13 @@ mod tests {
         assert!(err.contains("reference, mma"), "{err}");
     }
 
+    /// An H100 SXM's SM count.
+    const H100_SMS: u32 = 132;
+
     #[test]
     fn auto_picks_mma_with_the_arch_default() {
-        let p = Problem::dense(Shape::new(1, 8, 512, 128), Dtype::Bf16, Layout::Bhsd);
-        let plan = plan(&p, Arch::Sm89, ImplChoice::Auto, None);
+        let p = Problem::dense(Shape::new(4, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
+        let plan = plan(&p, Arch::Sm89, H100_SMS, ImplChoice::Auto, None);
         assert_eq!(plan.spec.imp(), Impl::Mma);
         assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, 128));
         assert_eq!(plan.spec.head_dim, 128);
@@ -98,10 +152,56 @@ mod tests {
 
     #[test]
     fn auto_picks_wgmma_on_hopper_only() {
-        let p = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
-        assert_eq!(plan(&p, Arch::Sm90a, ImplChoice::Auto, None).spec.imp(), Impl::Wgmma);
+        let p = Problem::dense(Shape::new(8, 16, 512, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Wgmma);
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
-            assert_eq!(plan(&p, arch, ImplChoice::Auto, None).spec.imp(), Impl::Mma, "{arch}");
+            assert_eq!(plan(&p, arch, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Mma, "{arch}");
         }
+    }
+
+    fn decode(b: usize, h: usize, hkv: usize, sq: usize, sk: usize) -> Problem {
+        Problem::dense(Shape { b, h, hkv, sq, sk, d: 128 }, Dtype::Bf16, Layout::Bhsd)
+    }
+
+    #[test]
+    fn auto_splits_the_keys_when_the_grid_cannot_fill_the_gpu() {
+        // Decoding: 1 query, 32 heads, 8k keys: wgmma would launch 32 blocks on 132 SMs.
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        assert_eq!(choose_impl(&decode(8, 32, 32, 4, 1024), Arch::Sm80, 108), Impl::Mma);
+        // B=4 x H=32 = 128 blocks < 132: still split.
+        assert_eq!(choose_impl(&decode(4, 32, 32, 1, 1024), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        // Too few keys to split: the whole-row kernel.
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 256), Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        // The seed shape B=1, H=8, S=512: 32 blocks of 128 rows; 512 keys is enough.
+        let seed = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(choose_impl(&seed, Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        // A full grid (16 x 16 heads x 16 tiles) never splits.
+        let full = Problem::dense(Shape::new(16, 16, 2048, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(choose_impl(&full, Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        let plan = plan(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS, ImplChoice::Auto, None);
+        assert_eq!(plan.spec.config, crate::defaults::config(Impl::Splitkv, Arch::Sm90a, 128));
+    }
+
+    #[test]
+    fn split_count_worked_examples() {
+        let cfg = crate::defaults::splitkv(Arch::Sm90a, 128);
+        assert_eq!((cfg.block_m, cfg.block_n), (64, 64));
+        // GQA 8:1, Sq=1, B=1: 8 packed rows -> one tile per KV head, 4 tiles. To give 132 SMs
+        // two blocks each: ceil(264 / 4) = 66 splits; 32k keys are 512 tiles, 7.75 per split.
+        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &cfg, H100_SMS), 66);
+        // 1k keys are 16 tiles: at most 16 / 2 = 8 splits of 2 tiles.
+        assert_eq!(splits(&decode(1, 32, 4, 1, 1024), &cfg, H100_SMS), 8);
+        // No GQA, B=8, Sq=4: 4 packed rows, 8 x 32 = 256 tiles: ceil(264 / 256) = 2.
+        assert_eq!(splits(&decode(8, 32, 32, 4, 8192), &cfg, H100_SMS), 2);
+        // Enough tiles already: 1 split.
+        assert_eq!(splits(&decode(8, 32, 32, 512, 8192), &cfg, H100_SMS), 1);
+        // One key: one split, whatever the grid.
+        assert_eq!(splits(&decode(1, 1, 1, 1, 1), &cfg, H100_SMS), 1);
+        // An explicit count wins, within the key tiles and MAX_SPLITS.
+        let three = SplitkvConfig { splits: 3, ..cfg };
+        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &three, H100_SMS), 3);
+        assert_eq!(splits(&decode(1, 32, 4, 1, 100), &three, H100_SMS), 2);
+        let many = SplitkvConfig { splits: 1000, ..cfg };
+        assert_eq!(splits(&decode(1, 1, 1, 1, 1 << 20), &many, H100_SMS), SplitkvConfig::MAX_SPLITS as usize);
     }
 }

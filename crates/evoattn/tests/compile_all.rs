@@ -1,6 +1,6 @@
 //! Every kernel compiles with NVRTC for every arch it supports (`Impl::archs`; no GPU needed)
-//! and passes the resource gate with its default configuration; the `mma` and `wgmma` search
-//! spaces compile for sm_90a.
+//! and passes the resource gate with its default configuration; the `mma`, `wgmma` and
+//! `splitkv` search spaces compile for sm_90a.
 //!
 //! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
 //! missing NVRTC is a failure.
@@ -11,7 +11,7 @@ use common::nvrtc_or_skip;
 use evoattn::kernels::{SourceFile, HEADERS};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile, compile_parallel, options, CompiledKernel};
-use evoattn::{defaults, Arch, Dtype, Error, Impl, KernelSpec};
+use evoattn::{defaults, Arch, Dtype, Error, Impl, KernelConfig, KernelSpec};
 use std::time::Instant;
 
 fn threads() -> usize {
@@ -90,16 +90,16 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
     );
 }
 
-/// Compiles every valid variant of `imp`'s space for `dtypes` on sm_90a; compile errors fail,
-/// resource-gate failures are listed (the tuner's gate skips those variants).
-fn space_compiles_for_sm90a(imp: Impl, dtypes: &[Dtype]) -> (usize, Vec<String>) {
+/// Compiles every valid variant of `imp`'s space that `keep` keeps for `dtypes` on sm_90a;
+/// compile errors fail, resource-gate failures are listed (the tuner's gate skips those variants).
+fn space_compiles_for_sm90a(imp: Impl, dtypes: &[Dtype], keep: impl Fn(&KernelSpec) -> bool) -> (usize, Vec<String>) {
     let arch = Arch::Sm90a;
     let (_dir, cache) = fresh_cache();
     let mut jobs = Vec::new();
     let mut rejected = 0;
     for &dtype in dtypes {
         for &head_dim in imp.head_dims() {
-            for spec in KernelSpec::space(imp, dtype, head_dim) {
+            for spec in KernelSpec::space(imp, dtype, head_dim).into_iter().filter(|s| keep(s)) {
                 match spec.validate(arch) {
                     Ok(()) => jobs.push((spec, arch)),
                     Err(_) => rejected += 1,
@@ -147,7 +147,42 @@ fn the_mma_space_compiles_for_sm90a() {
     if nvrtc_or_skip().is_none() {
         return;
     }
-    space_compiles_for_sm90a(Impl::Mma, &Dtype::ALL);
+    space_compiles_for_sm90a(Impl::Mma, &Dtype::ALL, |_| true);
+}
+
+#[test]
+fn the_splitkv_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // One dtype, as for wgmma: the main loop is mma's (whose space covers both); what is new is
+    // the packed-row Q load, the partial write and both combine kinds. block_m 16 (one warp)
+    // and 64 stand for the four: the combine's warp loop is the only place block_m enters.
+    let keep = |s: &KernelSpec| matches!(s.config, KernelConfig::Splitkv(c) if c.block_m == 16 || c.block_m == 64);
+    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Splitkv, &[Dtype::Bf16], keep);
+    assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
+}
+
+#[test]
+fn splitkv_with_a_combine_kernel_holds_both_kernels() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    let (_dir, cache) = fresh_cache();
+    let config = defaults::config(Impl::Splitkv, Arch::Sm80, 128).with_overrides("combine=kernel").expect("levers");
+    let spec = KernelSpec { config, dtype: Dtype::F16, head_dim: 128 };
+    let kernel = compile(&spec, Arch::Sm80, Some(&cache)).expect("compiles");
+    kernel.gate().expect("passes the gate");
+    let combine = spec.combine_kernel_name().expect("a combine kernel");
+    let has = |name: &str| {
+        kernel.cubin.windows(name.len() + 1).any(|w| w[..name.len()] == *name.as_bytes() && w[name.len()] == 0)
+    };
+    assert!(has(&spec.name()) && has(&combine), "the CUBIN's symbols lack {combine}");
+    // The fused default has no second kernel.
+    let fused = KernelSpec { config: defaults::config(Impl::Splitkv, Arch::Sm80, 128), ..spec };
+    let fused_kernel = compile(&fused, Arch::Sm80, Some(&cache)).expect("compiles");
+    let suffix = b"_combine\0";
+    assert!(!fused_kernel.cubin.windows(suffix.len()).any(|w| w == suffix));
 }
 
 #[test]
@@ -157,7 +192,7 @@ fn the_wgmma_space_compiles_for_sm90a() {
     }
     // One dtype: f16 and bf16 differ only in the instruction's type suffix, and the space is
     // the slowest compile of the suite. Every wgmma N (block_n 64..192, head dim 64..256) is in it.
-    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Wgmma, &[Dtype::Bf16]);
+    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Wgmma, &[Dtype::Bf16], |_| true);
     // At least the one-warpgroup and two-warpgroup variants of every head dim pass the gate.
     assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
     assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");

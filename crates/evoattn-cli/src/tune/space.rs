@@ -1,7 +1,9 @@
 //! The tuner's search space: each kernel's levers and their allowed values, taken from the
 //! constants in `evoattn::config` so the tuner never proposes a value the kernel does not know.
 
-use evoattn::config::{Impl, KernelConfig, KernelSpec, MmaConfig, WgmmaConfig, WgmmaLoads};
+use evoattn::config::{
+    Impl, KernelConfig, KernelSpec, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads,
+};
 use evoattn::problem::Dtype;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -23,6 +25,14 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("stages", nums(&WgmmaConfig::STAGES)),
             ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
             ("loads", WgmmaLoads::ALL.iter().map(|l| l.name().to_string()).collect()),
+        ],
+        Impl::Splitkv => vec![
+            ("block_m", nums(&SplitkvConfig::BLOCK_M)),
+            ("block_n", nums(&SplitkvConfig::BLOCK_N)),
+            ("stages", nums(&SplitkvConfig::STAGES)),
+            ("q_in_regs", nums(&[0, 1])),
+            ("splits", nums(&SplitkvConfig::SPLITS)),
+            ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
         ],
     }
 }

@@ -18,25 +18,33 @@
 #define S_TILES (BN / 8)        // n-tiles of S per warp
 #define O_TILES (D / 8)         // n-tiles of O per warp
 #define PV_STEPS (BN / 16)      // k-steps of P·V
+#define Q_IN_REGS EVOATTN_Q_IN_REGS
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
 static_assert(D % 16 == 0 && BN % 16 == 0 && BM % 16 == 0, "tiles must be multiples of 16");
 static_assert(STAGES >= 1 && STAGES <= 3, "1 to 3 K/V stages");
 
-// Copies `rows` rows of D elements starting at global row `row0` (stride `row_stride`) into a
-// padded shared tile; rows at or past `row_end` are zero-filled, so masked keys multiply a
-// finite V and padded queries produce finite scores.
-template <int ROWS>
-__device__ __forceinline__ void load_tile(elem_t* smem, const elem_t* gmem, i64 row_stride, int row0, int row_end) {
+// Copies ROWS rows of D elements, rows `row0`.. of a tensor whose row `r` starts at
+// `row_ptr(r)`, into a padded shared tile; rows at or past `row_end` are zero-filled, so masked
+// keys multiply a finite V and padded queries produce finite scores.
+template <int ROWS, typename RowPtr>
+__device__ __forceinline__ void load_rows(elem_t* smem, RowPtr row_ptr, int row0, int row_end) {
     constexpr int CHUNKS_PER_ROW = D / CHUNK;
     constexpr int TOTAL = ROWS * CHUNKS_PER_ROW;
     for (int i = threadIdx.x; i < TOTAL; i += THREADS) {
         const int r = i / CHUNKS_PER_ROW, c = (i % CHUNKS_PER_ROW) * CHUNK;
         const int row = row0 + r;
         const bool inside = row < row_end;
-        const elem_t* src = inside ? gmem + (i64)row * row_stride + c : gmem;
+        // A zero-byte copy reads nothing; its source is the tensor's base.
+        const elem_t* src = inside ? row_ptr(row) + c : row_ptr(0);
         cp_async_16(smem + r * SMEM_ROW + c, src, inside ? 16 : 0);
     }
+}
+
+// load_rows for a tensor with a constant row stride.
+template <int ROWS>
+__device__ __forceinline__ void load_tile(elem_t* smem, const elem_t* gmem, i64 row_stride, int row0, int row_end) {
+    load_rows<ROWS>(smem, [=](int row) { return gmem + (i64)row * row_stride; }, row0, row_end);
 }
 
 // A fragments of this warp's 16 query rows for k-step `ks`.
@@ -46,9 +54,78 @@ __device__ __forceinline__ void load_q_frag(u32 (&a)[4], const elem_t* sQ, int w
     ldmatrix_x4(a, sQ + row * SMEM_ROW + col);
 }
 
+// The K/V shared-memory ring over key blocks [begin, end) of one (batch, KV head): block j
+// lives in stage (j - begin) % STAGES.
+struct KvRing {
+    elem_t* sK;  // [STAGES][BN][SMEM_ROW]
+    elem_t* sV;  // [STAGES][BN][SMEM_ROW]
+    const elem_t* k;
+    const elem_t* v;
+    i64 k_seq, v_seq;
+    int sk, begin, end;
+
+    __device__ __forceinline__ int stage_offset(int block) const { return ((block - begin) % STAGES) * BN * SMEM_ROW; }
+    __device__ __forceinline__ const elem_t* k_tile(int block) const { return sK + stage_offset(block); }
+    __device__ __forceinline__ const elem_t* v_tile(int block) const { return sV + stage_offset(block); }
+
+    // Issues block `block`'s K and V copies as one commit group (an empty group past `end`
+    // keeps the wait count uniform).
+    __device__ __forceinline__ void load(int block) const {
+        if (block < end) {
+            load_tile<BN>(sK + stage_offset(block), k, k_seq, block * BN, sk);
+            load_tile<BN>(sV + stage_offset(block), v, v_seq, block * BN, sk);
+        }
+        cp_async_commit();
+    }
+
+    // The first STAGES - 1 blocks, in flight before the main loop starts.
+    __device__ __forceinline__ void prefetch() const {
+        for (int s = 0; s < STAGES - 1; ++s) load(begin + s);
+    }
+};
+
+// This warp's Q fragments: held in registers for the whole loop (Q_IN_REGS), or re-read from
+// the shared Q tile with ldmatrix at every k-step (fewer registers, more shared traffic).
+struct QFrags {
+    const elem_t* sQ;
+    int warp;
+#if Q_IN_REGS
+    u32 regs[K_STEPS][4];
+#endif
+
+    // Call after the Q tile has landed in shared memory.
+    __device__ __forceinline__ void init(const elem_t* sQ_, int warp_) {
+        sQ = sQ_;
+        warp = warp_;
+#if Q_IN_REGS
+#pragma unroll
+        for (int ks = 0; ks < K_STEPS; ++ks) load_q_frag(regs[ks], sQ, warp, ks);
+#endif
+    }
+
+    __device__ __forceinline__ void operator()(int ks, u32 (&a)[4]) const {
+#if Q_IN_REGS
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = regs[ks][i];
+#else
+        load_q_frag(a, sQ, warp, ks);
+#endif
+    }
+};
+
+// Once the Q tile's copies are issued: commits them, starts the K/V ring, waits for Q alone
+// and takes this warp's Q fragments.
+__device__ __forceinline__ void start_pipeline(const KvRing& ring, QFrags& q_frag, const elem_t* sQ, int warp) {
+    cp_async_commit();
+    ring.prefetch();
+    cp_async_wait<STAGES - 1>();  // the Q group
+    __syncthreads();
+    q_frag.init(sQ, warp);
+}
+
 // S(16 x BN) = Q(16 x D) · K_tileᵀ, accumulated from zero. `q_frag(ks, a)` supplies Q.
 template <typename QFrag>
-__device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, QFrag q_frag) {
+__device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, const QFrag& q_frag) {
     const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
 #pragma unroll
     for (int nt = 0; nt < S_TILES; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;

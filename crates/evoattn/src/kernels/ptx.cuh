@@ -54,3 +54,11 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
+
+// A float load that bypasses L1 (cached in L2 only): reads what other blocks wrote and made
+// visible with a fence during this launch.
+__device__ __forceinline__ float ld_cg(const float* p) {
+    float x;
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(x) : "l"(p));
+    return x;
+}

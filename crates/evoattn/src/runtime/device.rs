@@ -2,16 +2,13 @@
 //! nothing is `unsafe` and no raw device pointer is visible.
 
 use crate::arch::Arch;
-use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::KernelSpec;
 use crate::error::{Error, Result};
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
-use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use std::sync::Arc;
 
@@ -168,19 +165,23 @@ impl Gpu {
                 .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
                 .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         }
-        Ok(LoadedKernel { function, spec: kernel.spec, smem, sm_count: self.sm_count })
+        let combine = match kernel.spec.combine_kernel_name() {
+            Some(name) => Some(module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?),
+            None => None,
+        };
+        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem, sm_count: self.sm_count })
     }
 }
 
 /// Kernel launch parameters; field for field the `AttnParams` struct of `kernels/common.cuh`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-struct KernelParams {
-    q: u64,
-    k: u64,
-    v: u64,
-    o: u64,
-    lse: u64,
+pub(crate) struct KernelParams {
+    pub(crate) q: u64,
+    pub(crate) k: u64,
+    pub(crate) v: u64,
+    pub(crate) o: u64,
+    pub(crate) lse: u64,
     q_strides: [i64; 3],
     k_strides: [i64; 3],
     v_strides: [i64; 3],
@@ -203,6 +204,8 @@ unsafe impl DeviceRepr for KernelParams {}
 /// A kernel loaded into the GPU's context, ready to launch.
 pub struct LoadedKernel {
     function: CudaFunction,
+    /// `splitkv`'s separate merge kernel (`combine=kernel`), from the same module.
+    combine: Option<CudaFunction>,
     spec: KernelSpec,
     smem: usize,
     /// The device's SMs, which size a persistent kernel's grid.
@@ -224,93 +227,23 @@ impl LoadedKernel {
         &self.spec
     }
 
-    /// Launches the kernel for `problem` on `stream`, after checking every buffer's size,
-    /// alignment and overlap. The problem itself must already be validated.
-    pub fn run(&self, stream: &CudaStream, problem: &Problem, tensors: DeviceTensors<'_>) -> Result<()> {
-        let DeviceTensors { q, k, v, mut o, mut lse } = tensors;
-        if problem.with_lse != lse.is_some() {
-            return Err(Error::Unsupported {
-                imp: self.spec.imp().to_string(),
-                reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
-            });
-        }
-        let (q_ptr, _q_sync) = q.device_ptr(stream);
-        let (k_ptr, _k_sync) = k.device_ptr(stream);
-        let (v_ptr, _v_sync) = v.device_ptr(stream);
-        let o_len = o.len();
-        let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
-        let lse_len = lse.as_ref().map_or(0, |l| l.len());
-        let (lse_ptr, _lse_sync) = match lse.as_mut() {
-            Some(l) => {
-                let (ptr, sync) = l.device_ptr_mut(stream);
-                (ptr, Some(sync))
-            }
-            None => (0, None),
-        };
-        let elem = problem.dtype.size_bytes();
-        let mut spans = vec![
-            BufferSpan { tensor: TensorName::Q, addr: q_ptr, len: q.len(), elem_bytes: elem },
-            BufferSpan { tensor: TensorName::K, addr: k_ptr, len: k.len(), elem_bytes: elem },
-            BufferSpan { tensor: TensorName::V, addr: v_ptr, len: v.len(), elem_bytes: elem },
-            BufferSpan { tensor: TensorName::O, addr: o_ptr, len: o_len, elem_bytes: elem },
-        ];
-        if problem.with_lse {
-            spans.push(BufferSpan { tensor: TensorName::Lse, addr: lse_ptr, len: lse_len, elem_bytes: 4 });
-        }
-        validate_buffers(problem, &spans)?;
-        if problem.is_empty() {
-            return Ok(());
-        }
-        let grid = self.spec.grid(&problem.shape, self.sm_count);
-        if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ || grid[0] > MAX_GRID_X {
-            return Err(Error::Unsupported {
-                imp: self.spec.imp().to_string(),
-                reason: format!(
-                    "launch grid {grid:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535 heads/batches)"
-                ),
-            });
-        }
-        let params = KernelParams::new(problem, [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr]);
-        // Kernels with TMA loads take tensor maps of Q, K and V after the parameters; the maps
-        // hold the same (checked) addresses.
-        let maps = match self.spec.tensor_map_rows() {
-            Some((q_rows, kv_rows)) => Some(tensor_maps(problem, [q_ptr, k_ptr, v_ptr], q_rows, kv_rows)?),
-            None => None,
-        };
-        let cfg = LaunchConfig {
-            grid_dim: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
-            block_dim: (self.spec.threads(), 1, 1),
-            shared_mem_bytes: self.smem as u32,
-        };
-        let mut launch = stream.launch_builder(&self.function);
-        launch.arg(&params);
-        if let Some(maps) = &maps {
-            for map in maps {
-                launch.arg(map);
-            }
-        }
-        // Safety: the pointers in `params` (and the maps built from them) come from views
-        // borrowed for this call, whose sizes, alignment and disjointness `validate_buffers`
-        // checked against the validated problem; each map covers exactly its tensor's logical
-        // extent through the problem's strides (TMA writes zeros for boxes past it and never
-        // reads outside it); the sync guards (`_q_sync`..) keep stream ordering with their
-        // other uses. The argument list matches the kernel's: `AttnParams`, then the three
-        // `TmaMap`s when `tensor_map_rows` says the kernel takes them.
-        unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
-        Ok(())
+    pub(crate) fn function(&self) -> &CudaFunction {
+        &self.function
     }
-}
 
-/// Tensor maps of Q, K and V at `ptrs` for a kernel loading `q_rows`-row Q boxes and
-/// `kv_rows`-row K/V boxes.
-fn tensor_maps(problem: &Problem, ptrs: [u64; 3], q_rows: u32, kv_rows: u32) -> Result<[TensorMap; 3]> {
-    let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
-    let map = |t, addr, rows| tma::encode(&TensorMapGeometry::new(problem, t, rows)?, addr, bf16);
-    Ok([
-        map(TensorName::Q, ptrs[0], q_rows)?,
-        map(TensorName::K, ptrs[1], kv_rows)?,
-        map(TensorName::V, ptrs[2], kv_rows)?,
-    ])
+    pub(crate) fn combine_function(&self) -> Option<&CudaFunction> {
+        self.combine.as_ref()
+    }
+
+    /// The device's SMs, which size a persistent kernel's grid.
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    /// Dynamic shared memory the kernel is launched with.
+    pub fn smem(&self) -> usize {
+        self.smem
+    }
 }
 
 /// Everything needed to launch a planned kernel in another process (the oracle times ours
@@ -334,6 +267,12 @@ impl LaunchImage {
     /// caller's tensor, which only the launching process can encode.
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32) -> Result<Self> {
         problem.validate()?;
+        if kernel.spec.imp() == crate::config::Impl::Splitkv {
+            return Err(Error::Unsupported {
+                imp: kernel.spec.imp().to_string(),
+                reason: "splitkv launches with a workspace that only the launching process holds".into(),
+            });
+        }
         if kernel.spec.tensor_map_rows().is_some() {
             return Err(Error::Unsupported {
                 imp: kernel.spec.imp().to_string(),
@@ -353,7 +292,7 @@ impl LaunchImage {
         Ok(LaunchImage {
             kernel: kernel.spec.name(),
             cubin: kernel.cubin.clone(),
-            grid: kernel.spec.grid(&problem.shape, sm_count),
+            grid: kernel.spec.grid(&problem.shape, 1, sm_count),
             block: kernel.spec.threads(),
             smem: kernel.spec.dynamic_smem_bytes(),
             params: KernelParams::new(problem, [0; 5]).to_bytes(),
@@ -366,10 +305,6 @@ impl LaunchImage {
         })
     }
 }
-
-/// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
-const MAX_GRID_X: usize = i32::MAX as usize;
-const MAX_GRID_YZ: usize = 65535;
 
 impl KernelParams {
     /// The struct's bytes as the device sees them (little-endian, `repr(C)` order and padding),
@@ -393,7 +328,7 @@ impl KernelParams {
     }
 
     /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]).
-    fn new(problem: &Problem, ptrs: [u64; 5]) -> Self {
+    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5]) -> Self {
         let s = problem.shape;
         let strides = |t| {
             let st = problem.strides(t);
@@ -424,6 +359,7 @@ impl KernelParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::tma::TensorMap;
 
     #[test]
     fn params_layout_matches_attn_params() {

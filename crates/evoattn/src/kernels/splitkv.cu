@@ -1,0 +1,56 @@
+// The `splitkv` kernel (sm_80+): the `mma` kernel's main loop over one slice of the keys, for
+// grids that cannot fill the GPU (small B·H, short Sq, decoding). Block (m_block, split) of
+// one (batch, KV head) attends its BM packed rows to key blocks of split `split`, writes a
+// partial output; the tile's last split merges them (splitkv_combine.cuh), or, with
+// EVOATTN_COMBINE_KERNEL, a second kernel launched after this grid does.
+#include "splitkv_combine.cuh"
+
+static_assert(D % 32 == 0, "the combine step spreads D over a warp's lanes");
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ SplitParams sp) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    elem_t* sQ = (elem_t*)smem_raw;                  // [BM][SMEM_ROW]
+    elem_t* sK = sQ + BM * SMEM_ROW;                 // [STAGES][BN][SMEM_ROW]
+    elem_t* sV = sK + STAGES * BN * SMEM_ROW;        // [STAGES][BN][SMEM_ROW]
+
+    const int m_block = blockIdx.x / sp.splits, split = blockIdx.x % sp.splits;
+    const int kv_head = blockIdx.y, batch = blockIdx.z;
+    const int group = p.h / p.hkv, rows = p.sq * group, m0 = m_block * BM;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+    const elem_t* q = p.q + batch * p.q_batch + (i64)kv_head * group * p.q_head;
+    const elem_t* k = p.k + batch * p.k_batch + kv_head * p.k_head;
+    const elem_t* v = p.v + batch * p.v_batch + kv_head * p.v_head;
+
+    // Keys the tile's last query sees, cut into `splits` equal runs of BN-key blocks.
+    const int last_query = (min(m0 + BM, rows) - 1) / group;
+    const int key_blocks = (max(visible_keys(p, last_query), 0) + BN - 1) / BN;
+    const int per_split = (key_blocks + sp.splits - 1) / sp.splits;
+    const int begin = min(split * per_split, key_blocks);
+    const int first_row_keys = p.causal ? min(m0 / group + p.causal_offset + 1, p.sk) : p.sk;
+    const KvRing ring{sK, sV, k, v, p.k_seq, p.v_seq, p.sk, begin, min(begin + per_split, key_blocks)};
+
+    const auto q_row = [&](int row) { return q + (i64)(row / group) * p.q_seq + (i64)(row % group) * p.q_head; };
+    load_rows<BM>(sQ, q_row, m0, rows);
+    QFrags q_frag;
+    start_pipeline(ring, q_frag, sQ, warp);
+    float acc[O_TILES][4];
+    RowState st;
+    const int row0 = m0 + warp * 16 + lane / 4;
+    attend_keys(p, ring, q_frag, row0, group, first_row_keys, acc, st);
+    write_partial(p, sp, acc, st, split, batch, kv_head, rows, row0);
+#if !EVOATTN_COMBINE_KERNEL
+    if (arrive_last(sp, batch, kv_head, p.hkv, m_block)) combine(p, sp, batch, kv_head, group, rows, m0);
+#endif
+}
+
+#if EVOATTN_COMBINE_KERNEL
+// The separate merge: block (m_block, KV head, batch) merges that tile's splits, after the
+// split grid has finished (same stream).
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+    EVOATTN_COMBINE_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ SplitParams sp) {
+    const int group = p.h / p.hkv;
+    combine(p, sp, blockIdx.z, blockIdx.y, group, p.sq * group, blockIdx.x * BM);
+}
+#endif

@@ -1,0 +1,272 @@
+//! Prepared launches: everything about a launch that depends only on the problem signature and
+//! the kernel (grid, parameters but the buffer addresses, `splitkv`'s workspace, TMA map
+//! geometry) built once, so that a repeated call only checks the buffers, fills in their
+//! addresses and calls `cuLaunchKernel`: no allocation, no synchronisation, no compile.
+
+use crate::buffers::{validate_buffers, BufferSpan};
+use crate::config::{KernelConfig, KernelSpec};
+use crate::error::{Error, Result};
+use crate::problem::{Problem, TensorName};
+use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
+use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use std::ffi::c_void;
+
+/// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
+const MAX_GRID_X: usize = i32::MAX as usize;
+const MAX_GRID_YZ: usize = 65535;
+
+/// `splitkv`'s extra parameters; field for field `SplitParams` of kernels/splitkv_combine.cuh.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SplitParams {
+    o_part: u64,
+    lse_part: u64,
+    counters: u64,
+    splits: i32,
+    m_blocks: i32,
+}
+
+// Safety: `SplitParams` is `repr(C)` plain integers matching `SplitParams` in
+// kernels/splitkv_combine.cuh (pointers as u64, `int` as i32), so the driver may copy its bytes.
+unsafe impl DeviceRepr for SplitParams {}
+
+/// `splitkv`'s workspace: the partial outputs and LSEs of every split, and the per-tile
+/// arrival counters (zeroed once here; the kernel's last split of a tile resets its own).
+struct Workspace {
+    params: SplitParams,
+    _o_part: CudaSlice<f32>,
+    _lse_part: CudaSlice<f32>,
+    _counters: CudaSlice<i32>,
+}
+
+impl Workspace {
+    fn new(gpu: &Gpu, problem: &Problem, spec: &KernelSpec, splits: usize) -> Result<Self> {
+        let s = problem.shape;
+        let m_blocks = spec.grid(&s, 1, gpu.sm_count())[0];
+        let rows = s.b * s.hkv * s.sq * s.group();
+        let stream = gpu.stream();
+        let alloc = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(|e| Error::driver("cuMemAlloc", e));
+        let o_part = alloc(splits * rows * s.d)?;
+        let lse_part = alloc(splits * rows)?;
+        let counters =
+            stream.alloc_zeros::<i32>((s.b * s.hkv * m_blocks).max(1)).map_err(|e| Error::driver("cuMemAlloc", e))?;
+        // The zeroed counters must be in place before a launch on any other stream; this runs
+        // once per prepared launch, never on a cached call.
+        stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))?;
+        let (o_ptr, _) = o_part.device_ptr(stream);
+        let (lse_ptr, _) = lse_part.device_ptr(stream);
+        let (counters_ptr, _) = counters.device_ptr(stream);
+        let params = SplitParams {
+            o_part: o_ptr,
+            lse_part: lse_ptr,
+            counters: counters_ptr,
+            splits: splits as i32,
+            m_blocks: m_blocks as i32,
+        };
+        Ok(Workspace { params, _o_part: o_part, _lse_part: lse_part, _counters: counters })
+    }
+}
+
+/// TMA maps of Q, K and V: the geometry is fixed by the problem, the maps are re-encoded only
+/// when a call brings different base addresses.
+struct MapCache {
+    geometry: [TensorMapGeometry; 3],
+    bf16: bool,
+    addrs: Option<[u64; 3]>,
+    maps: [TensorMap; 3],
+}
+
+impl MapCache {
+    fn new(problem: &Problem, q_rows: u32, kv_rows: u32) -> Result<Self> {
+        let geometry = [
+            TensorMapGeometry::new(problem, TensorName::Q, q_rows)?,
+            TensorMapGeometry::new(problem, TensorName::K, kv_rows)?,
+            TensorMapGeometry::new(problem, TensorName::V, kv_rows)?,
+        ];
+        let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
+        let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
+        Ok(MapCache { geometry, bf16, addrs: None, maps: [empty; 3] })
+    }
+
+    fn maps_for(&mut self, addrs: [u64; 3]) -> Result<&mut [TensorMap; 3]> {
+        if self.addrs != Some(addrs) {
+            // Forget the old maps first, so a failed encode never leaves stale ones marked valid.
+            self.addrs = None;
+            for ((map, geometry), addr) in self.maps.iter_mut().zip(&self.geometry).zip(addrs) {
+                *map = tma::encode(geometry, addr, self.bf16)?;
+            }
+            self.addrs = Some(addrs);
+        }
+        Ok(&mut self.maps)
+    }
+}
+
+/// One problem signature's launch of one kernel, ready to repeat.
+pub struct PreparedLaunch {
+    function: CudaFunction,
+    spec: KernelSpec,
+    problem: Problem,
+    grid: (u32, u32, u32),
+    block: u32,
+    smem: u32,
+    params: KernelParams,
+    workspace: Option<Workspace>,
+    maps: Option<MapCache>,
+    /// `splitkv`'s merge kernel (`combine=kernel`) and its grid: one block per tile.
+    combine: Option<(CudaFunction, (u32, u32, u32))>,
+}
+
+impl PreparedLaunch {
+    /// Prepares `kernel` for a validated `problem`; `splitkv` gets its workspace for the split
+    /// count `plan::splits` chooses on this GPU.
+    pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
+        let spec = *kernel.spec();
+        let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
+        let splits = match spec.config {
+            KernelConfig::Splitkv(c) => crate::plan::splits(problem, &c, gpu.sm_count()),
+            _ => 1,
+        };
+        let grid = spec.grid(&problem.shape, splits, gpu.sm_count());
+        if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ || grid[0] > MAX_GRID_X {
+            return Err(unsupported(format!(
+                "launch grid {grid:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535 heads/batches)"
+            )));
+        }
+        let workspace = match spec.config {
+            KernelConfig::Splitkv(_) if !problem.is_empty() => Some(Workspace::new(gpu, problem, &spec, splits)?),
+            _ => None,
+        };
+        let maps = match spec.tensor_map_rows() {
+            Some((q_rows, kv_rows)) if !problem.is_empty() => Some(MapCache::new(problem, q_rows, kv_rows)?),
+            _ => None,
+        };
+        let combine = kernel
+            .combine_function()
+            .map(|f| (f.clone(), (grid[0] as u32 / splits as u32, grid[1] as u32, grid[2] as u32)));
+        Ok(PreparedLaunch {
+            function: kernel.function().clone(),
+            spec,
+            problem: problem.clone(),
+            grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
+            block: spec.threads(),
+            smem: kernel.smem() as u32,
+            params: KernelParams::new(problem, [0; 5]),
+            workspace,
+            maps,
+            combine,
+        })
+    }
+
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+
+    /// Launches on `stream` after checking every buffer's size, alignment and overlap against
+    /// the prepared problem. The caller keeps one prepared launch to one stream at a time: a
+    /// `splitkv` workspace is shared by its launches.
+    pub fn run(&mut self, stream: &CudaStream, tensors: DeviceTensors<'_>) -> Result<()> {
+        let DeviceTensors { q, k, v, mut o, mut lse } = tensors;
+        let problem = &self.problem;
+        if problem.with_lse != lse.is_some() {
+            return Err(Error::Unsupported {
+                imp: self.spec.imp().to_string(),
+                reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
+            });
+        }
+        let (q_ptr, _q_sync) = q.device_ptr(stream);
+        let (k_ptr, _k_sync) = k.device_ptr(stream);
+        let (v_ptr, _v_sync) = v.device_ptr(stream);
+        let o_len = o.len();
+        let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
+        let lse_len = lse.as_ref().map_or(0, |l| l.len());
+        let (lse_ptr, _lse_sync) = match lse.as_mut() {
+            Some(l) => {
+                let (ptr, sync) = l.device_ptr_mut(stream);
+                (ptr, Some(sync))
+            }
+            None => (0, None),
+        };
+        let elem = problem.dtype.size_bytes();
+        let spans = [
+            BufferSpan { tensor: TensorName::Q, addr: q_ptr, len: q.len(), elem_bytes: elem },
+            BufferSpan { tensor: TensorName::K, addr: k_ptr, len: k.len(), elem_bytes: elem },
+            BufferSpan { tensor: TensorName::V, addr: v_ptr, len: v.len(), elem_bytes: elem },
+            BufferSpan { tensor: TensorName::O, addr: o_ptr, len: o_len, elem_bytes: elem },
+            BufferSpan { tensor: TensorName::Lse, addr: lse_ptr, len: lse_len, elem_bytes: 4 },
+        ];
+        let checked = if problem.with_lse { &spans[..] } else { &spans[..4] };
+        validate_buffers(problem, checked)?;
+        if problem.is_empty() {
+            return Ok(());
+        }
+        let params = &mut self.params;
+        (params.q, params.k, params.v, params.o, params.lse) = (q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr);
+        // The kernel's argument list: `AttnParams`, then `SplitParams` (splitkv) or the three
+        // `TmaMap`s (TMA loads); argument pointers on the stack, no heap.
+        let mut args: [*mut c_void; 4] = [std::ptr::null_mut(); 4];
+        args[0] = params as *mut KernelParams as *mut c_void;
+        let mut n_args = 1;
+        if let Some(ws) = self.workspace.as_mut() {
+            args[1] = &mut ws.params as *mut SplitParams as *mut c_void;
+            n_args = 2;
+        }
+        if let Some(cache) = self.maps.as_mut() {
+            for (slot, map) in args[1..].iter_mut().zip(cache.maps_for([q_ptr, k_ptr, v_ptr])?.iter_mut()) {
+                *slot = map as *mut TensorMap as *mut c_void;
+            }
+            n_args = 4;
+        }
+        stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        // Safety: the function was loaded into this stream's context with the dynamic shared
+        // memory limit `smem` needs (`Gpu::load`); the argument list matches the kernel's
+        // parameters (`AttnParams`, then `SplitParams` for splitkv or the three `TmaMap`s when
+        // `tensor_map_rows` says so), each pointer to a live `repr(C)` value owned by `self`.
+        // The addresses in `params` come from views borrowed for this call, whose sizes,
+        // alignment and disjointness `validate_buffers` checked against the validated problem;
+        // the maps cover exactly their tensors' extents (TMA never reads outside them); the
+        // workspace holds every split's rows of every tile (sized from the same problem and
+        // split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with
+        // the buffers' other uses.
+        unsafe { launch(&self.function, self.grid, self.block, self.smem, stream, &mut args[..n_args]) }?;
+        if let Some((function, grid)) = &self.combine {
+            // Safety: the merge kernel of the same module takes the same `AttnParams` and
+            // `SplitParams` (the first two arguments above, still live), has no dynamic shared
+            // memory, and runs after the split grid on the same stream, so it reads complete
+            // partials; its grid has one block per tile of the workspace.
+            unsafe { launch(function, *grid, self.block, 0, stream, &mut args[..2]) }?;
+        }
+        Ok(())
+    }
+}
+
+/// `cuLaunchKernel` of `function` with `block` threads per block and `smem` bytes of dynamic
+/// shared memory on `stream`, with the parameters `args` points at.
+///
+/// # Safety
+///
+/// `function` must belong to `stream`'s context (bound to this thread) and allow `smem`;
+/// `args` must point at live values whose types and order match the kernel's parameters, and
+/// every device address in them must be valid for what the kernel reads and writes over the
+/// whole grid.
+unsafe fn launch(
+    function: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: u32,
+    smem: u32,
+    stream: &CudaStream,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    // Safety: the caller's contract above is the driver's for cuLaunchKernel.
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            function.cu_function(),
+            grid,
+            (block, 1, 1),
+            smem,
+            stream.cu_stream(),
+            args,
+        )
+    }
+    .map_err(|e| Error::driver("cuLaunchKernel", e))
+}
