@@ -2,9 +2,10 @@
 # One device call for `wgmma` variants (issue 4). VARIANTS lists "HEAD_DIM:LEVERS" entries; for
 # each: correctness (small preset plus multi-tile shapes over every dtype/mask/layout), the SASS
 # (HGMMA count, no local memory), and a same-run timing against cuDNN in graph mode on the
-# fa3-grid shapes of that head dim at S=4k and 16k, both masks. Then the sanitizers on SANITIZE.
-# Every command runs under a timeout: a pipeline deadlock is a failure, not a hang. Logs go
-# to $OUT/logs.tar.gz, bench records to $OUT/time-*.json; a summary is printed last.
+# fa3-grid shapes of that head dim (B*S = 16k, H*D = 2048) at each S of SEQS, both masks. Then
+# the sanitizers on SANITIZE. Every command runs under a timeout: a pipeline deadlock is a
+# failure, not a hang. Logs and bench records (time-*.json) go to $OUT/logs.tar.gz (the device
+# tool returns few files); a summary is printed last.
 # usage (GPU machine, repo root): VARIANTS="128:block_n=176" scripts/gpu-wgmma-pipelines.sh [BIN]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,6 +20,7 @@ VARIANTS=${VARIANTS:-"128:$PIPE,pingpong=1"}
 SANITIZE=${SANITIZE:-"$PIPE,pingpong=1"}
 STEPS=${STEPS:-"check sass time sanitize"}
 REPS=${REPS:-30}
+SEQS=${SEQS:-"4096 16384"}
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 tag() { echo "d${1%%:*}-$(echo "${1#*:}" | tr '=,' '_-')"; }
@@ -47,9 +49,9 @@ for step in $STEPS; do
     time)
       for v in $VARIANTS; do
         d=${v%%:*} h=$((2048 / d)) name=$(tag "$v")
-        timeout 400 "$BIN" bench --impl wgmma --config "${v#*:}" --shape "4,$h,4096,$d" --shape "1,$h,16384,$d" \
+        timeout 400 "$BIN" bench --impl wgmma --config "${v#*:}" $(for s in $SEQS; do echo --shape "$((16384 / s)),$h,$s,$d"; done) \
           --dtype bf16 --causal none,top-left --mode graph --reps "$REPS" --peers sdpa-cudnn \
-          --json "$OUT/time-$name.json" > "$LOGS/time-$name.txt" 2>&1
+          --json "$LOGS/time-$name.json" > "$LOGS/time-$name.txt" 2>&1
         note "time $v: exit $?"
         summary+=("$(grep -E '^[0-9]+,' "$LOGS/time-$name.txt" | sed 's/^/   /')")
       done ;;
