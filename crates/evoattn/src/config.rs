@@ -211,8 +211,9 @@ pub struct WgmmaConfig {
     /// The two consumer warpgroups take turns at issuing GEMMs, so one's softmax hides under
     /// the other's GEMMs. Needs `overlap` and two consumers.
     pub pingpong: bool,
-    /// At most one block per SM, each looping over tiles (causal: longest first), so the next
-    /// tile's loads overlap the current tile's last GEMM and epilogue. Needs `overlap`.
+    /// At most one block per SM, each looping over tiles (a head at a time; causal: its
+    /// longest first), so the next tile's loads overlap the current tile's last GEMM and
+    /// epilogue. Needs `overlap`.
     pub persistent: bool,
 }
 

@@ -4,9 +4,11 @@
 //   z batches).
 // - persistent (persistent=1): the host launches at most one block per SM and block b takes
 //   tiles b, b + gridDim.x, ... of one linear order, so its producer loads the next tile's K
-//   and V while its consumers finish the current one. Causal: the longest tiles (last query
-//   blocks) first, so the short ones fill in at the end; otherwise a head's query blocks one
-//   after another, so its K and V stay in L2.
+//   and V while its consumers finish the current one. The order takes a head's query blocks
+//   one after another, so the blocks running at once share K and V in L2 (taking every head's
+//   longest tile first instead read each head's K and V once per block from DRAM: 0.5x at
+//   S=512 causal on the H100); under a causal mask each head's longest tiles first, so the
+//   last head ends on short tiles.
 #pragma once
 #include "wgmma_mainloop.cuh"
 
@@ -46,15 +48,14 @@ struct GridTiles {
 };
 
 struct PersistentTiles {
-    int m_blocks, heads_batches, count;
+    int m_blocks, count;
     __device__ __forceinline__ explicit PersistentTiles(const AttnParams& p)
-        : m_blocks((p.sq + BM - 1) / BM), heads_batches(p.h * p.b), count(m_blocks * p.h * p.b) {}
+        : m_blocks((p.sq + BM - 1) / BM), count(m_blocks * p.h * p.b) {}
     __device__ __forceinline__ int first() const { return blockIdx.x; }
     __device__ __forceinline__ int next(int index) const { return index + gridDim.x; }
     __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
-        const bool longest_first = p.causal;
-        const int m_block = longest_first ? m_blocks - 1 - index / heads_batches : index % m_blocks;
-        const int head_batch = longest_first ? index % heads_batches : index / m_blocks;
+        const int head_batch = index / m_blocks, in_head = index % m_blocks;
+        const int m_block = p.causal ? m_blocks - 1 - in_head : in_head;
         return tile_at(p, m_block, head_batch % p.h, head_batch / p.h);
     }
 };
