@@ -1,5 +1,6 @@
 //! `evoattn bench`: ours and the peers in one run on the same inputs; a table per case and,
-//! with `--json`, every raw sample and the environment.
+//! with `--json`, every raw sample and the environment. The run is added to the history (what
+//! `gate --against-history` and `report` read) unless `--no-history`.
 
 use crate::lab::{measure, LabArgs};
 use crate::record::{is_control, BenchRecord, Measurement, ResultRecord};
@@ -15,6 +16,9 @@ pub struct Args {
     /// `evoattn gate --samples FILE` re-gates it with no GPU.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Do not add this run to the history (history.sqlite in the cache dir, EVOATTN_CACHE_DIR).
+    #[arg(long)]
+    no_history: bool,
 }
 
 fn median(m: &Measurement) -> Option<f64> {
@@ -132,6 +136,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.json {
         record.write(path)?;
         println!("record written to {}", path.display());
+    }
+    if !args.no_history {
+        if let Some(added) = crate::history::save_or_warn(crate::history::Source::Bench, &record) {
+            println!("history: {added} measurements added to {}", crate::history::default_path().display());
+        }
     }
     let all_correct = record.results.iter().all(|r| r.ours.correct == Some(true));
     Ok(if all_correct { ExitCode::SUCCESS } else { ExitCode::from(1) })
