@@ -377,3 +377,125 @@ pub fn save_or_warn(source: Source, record: &BenchRecord) -> Option<usize> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{ResultRecord, SCHEMA, STATUS_MISSING, STATUS_OK};
+
+    const GPU: &str = "NVIDIA H100 80GB HBM3";
+
+    fn case(sq: usize) -> CaseRecord {
+        CaseRecord {
+            b: 1,
+            h: 8,
+            hkv: 8,
+            sq,
+            sk: sq,
+            d: 128,
+            dtype: "bf16".into(),
+            causal: "top-left".into(),
+            layout: "bhsd".into(),
+            flops: 1e9,
+        }
+    }
+
+    fn measurement(name: &str, samples_us: &[f64], correct: Option<bool>) -> Measurement {
+        Measurement {
+            name: name.into(),
+            status: STATUS_OK.into(),
+            reason: None,
+            samples_us: samples_us.to_vec(),
+            max_abs: None,
+            rel_l2: None,
+            correct,
+        }
+    }
+
+    /// One case measured by `kernel` at `median` (three samples around it) and a peer, at `date`.
+    fn record(date: &str, commit: &str, kernel: &str, median: f64, correct: Option<bool>) -> BenchRecord {
+        let missing = Measurement { status: STATUS_MISSING.into(), ..measurement("fa4", &[], None) };
+        let env = Environment {
+            gpu: GPU.into(),
+            driver: "580.65".into(),
+            evoattn_version: "0.1.0".into(),
+            git_commit: Some(commit.into()),
+            date_utc: date.into(),
+            mode: Some(Mode::Graph),
+            block: 20,
+            ..Environment::default()
+        };
+        let ours = measurement(kernel, &[median - 1.0, median, median + 1.0], correct);
+        let peers = vec![measurement("sdpa-cudnn", &[90.0, 91.0, 92.0], None), missing];
+        BenchRecord { schema: SCHEMA.into(), env, results: vec![ResultRecord { case: case(4096), ours, peers }] }
+    }
+
+    fn key() -> CaseKey {
+        CaseKey::of(GPU, Some(Mode::Graph), &case(4096), "evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldtma")
+    }
+
+    #[test]
+    fn family_is_the_impl_of_a_kernel_name_and_a_peer_name_itself() {
+        assert_eq!(family("evoattn_mma_bf16_d64_bm128_bn64_s3_qr1"), "mma");
+        assert_eq!(family("evoattn_reference_f16_d64"), "reference");
+        assert_eq!(family("sdpa-cudnn"), "sdpa-cudnn");
+        assert_eq!(key().shape(), "1,8,4096,128");
+    }
+
+    #[test]
+    fn round_trip_best_and_idempotent_import() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join(FILE_NAME);
+        let history = History::open(&path).unwrap();
+        let kernel = "evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldtma";
+        let first = record("2026-11-20T10:00:00Z", "aaaaaaa111", kernel, 100.0, Some(true));
+        // Ours and the peer that ran; the missing peer is no result.
+        assert_eq!(history.insert_record(Source::Bench, &first).unwrap(), 2);
+        assert_eq!(history.insert_record(Source::Gate, &first).unwrap(), 0, "the same run again adds nothing");
+        let rows = history.rows(None).unwrap();
+        assert_eq!(rows.len(), 2);
+        let ours = &rows[0];
+        assert_eq!(ours.key, key());
+        assert_eq!((ours.role.as_str(), ours.kernel.as_str(), ours.source.as_str()), (ROLE_OURS, kernel, "bench"));
+        assert_eq!(ours.samples_us, [99.0, 100.0, 101.0]);
+        assert_eq!((ours.median_us, ours.block, ours.correct), (100.0, 20, Some(true)));
+        assert_eq!(ours.git_commit.as_deref(), Some("aaaaaaa111"));
+        assert_eq!((ours.version.as_str(), ours.driver.as_str()), ("0.1.0", "580.65"));
+        assert_eq!(rows[1].role, ROLE_PEER);
+        drop(history);
+
+        // Reopened: a faster run with another configuration of the family is the new best; a
+        // faster but incorrect one never is; the run being gated is left out by its date.
+        let history = History::open(&path).unwrap();
+        let faster =
+            record("2026-11-21T10:00:00Z", "bbbbbbb222", "evoattn_wgmma_bf16_d128_bn64_s2_wg2_ldtma", 90.0, Some(true));
+        history.insert_record(Source::Gate, &faster).unwrap();
+        let wrong = record("2026-11-22T10:00:00Z", "ccccccc333", kernel, 50.0, Some(false));
+        history.insert_record(Source::Bench, &wrong).unwrap();
+        let best = history.best(&key(), "").unwrap().unwrap();
+        assert_eq!((best.median_us, best.git_commit.as_deref()), (90.0, Some("bbbbbbb222")));
+        let best = history.best(&key(), "2026-11-21T10:00:00Z").unwrap().unwrap();
+        assert_eq!(best.median_us, 100.0);
+        let other_gpu = CaseKey { gpu: "NVIDIA L4".into(), ..key() };
+        assert!(history.best(&other_gpu, "").unwrap().is_none());
+        let eager = CaseKey { mode: "eager".into(), ..key() };
+        assert!(history.best(&eager, "").unwrap().is_none());
+
+        assert_eq!(history.rows(Some("2026-11-21")).unwrap().len(), 4);
+        assert_eq!(history.first_date_of_commit("bbbbbbb").unwrap().as_deref(), Some("2026-11-21T10:00:00Z"));
+        assert_eq!(history.first_date_of_commit("fffffff").unwrap(), None);
+    }
+
+    #[test]
+    fn the_tuner_stores_its_measurements_as_ours() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::open(&dir.path().join(FILE_NAME)).unwrap();
+        let machine = Machine { gpu: GPU.into(), driver: "580.65".into() };
+        let m = measurement("evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldtma", &[10.0, 11.0, 12.0], Some(true));
+        assert!(history.insert_tune(&machine, Mode::Graph, 20, &case(4096), &m).unwrap());
+        let rows = history.rows(None).unwrap();
+        assert_eq!((rows[0].source.as_str(), rows[0].median_us), ("tune", 11.0));
+        assert_eq!(rows[0].version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(history.best(&key(), "").unwrap().unwrap().median_us, 11.0);
+    }
+}
