@@ -28,6 +28,7 @@ mod oracle;
 mod presets;
 mod record;
 mod report;
+mod report_history;
 mod stats;
 mod tensors_io;
 mod tune;
