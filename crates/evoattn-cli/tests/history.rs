@@ -142,3 +142,75 @@ fn an_unwritable_history_is_a_warning_not_a_failure() {
         assert_exit(&out, if command == "bench" { EXIT_PASS } else { EXIT_FAIL });
     }
 }
+
+/// The committed H100 records of one grid: wgmma step 1 (13:51), mma (13:55) and wgmma with
+/// TMA loads (14:25, commit b4f86e8), imported into the history as `gate --samples` does.
+fn committed_history(cache: &Path) {
+    for record in ["fa3-grid-wgmma-step1", "fa3-grid-mma", "fa3-grid-hd128-wgmma-tma"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../bench/results/2026-11-22-{record}.json"));
+        let out = evoattn(cache, &["gate", "--samples", path.to_str().unwrap(), "--format", "json"]);
+        assert!(!text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
+    }
+}
+
+fn csv_dates(dir: &Path) -> Vec<String> {
+    let csv = std::fs::read_to_string(dir.join("history.csv")).unwrap();
+    csv.lines().skip(1).map(|l| l.split(',').next().unwrap().to_string()).collect()
+}
+
+#[test]
+fn report_draws_the_history_and_since_filters_it() {
+    let cache = tempfile::tempdir().unwrap();
+    let cache = cache.path();
+    committed_history(cache);
+    let report =
+        |dir: &Path, extra: &[&str]| evoattn(cache, &[&["report", "--out", dir.to_str().unwrap()][..], extra].concat());
+    const PLOT: &str = "history-nvidia-h100-80gb-hbm3-eager-4x16x4096x128-bf16-none-bhsd.svg";
+
+    // No record given: the history alone, every problem of the three runs.
+    let all = tempfile::tempdir().unwrap();
+    assert_exit(&report(all.path(), &[]), EXIT_PASS);
+    let md = std::fs::read_to_string(all.path().join("report.md")).unwrap();
+    assert!(md.contains("## History") && md.contains(&format!("![{PLOT}]({PLOT})")), "{md}");
+    let svg = std::fs::read_to_string(all.path().join(PLOT)).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("ours (wgmma)") && svg.contains("b4f86e8 11-22 14:25"));
+    // 36 cases × (ours + 2 peers) for each grid run, 12 × 3 for the hd128 one.
+    assert_eq!(csv_dates(all.path()).len(), 2 * 36 * 3 + 12 * 3);
+
+    // From 13:55 on: the mma and TMA runs.
+    let since = tempfile::tempdir().unwrap();
+    assert_exit(&report(since.path(), &["--since", "2026-11-22T13:55:00Z"]), EXIT_PASS);
+    let dates = csv_dates(since.path());
+    assert_eq!(dates.len(), 36 * 3 + 12 * 3);
+    assert!(dates.iter().all(|d| d.as_str() >= "2026-11-22T13:55:00Z"));
+    assert!(since.path().join(PLOT).is_file(), "two runs of 4,16,4096,128 remain");
+
+    // From the first run of commit b4f86e8: one run, so no problem has a history to draw.
+    let commit = tempfile::tempdir().unwrap();
+    assert_exit(&report(commit.path(), &["--since", "b4f86e8"]), EXIT_PASS);
+    assert_eq!(csv_dates(commit.path()).len(), 12 * 3);
+    let md = std::fs::read_to_string(commit.path().join("report.md")).unwrap();
+    assert!(md.contains("No problem of ours was measured in 2 or more runs"), "{md}");
+
+    // Records and history together; --dir keeps working.
+    let both = tempfile::tempdir().unwrap();
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/results");
+    assert_exit(
+        &report(both.path(), &["--dir", results.to_str().unwrap(), "--history", "--since", "b4f86e8"]),
+        EXIT_PASS,
+    );
+    let md = std::fs::read_to_string(both.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("## 2026-11-22-fa3-grid-hd128-wgmma-tma") && !md.contains("## 2026-11-22-fa3-grid-mma"),
+        "{md}"
+    );
+
+    for (since, message) in [
+        ("yesterday", "is neither a date"),
+        ("deadbeef", "--since deadbeef: no run in the history or the records was measured at that commit"),
+    ] {
+        let out = report(all.path(), &["--since", since]);
+        assert_exit(&out, 2);
+        assert!(text(&out.stderr).contains(message), "{since}: {}", text(&out.stderr));
+    }
+}
