@@ -87,7 +87,7 @@ fn evaluate_case(
     let c = &result.case;
     let key = CaseKey::of(&record.env.gpu, record.env.mode, c, &result.ours.name);
     let mut case = HistoryCase {
-        shape: key.shape(),
+        shape: key.shape.to_string(),
         dtype: c.dtype.clone(),
         causal: c.causal.clone(),
         layout: c.layout.clone(),

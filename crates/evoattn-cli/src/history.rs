@@ -7,7 +7,9 @@
 use crate::record::{BenchRecord, CaseRecord, Environment, Measurement, Mode};
 use crate::tune::store::Machine;
 use anyhow::{Context, Result};
-use rusqlite::{params, Connection, OptionalExtension};
+use evoattn::Shape;
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 
 /// File name of the history inside the kernel cache dir, beside the tuner's store.
@@ -53,16 +55,11 @@ pub fn family(name: &str) -> &str {
 
 /// What makes two measurements comparable: the GPU, the timing mode, the problem and the
 /// implementation family.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CaseKey {
     pub gpu: String,
     pub mode: String,
-    pub b: usize,
-    pub h: usize,
-    pub hkv: usize,
-    pub sq: usize,
-    pub sk: usize,
-    pub d: usize,
+    pub shape: Shape,
     pub dtype: String,
     pub causal: String,
     pub layout: String,
@@ -74,22 +71,12 @@ impl CaseKey {
         CaseKey {
             gpu: gpu.to_string(),
             mode: mode_name(mode).to_string(),
-            b: case.b,
-            h: case.h,
-            hkv: case.hkv,
-            sq: case.sq,
-            sk: case.sk,
-            d: case.d,
+            shape: Shape { b: case.b, h: case.h, hkv: case.hkv, sq: case.sq, sk: case.sk, d: case.d },
             dtype: case.dtype.clone(),
             causal: case.causal.clone(),
             layout: case.layout.clone(),
             family: family(name).to_string(),
         }
-    }
-
-    /// `B,H,Sq,D[,Hkv,Sk]`, as `bench` and `gate` print shapes.
-    pub fn shape(&self) -> String {
-        evoattn::Shape { b: self.b, h: self.h, hkv: self.hkv, sq: self.sq, sk: self.sk, d: self.d }.to_string()
     }
 }
 
@@ -186,6 +173,15 @@ const COLUMNS: &str = "gpu, mode, b, h, hkv, sq, sk, d, dtype, causal, layout, f
 const KEY_MATCH: &str = "gpu = ?1 AND mode = ?2 AND b = ?3 AND h = ?4 AND hkv = ?5 AND sq = ?6 AND sk = ?7 \
                          AND d = ?8 AND dtype = ?9 AND causal = ?10 AND layout = ?11 AND family = ?12";
 
+/// The key's columns, in `KEY_MATCH`'s order (?1..?12).
+fn key_values(k: &CaseKey) -> Vec<Value> {
+    let s = &k.shape;
+    let mut values: Vec<Value> = vec![k.gpu.clone().into(), k.mode.clone().into()];
+    values.extend([s.b, s.h, s.hkv, s.sq, s.sk, s.d].map(|n| Value::Integer(n as i64)));
+    values.extend([&k.dtype, &k.causal, &k.layout, &k.family].map(|t| Value::Text(t.clone())));
+    values
+}
+
 fn row(r: &rusqlite::Row) -> rusqlite::Result<Row> {
     let size = |i: usize| r.get::<_, i64>(i).map(|v| v as usize);
     let samples: String = r.get(21)?;
@@ -193,12 +189,7 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<Row> {
         key: CaseKey {
             gpu: r.get(0)?,
             mode: r.get(1)?,
-            b: size(2)?,
-            h: size(3)?,
-            hkv: size(4)?,
-            sq: size(5)?,
-            sk: size(6)?,
-            d: size(7)?,
+            shape: Shape { b: size(2)?, h: size(3)?, hkv: size(4)?, sq: size(5)?, sk: size(6)?, d: size(7)? },
             dtype: r.get(8)?,
             causal: r.get(9)?,
             layout: r.get(10)?,
@@ -235,31 +226,19 @@ fn insert(conn: &Connection, run: &Run, case: &CaseRecord, role: &str, m: &Measu
             "INSERT OR IGNORE INTO measurements ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
              ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"
         ),
-        params![
-            key.gpu,
-            key.mode,
-            key.b as i64,
-            key.h as i64,
-            key.hkv as i64,
-            key.sq as i64,
-            key.sk as i64,
-            key.d as i64,
-            key.dtype,
-            key.causal,
-            key.layout,
-            key.family,
-            role,
-            m.name,
-            run.source.name(),
-            run.date_utc,
-            run.git_commit,
-            run.version,
-            run.driver,
-            run.block as i64,
-            summary.median,
-            serde_json::to_string(&m.samples_us)?,
-            m.correct,
-        ],
+        params_from_iter(key_values(&key).into_iter().chain([
+            Value::from(role.to_string()),
+            m.name.clone().into(),
+            run.source.name().to_string().into(),
+            run.date_utc.clone().into(),
+            run.git_commit.clone().into(),
+            run.version.clone().into(),
+            run.driver.clone().into(),
+            (run.block as i64).into(),
+            summary.median.into(),
+            serde_json::to_string(&m.samples_us)?.into(),
+            m.correct.into(),
+        ])),
     )?;
     Ok(added == 1)
 }
@@ -316,27 +295,15 @@ impl History {
             "SELECT {COLUMNS} FROM measurements WHERE {KEY_MATCH} AND role = ?13 AND correct = 1 \
              AND date_utc <> ?14 ORDER BY median_us, id LIMIT 1"
         );
-        let k = key;
         let found = self
             .conn
             .query_row(
                 &sql,
-                params![
-                    k.gpu,
-                    k.mode,
-                    k.b as i64,
-                    k.h as i64,
-                    k.hkv as i64,
-                    k.sq as i64,
-                    k.sk as i64,
-                    k.d as i64,
-                    k.dtype,
-                    k.causal,
-                    k.layout,
-                    k.family,
-                    ROLE_OURS,
-                    exclude_date_utc
-                ],
+                params_from_iter(
+                    key_values(key)
+                        .into_iter()
+                        .chain([ROLE_OURS.to_string().into(), exclude_date_utc.to_string().into()]),
+                ),
                 row,
             )
             .optional()?;
@@ -439,7 +406,7 @@ mod tests {
         assert_eq!(family("evoattn_mma_bf16_d64_bm128_bn64_s3_qr1"), "mma");
         assert_eq!(family("evoattn_reference_f16_d64"), "reference");
         assert_eq!(family("sdpa-cudnn"), "sdpa-cudnn");
-        assert_eq!(key().shape(), "1,8,4096,128");
+        assert_eq!(key().shape.to_string(), "1,8,4096,128");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::record::{is_control, BenchRecord, CaseRecord, Measurement, ResultReco
 use crate::stats::{summarize, Verdict};
 use anyhow::anyhow;
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -280,6 +281,31 @@ pub fn legend_series(series: Vec<(String, Vec<(f64, f64)>)>) -> Vec<Series> {
         .collect()
 }
 
+/// A line chart of f64 points on an SVG.
+pub type LineChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws each series as a line with dots, then the legend of everything labelled so far (one
+/// entry per series) in the upper left corner.
+pub fn draw_lines_with_legend<'a>(chart: &mut LineChart<'a, 'a>, series: Vec<Series>) -> anyhow::Result<()> {
+    for (name, color, points) in series {
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .map_err(plot_err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(points.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, LABEL_PX))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
+
 /// The name of our kernel's series (the history's are `ours (<family>)`).
 pub const OURS: &str = "ours";
 
@@ -331,22 +357,7 @@ pub fn tflops_svg(title: &str, cases: &[&ResultRecord]) -> anyhow::Result<String
             .axis_desc_style((FONT, LABEL_PX + 1))
             .draw()
             .map_err(plot_err)?;
-        for (name, color, pts) in series {
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(plot_err)?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, LABEL_PX))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
+        draw_lines_with_legend(&mut chart, series)?;
         root.present().map_err(plot_err)?;
     }
     Ok(svg)

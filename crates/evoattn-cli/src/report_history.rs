@@ -6,11 +6,12 @@
 use crate::gate_history::{REGRESSION_TOLERANCE, SHORT_COMMIT};
 use crate::history::{CaseKey, Row, ROLE_OURS};
 use crate::record::is_control;
-use crate::report::{legend_series, plot_err, FONT, LABEL_PX, OURS, PLOT_HEIGHT, PLOT_WIDTH, SLOWER_COLOR};
+use crate::report::{
+    draw_lines_with_legend, legend_series, plot_err, FONT, LABEL_PX, OURS, PLOT_HEIGHT, PLOT_WIDTH, SLOWER_COLOR,
+};
 use crate::stats::quantile;
 use anyhow::bail;
 use plotters::prelude::*;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Runs a problem needs before its history is a line worth drawing.
@@ -68,24 +69,10 @@ impl Since {
     }
 }
 
-/// One problem: everything but the kernel family, so ours across families and the peers share
-/// one plot.
-type Problem = (String, String, usize, usize, usize, usize, usize, usize, String, String, String);
-
-fn problem(k: &CaseKey) -> Problem {
-    (
-        k.gpu.clone(),
-        k.mode.clone(),
-        k.b,
-        k.h,
-        k.hkv,
-        k.sq,
-        k.sk,
-        k.d,
-        k.dtype.clone(),
-        k.causal.clone(),
-        k.layout.clone(),
-    )
+/// One problem: its key without the kernel family, so that ours across families and the peers
+/// share one plot.
+fn problem(k: &CaseKey) -> CaseKey {
+    CaseKey { family: String::new(), ..k.clone() }
 }
 
 /// One run's label on the x axis: its commit (short) and time, to the minute or `to`.
@@ -120,12 +107,13 @@ fn slug(text: &str) -> String {
 }
 
 fn file_name(key: &CaseKey) -> String {
-    let mut shape = format!("{}x{}x{}x{}", key.b, key.h, key.sq, key.d);
-    if key.hkv != key.h {
-        write!(shape, "-hkv{}", key.hkv).expect("writing to a String");
+    let s = &key.shape;
+    let mut shape = format!("{}x{}x{}x{}", s.b, s.h, s.sq, s.d);
+    if s.hkv != s.h {
+        write!(shape, "-hkv{}", s.hkv).expect("writing to a String");
     }
-    if key.sk != key.sq {
-        write!(shape, "-sk{}", key.sk).expect("writing to a String");
+    if s.sk != s.sq {
+        write!(shape, "-sk{}", s.sk).expect("writing to a String");
     }
     format!("history-{}-{}-{shape}-{}-{}-{}.svg", slug(&key.gpu), key.mode, key.dtype, key.causal, key.layout)
 }
@@ -153,12 +141,7 @@ fn history_svg(key: &CaseKey, rows: &[&Row], runs: &[(String, String)]) -> anyho
     let x_hi = runs.len() as f64 - 0.5;
     let title = format!(
         "{} {} {} {}: median per run ({}, {} mode)",
-        key.shape(),
-        key.dtype,
-        key.causal,
-        key.layout,
-        key.gpu,
-        key.mode
+        key.shape, key.dtype, key.causal, key.layout, key.gpu, key.mode
     );
     let mut svg = String::new();
     {
@@ -201,22 +184,7 @@ fn history_svg(key: &CaseKey, rows: &[&Row], runs: &[(String, String)]) -> anyho
                 .label(format!("regression line: best of ours + {:.0}%", 100.0 * REGRESSION_TOLERANCE))
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], SLOWER_COLOR.stroke_width(1)));
         }
-        for (name, color, points) in series {
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-            chart.draw_series(points.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(plot_err)?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, LABEL_PX))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
+        draw_lines_with_legend(&mut chart, series)?;
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
@@ -224,14 +192,19 @@ fn history_svg(key: &CaseKey, rows: &[&Row], runs: &[(String, String)]) -> anyho
 
 /// The markdown section and the plots (file name, SVG) of `rows` (the history, oldest first).
 pub fn build(rows: &[Row]) -> anyhow::Result<(String, Vec<(String, String)>)> {
-    let mut problems: BTreeMap<Problem, Vec<&Row>> = BTreeMap::new();
+    // In order of each problem's first run.
+    let mut problems: Vec<(CaseKey, Vec<&Row>)> = Vec::new();
     for row in rows {
-        problems.entry(problem(&row.key)).or_default().push(row);
+        let key = problem(&row.key);
+        match problems.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push(row),
+            None => problems.push((key, vec![row])),
+        }
     }
     let mut markdown = String::from("## History\n\n");
     let mut plots = Vec::new();
     let mut table = Vec::new();
-    for group in problems.values() {
+    for (_, group) in &problems {
         let ours: Vec<&Row> = group.iter().copied().filter(|r| r.role == ROLE_OURS).collect();
         // One row per run (its first), oldest first; labelled to the minute, or to the second
         // where two runs share a minute.
@@ -265,7 +238,7 @@ pub fn build(rows: &[Row]) -> anyhow::Result<(String, Vec<(String, String)>)> {
         plots.push((file.clone(), history_svg(key, group, &runs)?));
         table.push(format!(
             "| {} | {} | {} | {} | {} | {} | {:.1} ({}) | {:.1} ({}) | {:+.1}% |",
-            key.shape(),
+            key.shape,
             key.dtype,
             key.causal,
             key.layout,
@@ -319,12 +292,7 @@ mod tests {
             key: CaseKey {
                 gpu: "NVIDIA H100 80GB HBM3".into(),
                 mode: "eager".into(),
-                b: 4,
-                h: 16,
-                hkv: 16,
-                sq: 4096,
-                sk: 4096,
-                d: 128,
+                shape: evoattn::Shape { b: 4, h: 16, hkv: 16, sq: 4096, sk: 4096, d: 128 },
                 dtype: "bf16".into(),
                 causal: "none".into(),
                 layout: "bhsd".into(),
