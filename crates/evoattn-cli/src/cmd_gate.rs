@@ -28,6 +28,11 @@ enum Format {
 }
 
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evoattn gate --preset seed --against sdpa-cudnn --format markdown   # measure, gate against cuDNN\n  \
+    evoattn gate --samples run.json                                     # re-gate a record, no GPU\n  \
+    evoattn gate --preset seed --against-history                        # against the best run on this GPU\n  \
+    evoattn gate --samples run.json --against-history --no-history     # offline, history left as it is")]
 pub struct Args {
     /// Re-gate this bench record (`bench --json`) instead of measuring; needs no GPU. The record
     /// decides the cases, so the measurement flags do not apply.
