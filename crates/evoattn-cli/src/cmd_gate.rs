@@ -97,15 +97,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(outcome.exit_code()))
 }
 
-fn print(format: Format, text: String, markdown: String, json: String) {
-    print!(
-        "{}",
-        match format {
-            Format::Text => text,
-            Format::Markdown => markdown,
-            Format::Json => json + "\n",
-        }
-    );
+/// Prints `report` by the renderer of `format`: text, markdown or JSON, in that order.
+fn print<R>(format: Format, report: &R, renderers: [fn(&R) -> String; 3]) {
+    let [text, markdown, json] = renderers;
+    match format {
+        Format::Text => print!("{}", text(report)),
+        Format::Markdown => print!("{}", markdown(report)),
+        Format::Json => println!("{}", json(report)),
+    }
 }
 
 fn gate_against_history(args: &Args, record: &BenchRecord) -> anyhow::Result<Outcome> {
@@ -115,12 +114,7 @@ fn gate_against_history(args: &Args, record: &BenchRecord) -> anyhow::Result<Out
     let report = gate_history::evaluate(record, &HistoryOptions::new(args.confidence), |key| {
         store.best(key, &record.env.date_utc)
     })?;
-    print(
-        args.format,
-        gate_history::render_text(&report),
-        gate_history::render_markdown(&report),
-        gate_history::render_json(&report),
-    );
+    print(args.format, &report, [gate_history::render_text, gate_history::render_markdown, gate_history::render_json]);
     if report.outcome == Outcome::CouldNotRun {
         eprintln!("evoattn: gate could not run: {}", report.could_not_run_reason());
     }
@@ -136,7 +130,7 @@ fn gate_against_peer(args: &Args, record: &BenchRecord) -> Outcome {
         ..GateOptions::default()
     };
     let report = evaluate(record, &opts);
-    print(args.format, render_text(&report), render_markdown(&report), render_json(&report));
+    print(args.format, &report, [render_text, render_markdown, render_json]);
     if report.outcome == Outcome::CouldNotRun {
         // The one-line reason of exit 2, whatever the format on stdout.
         let unjudged: Vec<_> = report.cases.iter().filter(|c| c.outcome == Outcome::CouldNotRun).collect();

@@ -18,6 +18,8 @@ use std::fmt::Write as _;
 const MIN_RUNS: usize = 2;
 /// Hex digits a commit prefix needs to name one commit in practice (`git`'s own minimum).
 const MIN_COMMIT_PREFIX: usize = 4;
+/// Hex digits of a whole (SHA-1) commit hash.
+const FULL_COMMIT: usize = 40;
 /// Room above the highest whisker per legend entry, as a fraction of it: an entry is about 20
 /// of the plot's 450 pixels, so the legend sits above the data instead of on it.
 const LEGEND_ENTRY_ROOM: f64 = 0.06;
@@ -47,7 +49,7 @@ impl std::str::FromStr for Since {
             digits(0..4) && b.get(4) == Some(&b'-') && digits(5..7) && b.get(7) == Some(&b'-') && digits(8..10);
         if is_date && (b.len() == 10 || b.get(10) == Some(&b'T')) {
             Ok(Since::Date(s.to_string()))
-        } else if s.len() >= MIN_COMMIT_PREFIX && s.len() <= 40 && s.bytes().all(|c| c.is_ascii_hexdigit()) {
+        } else if s.len() >= MIN_COMMIT_PREFIX && s.len() <= FULL_COMMIT && s.bytes().all(|c| c.is_ascii_hexdigit()) {
             Ok(Since::Commit(s.to_ascii_lowercase()))
         } else {
             Err(format!("'{s}' is neither a date (YYYY-MM-DD[THH:MM:SSZ]) nor a commit hash (at least {MIN_COMMIT_PREFIX} hex digits)"))
