@@ -12,13 +12,13 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(flatten)]
     lab: LabArgs,
+    /// Do not add this run to the history (history.sqlite in the cache dir, EVOATTN_CACHE_DIR).
+    #[arg(long)]
+    no_history: bool,
     /// Write the record (raw samples of ours and every peer, the environment) to this file;
     /// `evoattn gate --samples FILE` re-gates it with no GPU.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
-    /// Do not add this run to the history (history.sqlite in the cache dir, EVOATTN_CACHE_DIR).
-    #[arg(long)]
-    no_history: bool,
 }
 
 fn median(m: &Measurement) -> Option<f64> {
