@@ -133,14 +133,14 @@ fn print_table(record: &BenchRecord) {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let record = measure(&args.lab)?;
     print_table(&record);
-    if let Some(path) = &args.json {
-        record.write(path)?;
-        println!("record written to {}", path.display());
-    }
     if !args.no_history {
         if let Some(added) = crate::history::save_or_warn(crate::history::Source::Bench, &record) {
             println!("history: {added} measurements added to {}", crate::history::default_path().display());
         }
+    }
+    if let Some(path) = &args.json {
+        record.write(path)?;
+        println!("record written to {}", path.display());
     }
     let all_correct = record.results.iter().all(|r| r.ours.correct == Some(true));
     Ok(if all_correct { ExitCode::SUCCESS } else { ExitCode::from(1) })
