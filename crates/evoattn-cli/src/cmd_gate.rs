@@ -56,7 +56,7 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_SPEEDUP)]
     speedup: f64,
     /// Confidence of the bootstrap interval of median(ours) − median(peer), which must lie
-    /// entirely below zero.
+    /// entirely below zero; with --against-history, of the change against the best run.
     #[arg(long, default_value_t = DEFAULT_CONFIDENCE)]
     confidence: f64,
     /// Also require p90(ours) ≤ p90(peer): no worse tail.
