@@ -1,5 +1,6 @@
 //! `evoattn bench`: ours and the peers in one run on the same inputs; a table per case and,
-//! with `--json`, every raw sample and the environment.
+//! with `--json`, every raw sample and the environment. The run is added to the history (what
+//! `gate --against-history` and `report` read) unless `--no-history`.
 
 use crate::lab::{measure, LabArgs};
 use crate::record::{is_control, BenchRecord, Measurement, ResultRecord};
@@ -11,6 +12,9 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(flatten)]
     lab: LabArgs,
+    /// Do not add this run to the history (history.sqlite in the cache dir, EVOATTN_CACHE_DIR).
+    #[arg(long)]
+    no_history: bool,
     /// Write the record (raw samples of ours and every peer, the environment) to this file;
     /// `evoattn gate --samples FILE` re-gates it with no GPU.
     #[arg(long, value_name = "PATH")]
@@ -161,6 +165,11 @@ fn print_table(record: &BenchRecord) {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let record = measure(&args.lab)?;
     print_table(&record);
+    if !args.no_history {
+        if let Some(added) = crate::history::save_or_warn(crate::history::Source::Bench, &record) {
+            println!("history: {added} measurements added to {}", crate::history::default_path().display());
+        }
+    }
     if let Some(path) = &args.json {
         record.write(path)?;
         println!("record written to {}", path.display());

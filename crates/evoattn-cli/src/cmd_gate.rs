@@ -1,8 +1,12 @@
-//! `evoattn gate`: pass/fail of ours against a peer, per case. Measures ours and the peers with
-//! the lab, or with `--samples` re-gates a recorded bench record without a GPU (what CI does).
+//! `evoattn gate`: pass/fail of ours against a peer, per case, or with `--against-history`
+//! against the best run recorded on this GPU. Measures ours and the peers with the lab, or with
+//! `--samples` re-gates a recorded bench record without a GPU (what CI does). Either way the run
+//! is added to the history unless `--no-history`.
 
 use crate::gate::{evaluate, render_json, render_markdown, render_text, Against, GateOptions, Outcome};
 use crate::gate::{DEFAULT_CONFIDENCE, DEFAULT_SPEEDUP};
+use crate::gate_history::{self, HistoryOptions};
+use crate::history::{self, History, Source};
 use crate::record::BenchRecord;
 use anyhow::bail;
 use std::path::PathBuf;
@@ -24,6 +28,11 @@ enum Format {
 }
 
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+    evoattn gate --preset seed --against sdpa-cudnn --format markdown   # measure, gate against cuDNN\n  \
+    evoattn gate --samples run.json                                     # re-gate a record, no GPU\n  \
+    evoattn gate --preset seed --against-history                        # against the best run on this GPU\n  \
+    evoattn gate --samples run.json --against-history --no-history     # offline, history left as it is")]
 pub struct Args {
     /// Re-gate this bench record (`bench --json`) instead of measuring; needs no GPU. The record
     /// decides the cases, so the measurement flags do not apply.
@@ -33,11 +42,21 @@ pub struct Args {
     /// each case.
     #[arg(long, value_name = "PEER|best", default_value = "best")]
     against: Against,
+    /// Gate against the history instead of a peer: each case fails when its median is more than
+    /// 2% above the best (lowest) median recorded for the same GPU, mode, problem and kernel
+    /// family, and the bootstrap interval of that change lies entirely above +2%. A case never
+    /// recorded passes with the note "no history". The history is history.sqlite in the cache
+    /// dir (EVOATTN_CACHE_DIR); every bench and gate run adds to it.
+    #[arg(long, conflicts_with_all = ["against", "speedup", "p90"])]
+    against_history: bool,
+    /// Do not add this run to the history.
+    #[arg(long)]
+    no_history: bool,
     /// Pass needs median(ours) < SPEEDUP × median(peer).
     #[arg(long, default_value_t = DEFAULT_SPEEDUP)]
     speedup: f64,
     /// Confidence of the bootstrap interval of median(ours) − median(peer), which must lie
-    /// entirely below zero.
+    /// entirely below zero; with --against-history, of the change against the best run.
     #[arg(long, default_value_t = DEFAULT_CONFIDENCE)]
     confidence: f64,
     /// Also require p90(ours) ≤ p90(peer): no worse tail.
@@ -70,6 +89,39 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             record
         }
     };
+    let outcome =
+        if args.against_history { gate_against_history(args, &record)? } else { gate_against_peer(args, &record) };
+    if !args.no_history {
+        history::save_or_warn(Source::Gate, &record);
+    }
+    Ok(ExitCode::from(outcome.exit_code()))
+}
+
+/// Prints `report` by the renderer of `format`: text, markdown or JSON, in that order.
+fn print<R>(format: Format, report: &R, renderers: [fn(&R) -> String; 3]) {
+    let [text, markdown, json] = renderers;
+    match format {
+        Format::Text => print!("{}", text(report)),
+        Format::Markdown => print!("{}", markdown(report)),
+        Format::Json => println!("{}", json(report)),
+    }
+}
+
+fn gate_against_history(args: &Args, record: &BenchRecord) -> anyhow::Result<Outcome> {
+    let path = history::default_path();
+    let store = History::open(&path)?;
+    // The run being gated may already be stored (a re-gated record): never its own baseline.
+    let report = gate_history::evaluate(record, &HistoryOptions::new(args.confidence), |key| {
+        store.best(key, &record.env.date_utc)
+    })?;
+    print(args.format, &report, [gate_history::render_text, gate_history::render_markdown, gate_history::render_json]);
+    if report.outcome == Outcome::CouldNotRun {
+        eprintln!("evoattn: gate could not run: {}", report.could_not_run_reason());
+    }
+    Ok(report.outcome)
+}
+
+fn gate_against_peer(args: &Args, record: &BenchRecord) -> Outcome {
     let opts = GateOptions {
         against: args.against.clone(),
         speedup: args.speedup,
@@ -77,15 +129,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         p90: args.p90,
         ..GateOptions::default()
     };
-    let report = evaluate(&record, &opts);
-    print!(
-        "{}",
-        match args.format {
-            Format::Text => render_text(&report),
-            Format::Markdown => render_markdown(&report),
-            Format::Json => render_json(&report) + "\n",
-        }
-    );
+    let report = evaluate(record, &opts);
+    print(args.format, &report, [render_text, render_markdown, render_json]);
     if report.outcome == Outcome::CouldNotRun {
         // The one-line reason of exit 2, whatever the format on stdout.
         let unjudged: Vec<_> = report.cases.iter().filter(|c| c.outcome == Outcome::CouldNotRun).collect();
@@ -101,5 +146,5 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         };
         eprintln!("evoattn: gate could not run: {reason}");
     }
-    Ok(ExitCode::from(report.outcome.exit_code()))
+    report.outcome
 }

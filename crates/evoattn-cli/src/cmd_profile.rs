@@ -64,6 +64,8 @@ fn bench_args(args: &Args) -> Vec<String> {
     push("peers", "none".into());
     push("reps", BENCH_REPS.into());
     push("warmup", BENCH_WARMUP.into());
+    // Times taken under ncu's replay are no run to keep.
+    out.push("--no-history".into());
     out
 }
 
@@ -190,7 +192,8 @@ mod tests {
                 "--config=stages=3",
                 "--peers=none",
                 "--reps=2",
-                "--warmup=1"
+                "--warmup=1",
+                "--no-history"
             ]
         );
     }

@@ -147,7 +147,28 @@ impl Outcome {
         }
     }
 
-    fn icon(self) -> &'static str {
+    /// A run's outcome from its cases': fail if any case fails (a definite failure stands
+    /// whatever else could not be judged), else could-not-run if any case (or the whole run, when
+    /// it has none) could not be judged, else pass.
+    pub fn overall(cases: impl IntoIterator<Item = Outcome>) -> Outcome {
+        let mut any = false;
+        let mut worst = Outcome::Pass;
+        for case in cases {
+            any = true;
+            worst = match (worst, case) {
+                (Outcome::Fail, _) | (_, Outcome::Fail) => Outcome::Fail,
+                (Outcome::CouldNotRun, _) | (_, Outcome::CouldNotRun) => Outcome::CouldNotRun,
+                _ => Outcome::Pass,
+            };
+        }
+        if any {
+            worst
+        } else {
+            Outcome::CouldNotRun
+        }
+    }
+
+    pub fn icon(self) -> &'static str {
         match self {
             Outcome::Pass => "✅",
             Outcome::Fail => "❌",
@@ -319,14 +340,7 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
 /// when empty) could not be judged, else pass.
 pub fn evaluate(record: &BenchRecord, opts: &GateOptions) -> GateReport {
     let cases: Vec<CaseReport> = record.results.iter().map(|r| evaluate_case(r, record.env.block, opts)).collect();
-    let has = |o| cases.iter().any(|c| c.outcome == o);
-    let outcome = if has(Outcome::Fail) {
-        Outcome::Fail
-    } else if cases.is_empty() || has(Outcome::CouldNotRun) {
-        Outcome::CouldNotRun
-    } else {
-        Outcome::Pass
-    };
+    let outcome = Outcome::overall(cases.iter().map(|c| c.outcome));
     GateReport {
         gpu: record.env.gpu.clone(),
         arch: record.env.arch.clone(),
@@ -449,29 +463,19 @@ fn headers(report: &GateReport) -> Vec<String> {
     h
 }
 
-/// An aligned table (numbers right-aligned), the rule, and the summary line.
-pub fn render_text(report: &GateReport) -> String {
-    // ours µs, peer µs, speedup and the interval, by their place in `headers`.
-    const NUMERIC: [usize; 4] = [7, 8, 9, 10];
-    let mut rows = vec![headers(report)];
-    rows.extend(report.cases.iter().map(|c| cells(c, report.p90)));
-    let columns = rows[0].len();
+/// `rows` (the header first) as lines of columns two spaces apart, the columns `numeric`
+/// right-aligned, the others left-aligned.
+pub fn aligned(rows: &[Vec<String>], numeric: &[usize]) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> =
         (0..columns).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-    let mut out = format!(
-        "gate on {} ({}), {} mode, {} samples per kernel; pass: {}\n",
-        report.gpu,
-        report.arch,
-        report.mode_name(),
-        report.samples,
-        report.rule()
-    );
-    for row in &rows {
+    let mut out = String::new();
+    for row in rows {
         let line: Vec<String> = row
             .iter()
             .enumerate()
             .map(|(i, cell)| {
-                if NUMERIC.contains(&i) {
+                if numeric.contains(&i) {
                     format!("{cell:>w$}", w = widths[i])
                 } else {
                     format!("{cell:<w$}", w = widths[i])
@@ -481,6 +485,36 @@ pub fn render_text(report: &GateReport) -> String {
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
+    out
+}
+
+/// A GitHub markdown table, `|` in cells escaped.
+pub fn markdown_table(headers: &[String], rows: &[Vec<String>]) -> String {
+    let escape = |s: &String| s.replace('|', "\\|");
+    let mut out = String::new();
+    let _ = writeln!(out, "| {} |", headers.iter().map(escape).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(headers.len()));
+    for row in rows {
+        let _ = writeln!(out, "| {} |", row.iter().map(escape).collect::<Vec<_>>().join(" | "));
+    }
+    out
+}
+
+/// An aligned table (numbers right-aligned), the rule, and the summary line.
+pub fn render_text(report: &GateReport) -> String {
+    // ours µs, peer µs, speedup and the interval, by their place in `headers`.
+    const NUMERIC: [usize; 4] = [7, 8, 9, 10];
+    let mut rows = vec![headers(report)];
+    rows.extend(report.cases.iter().map(|c| cells(c, report.p90)));
+    let mut out = format!(
+        "gate on {} ({}), {} mode, {} samples per kernel; pass: {}\n",
+        report.gpu,
+        report.arch,
+        report.mode_name(),
+        report.samples,
+        report.rule()
+    );
+    out.push_str(&aligned(&rows, &NUMERIC));
     out.push_str(&report.summary());
     out.push('\n');
     out
@@ -502,15 +536,16 @@ pub fn render_markdown(report: &GateReport) -> String {
         escape(&report.against)
     );
     let _ = writeln!(out, "**pass** {}\n", report.rule());
-    let headers = headers(report);
-    let _ = writeln!(out, "| {} |", headers.join(" | "));
-    let _ = writeln!(out, "|{}", "---|".repeat(headers.len()));
-    for case in &report.cases {
-        let mut row = cells(case, report.p90);
-        row[0] = case.outcome.icon().into();
-        let row: Vec<String> = row.iter().map(|c| escape(c)).collect();
-        let _ = writeln!(out, "| {} |", row.join(" | "));
-    }
+    let rows: Vec<Vec<String>> = report
+        .cases
+        .iter()
+        .map(|case| {
+            let mut row = cells(case, report.p90);
+            row[0] = case.outcome.icon().into();
+            row
+        })
+        .collect();
+    out.push_str(&markdown_table(&headers(report), &rows));
     let _ = writeln!(out, "\n**{}**", report.summary());
     out
 }

@@ -434,12 +434,12 @@ fn sm_clock() -> Option<u32> {
 }
 
 /// The commit the binary was built from (`build.rs`; `-dirty` when the tree had changes).
-fn git_commit() -> Option<String> {
+pub fn git_commit() -> Option<String> {
     option_env!("EVOATTN_GIT_COMMIT").map(str::to_string)
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
-fn utc_now() -> String {
+pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format_utc(secs)
 }

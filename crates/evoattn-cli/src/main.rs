@@ -16,7 +16,10 @@ mod cmd_profile;
 mod cmd_report;
 mod cmd_run;
 mod cmd_tune;
+mod db;
 mod gate;
+mod gate_history;
+mod history;
 mod inputs;
 mod kernel_args;
 mod lab;
@@ -25,6 +28,7 @@ mod oracle;
 mod presets;
 mod record;
 mod report;
+mod report_history;
 mod stats;
 mod tensors_io;
 mod tune;
@@ -42,7 +46,7 @@ Kernels are compiled at run time by NVRTC and cached on disk; every kernel is ch
 float64 reference.\n\n\
 Exit codes: 0 success, 1 a check failed, 2 could not run (bad input, no GPU, no driver, no NVRTC).\n\
 Environment: EVOATTN_IMPL overrides --impl auto; EVOATTN_NVRTC points at libnvrtc;\n\
-EVOATTN_CACHE_DIR moves the kernel cache."
+EVOATTN_CACHE_DIR moves the kernel cache and the run history."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -61,13 +65,13 @@ enum Command {
     Bench(cmd_bench::Args),
     /// Compile kernel variants for an arch (no GPU needed) and print their resource use.
     Compile(cmd_compile::Args),
-    /// Pass/fail of ours against a peer per case (exit 0 pass, 1 fail, 2 could not run);
-    /// measures, or re-gates a recorded bench record with --samples (no GPU needed).
+    /// Pass/fail of ours against a peer, or the history, per case (exit 0 pass, 1 fail, 2 could
+    /// not run); measures, or re-gates a recorded bench record with --samples (no GPU needed).
     Gate(cmd_gate::Args),
     /// Nsight Compute counters of our kernel, and whether it is compute-, memory- or
     /// latency-bound or under-occupied (needs ncu and counter access).
     Profile(cmd_profile::Args),
-    /// Markdown tables, a CSV and SVG plots from bench records (no GPU needed).
+    /// Markdown tables, a CSV and SVG plots from bench records and the run history (no GPU needed).
     Report(cmd_report::Args),
     /// The EvoEngineer tuner's evaluation store: `--show` lists every stored evaluation.
     Tune(cmd_tune::Args),

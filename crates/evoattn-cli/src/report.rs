@@ -5,6 +5,7 @@ use crate::record::{is_control, BenchRecord, CaseRecord, Measurement, ResultReco
 use crate::stats::{summarize, Verdict};
 use anyhow::anyhow;
 use plotters::coord::ranged1d::SegmentValue;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -217,15 +218,18 @@ pub fn csv(records: &[NamedRecord]) -> String {
     out
 }
 
-const PLOT_WIDTH: u32 = 900;
-const PLOT_HEIGHT: u32 = 560;
+pub const PLOT_WIDTH: u32 = 900;
+pub const PLOT_HEIGHT: u32 = 560;
 /// Height per bar of the speedup chart, plus room for its caption and axis.
 const BAR_ROW_PX: u32 = 22;
 const BAR_CHART_CHROME_PX: u32 = 140;
-const FONT: &str = "sans-serif";
+pub const FONT: &str = "sans-serif";
 const CAPTION_PX: u32 = 20;
-const LABEL_PX: u32 = 14;
+pub const LABEL_PX: u32 = 14;
 const OURS_COLOR: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+/// Further series of ours (another kernel family in one history plot): Tableau's cyan and
+/// olive, which no peer uses.
+const MORE_OURS_COLORS: [RGBColor; 2] = [RGBColor(0x17, 0xbe, 0xcf), RGBColor(0xbc, 0xbd, 0x22)];
 /// Peers in order; Tableau's categorical palette after its first (ours') colour.
 const PEER_COLORS: [RGBColor; 6] = [
     RGBColor(0xff, 0x7f, 0x0e),
@@ -236,40 +240,90 @@ const PEER_COLORS: [RGBColor; 6] = [
     RGBColor(0x7f, 0x7f, 0x7f),
 ];
 const FASTER_COLOR: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
-const SLOWER_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+pub const SLOWER_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 /// Headroom above the highest point so the legend and top marker stay clear of the frame.
 const Y_HEADROOM: f64 = 1.15;
 
-fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+pub fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("drawing the plot: {e}")
 }
 
-/// One curve: (sequence length, TFLOP/s) points of one implementation.
-type Series = (String, RGBColor, Vec<(f64, f64)>);
+/// One curve: a name (its legend entry), its colour and its (x, y) points.
+pub type Series = (String, RGBColor, Vec<(f64, f64)>);
+
+/// Series ready to draw, one per name: the points of equal names merged and sorted by x,
+/// empty ones dropped (a legend entry names something drawn, once), ours first in
+/// [`OURS_COLOR`] (then [`MORE_OURS_COLORS`]) and the others in first-seen order through
+/// [`PEER_COLORS`].
+pub fn legend_series(series: Vec<(String, Vec<(f64, f64)>)>) -> Vec<Series> {
+    let mut merged: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for (name, points) in series {
+        match merged.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, all)) => all.extend(points),
+            None => merged.push((name, points)),
+        }
+    }
+    merged.retain(|(_, points)| !points.is_empty());
+    merged.sort_by_key(|(name, _)| !name.starts_with(OURS));
+    let ours = merged.iter().filter(|(name, _)| name.starts_with(OURS)).count();
+    merged
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, mut points))| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let color = match i.checked_sub(1) {
+                None => OURS_COLOR,
+                Some(j) if i < ours => MORE_OURS_COLORS[j % MORE_OURS_COLORS.len()],
+                Some(_) => PEER_COLORS[(i - ours) % PEER_COLORS.len()],
+            };
+            (name, color, points)
+        })
+        .collect()
+}
+
+/// A line chart of f64 points on an SVG.
+pub type LineChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// Draws each series as a line with dots, then the legend of everything labelled so far (one
+/// entry per series) in the upper left corner.
+pub fn draw_lines_with_legend<'a>(chart: &mut LineChart<'a, 'a>, series: Vec<Series>) -> anyhow::Result<()> {
+    for (name, color, points) in series {
+        chart
+            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+            .map_err(plot_err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        chart.draw_series(points.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, LABEL_PX))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
+
+/// The name of our kernel's series (the history's are `ours (<family>)`).
+pub const OURS: &str = "ours";
 
 /// TFLOP/s against sequence length of ours and each peer, for the cases of one (dtype, head
 /// dim, mask). The x axis is log₂ of the length so that a 512…16384 sweep is evenly spaced and
 /// ticks land on the lengths themselves.
 pub fn tflops_svg(title: &str, cases: &[&ResultRecord]) -> anyhow::Result<String> {
-    let mut series: Vec<Series> = vec![("ours".into(), OURS_COLOR, Vec::new())];
+    let mut points = Vec::new();
     for r in cases {
         let x = (r.case.sq as f64).log2();
-        if let Some(t) = timing(&r.ours, &r.case) {
-            series[0].2.push((x, t.tflops));
-        }
-        for p in &r.peers {
-            let Some(t) = timing(p, &r.case) else { continue };
-            let index = match series.iter().position(|(name, _, _)| *name == p.name) {
-                Some(i) => i,
-                None => {
-                    let color = PEER_COLORS[(series.len() - 1) % PEER_COLORS.len()];
-                    series.push((p.name.clone(), color, Vec::new()));
-                    series.len() - 1
-                }
-            };
-            series[index].2.push((x, t.tflops));
+        let named = std::iter::once((OURS, &r.ours)).chain(r.peers.iter().map(|p| (p.name.as_str(), p)));
+        for (name, m) in named {
+            if let Some(t) = timing(m, &r.case) {
+                points.push((name.to_string(), vec![(x, t.tflops)]));
+            }
         }
     }
+    let series = legend_series(points);
     let points = || series.iter().flat_map(|s| s.2.iter().copied());
     let x_lo = points().map(|p| p.0).fold(f64::INFINITY, f64::min).floor();
     let x_hi = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max).ceil();
@@ -303,23 +357,7 @@ pub fn tflops_svg(title: &str, cases: &[&ResultRecord]) -> anyhow::Result<String
             .axis_desc_style((FONT, LABEL_PX + 1))
             .draw()
             .map_err(plot_err)?;
-        for (name, color, mut pts) in series {
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled()))).map_err(plot_err)?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, LABEL_PX))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
+        draw_lines_with_legend(&mut chart, series)?;
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
@@ -366,6 +404,10 @@ pub fn speedup_svg(title: &str, rows: &[CaseRow]) -> anyhow::Result<String> {
         for (faster, color, name) in
             [(true, FASTER_COLOR, "ours faster (≥ 1)"), (false, SLOWER_COLOR, "ours slower (< 1)")]
         {
+            // A legend entry for a colour no bar has would only repeat the other one.
+            if !bars.iter().any(|b| (b.1 >= 1.0) == faster) {
+                continue;
+            }
             chart
                 .draw_series(bars.iter().enumerate().filter(|(_, b)| (b.1 >= 1.0) == faster).map(|(i, b)| {
                     let i = i as i32;
@@ -575,6 +617,35 @@ mod tests {
         let bars = &report.plots[1].1;
         for text in ["parity (1.0)", "ours faster", "ours slower", "2×16×2048×128 bf16 none"] {
             assert!(bars.contains(text), "{text} missing");
+        }
+    }
+
+    #[test]
+    fn legend_series_are_one_per_name_ours_first_and_never_empty() {
+        let series = legend_series(vec![
+            ("sdpa-flash".into(), vec![(2.0, 1.0)]),
+            ("ours".into(), vec![(3.0, 5.0)]),
+            ("sdpa-flash".into(), vec![(1.0, 2.0)]),
+            ("fa4".into(), vec![]),
+            ("ours".into(), vec![(1.0, 4.0)]),
+        ]);
+        let names: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(names, ["ours", "sdpa-flash"]);
+        assert_eq!(series[0].1, OURS_COLOR);
+        assert_eq!(series[0].2, [(1.0, 4.0), (3.0, 5.0)], "merged and sorted by x");
+        assert_eq!(series[1].1, PEER_COLORS[0]);
+    }
+
+    #[test]
+    fn the_speedup_legend_names_only_colours_that_are_drawn() {
+        let named = record();
+        let rows: Vec<CaseRow> = named.record.results.iter().map(case_row).filter(|r| r.speedup < Some(1.0)).collect();
+        let svg = speedup_svg("slower only", &rows).unwrap();
+        assert!(svg.contains("ours slower") && !svg.contains("ours faster"), "{svg}");
+        let report = build(&[record()]).unwrap();
+        let lines = &report.plots[0].1;
+        for name in ["ours", "sdpa-flash", "sdpa-cudnn", "self"] {
+            assert_eq!(lines.matches(&format!(">\n{name}\n<")).count(), 1, "{name}");
         }
     }
 }

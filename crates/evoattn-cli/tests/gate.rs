@@ -18,10 +18,11 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
-/// Runs `evoattn gate` on the mock backend (CPU float64, deterministic timings).
+/// Runs `evoattn gate` on the mock backend (CPU float64, deterministic timings), leaving the
+/// history alone (tests/history.rs tests it).
 fn gate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_evoattn"))
-        .arg("gate")
+        .args(["gate", "--no-history"])
         .args(args)
         .env("EVOATTN_BACKEND", "mock")
         .env_remove("EVOATTN_IMPL")

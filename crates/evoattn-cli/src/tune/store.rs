@@ -16,7 +16,7 @@ pub const FILE_NAME: &str = "tune.sqlite";
 
 /// The default store: next to the compiled kernels it describes.
 pub fn default_path() -> PathBuf {
-    evoattn::runtime::cache::CubinCache::default_dir().join(FILE_NAME)
+    crate::db::default_path(FILE_NAME)
 }
 
 /// Problems that share a best kernel: same compile-time traits and mask, sequence lengths in
@@ -122,15 +122,7 @@ fn shapes_text(shapes: &[Shape]) -> String {
 
 impl Store {
     pub fn open(path: &Path) -> Result<Self> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
-        // WAL: readers do not block the writer; NORMAL sync is durable across process crashes.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(Store { conn })
+        Ok(Store { conn: crate::db::open(path, SCHEMA)? })
     }
 
     /// Writes one evaluation (called as each completes).
