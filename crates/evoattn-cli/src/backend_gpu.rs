@@ -1,6 +1,6 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
+use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions, Variant};
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
@@ -24,46 +24,16 @@ impl GpuBackend {
     pub fn new(ordinal: usize) -> anyhow::Result<Self> {
         Ok(GpuBackend { attention: Attention::new(ordinal)? })
     }
-}
 
-fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Error {
-    move |e| evoattn::Error::driver(call, e)
-}
-
-/// Copies a host tensor to the device. Zero-length allocations are refused by the driver, so
-/// an empty tensor gets one (never read) element.
-fn upload(stream: &Arc<CudaStream>, host: &[u16]) -> evoattn::Result<CudaSlice<u16>> {
-    let host = if host.is_empty() { &[0u16][..] } else { host };
-    stream.clone_htod(host).map_err(driver("cuMemcpyHtoD"))
-}
-
-impl Backend for GpuBackend {
-    fn info(&self) -> BackendInfo {
-        let gpu = self.attention.gpu();
-        let nvrtc = match Nvrtc::get() {
-            Ok(n) => format!("{}.{} ({})", n.version().0, n.version().1, n.library()),
-            Err(e) => format!("not found: {e}"),
-        };
-        BackendInfo {
-            gpu: gpu.name().to_string(),
-            compute_capability: gpu.compute_capability(),
-            arch: gpu.arch().to_string(),
-            sm_count: gpu.sm_count(),
-            l2_bytes: gpu.l2_bytes(),
-            driver: gpu.driver_version(),
-            nvrtc,
-            mock: false,
-        }
-    }
-
-    fn forward(
+    /// Uploads the inputs, poisons the output with NaN, runs `launch` on the tensors and copies
+    /// the result back; `launch` returns the name of the kernel it ran.
+    fn forward_with(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
         q: &[u16],
         k: &[u16],
         v: &[u16],
+        launch: impl FnOnce(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<String>,
     ) -> evoattn::Result<Forward> {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
@@ -85,7 +55,7 @@ impl Backend for GpuBackend {
             o: o_dev.slice_mut(..o_len),
             lse: lse_dev.as_mut().map(|l| l.slice_mut(..problem.extent(TensorName::Lse))),
         };
-        let spec = self.attention.forward(problem, choice, config, tensors)?;
+        let kernel = launch(&mut self.attention, tensors)?;
         stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
         let mut o_host = stream.clone_dtoh(&o_dev).map_err(driver("cuMemcpyDtoH"))?;
         o_host.truncate(o_len);
@@ -97,18 +67,19 @@ impl Backend for GpuBackend {
             }
             None => None,
         };
-        Ok(Forward { o: o_host, lse, kernel: spec.name() })
+        Ok(Forward { o: o_host, lse, kernel })
     }
 
-    fn time(
+    /// Times `launch` as [`Backend::time`] describes.
+    #[allow(clippy::too_many_arguments)]
+    fn time_with(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
         q: &[u16],
         k: &[u16],
         v: &[u16],
         options: TimingOptions,
+        mut launch: impl FnMut(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<()>,
     ) -> evoattn::Result<Timing> {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
@@ -131,7 +102,7 @@ impl Backend for GpuBackend {
                 o: o_dev.as_view_mut(),
                 lse: lse_dev.as_mut().map(|l| l.as_view_mut()),
             };
-            attention.forward(problem, choice, config, tensors)
+            launch(attention, tensors)
         };
         for _ in 0..options.warmup.max(1) {
             launch(&mut self.attention)?;
@@ -176,6 +147,114 @@ impl Backend for GpuBackend {
         }
         Ok(Timing { samples_us })
     }
+}
+
+
+/// Loads a variant after checking it was compiled for this problem's dtype and head dim.
+fn load_variant(
+    attention: &Attention,
+    problem: &Problem,
+    variant: &Variant,
+) -> evoattn::Result<evoattn::runtime::device::LoadedKernel> {
+    let spec = variant.compiled.spec;
+    if spec.dtype != problem.dtype || spec.head_dim != problem.shape.d {
+        return Err(evoattn::Error::Unsupported {
+            imp: spec.imp().to_string(),
+            reason: format!("variant {} does not fit a {} D={} problem", spec.name(), problem.dtype, problem.shape.d),
+        });
+    }
+    attention.gpu().load(&variant.compiled)
+}
+
+fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Error {
+    move |e| evoattn::Error::driver(call, e)
+}
+
+/// Copies a host tensor to the device. Zero-length allocations are refused by the driver, so
+/// an empty tensor gets one (never read) element.
+fn upload(stream: &Arc<CudaStream>, host: &[u16]) -> evoattn::Result<CudaSlice<u16>> {
+    let host = if host.is_empty() { &[0u16][..] } else { host };
+    stream.clone_htod(host).map_err(driver("cuMemcpyHtoD"))
+}
+
+impl Backend for GpuBackend {
+    fn info(&self) -> BackendInfo {
+        let gpu = self.attention.gpu();
+        let nvrtc = match Nvrtc::get() {
+            Ok(n) => format!("{}.{} ({})", n.version().0, n.version().1, n.library()),
+            Err(e) => format!("not found: {e}"),
+        };
+        BackendInfo {
+            gpu: gpu.name().to_string(),
+            compute_capability: gpu.compute_capability(),
+            arch: gpu.arch().to_string(),
+            sm_count: gpu.sm_count(),
+            l2_bytes: gpu.l2_bytes(),
+            driver: gpu.driver_version(),
+            nvrtc,
+            mock: false,
+        }
+    }
+
+    fn forward(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
+        self.forward_with(problem, q, k, v, |attention, tensors| {
+            Ok(attention.forward(problem, choice, config, tensors)?.name())
+        })
+    }
+
+    fn time(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        self.time_with(problem, q, k, v, options, |attention, tensors| {
+            attention.forward(problem, choice, config, tensors).map(|_| ())
+        })
+    }
+
+    fn forward_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
+        let kernel = load_variant(&self.attention, problem, variant)?;
+        let stream = self.attention.gpu().stream().clone();
+        self.forward_with(problem, q, k, v, |_, tensors| {
+            kernel.run(&stream, problem, tensors)?;
+            Ok(kernel.spec().name())
+        })
+    }
+
+    fn time_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        let kernel = load_variant(&self.attention, problem, variant)?;
+        let stream = self.attention.gpu().stream().clone();
+        self.time_with(problem, q, k, v, options, |_, tensors| kernel.run(&stream, problem, tensors))
+    }
+
 
     fn launch_image(
         &mut self,

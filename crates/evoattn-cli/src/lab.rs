@@ -161,10 +161,15 @@ fn measure_with(
     let dir = std::env::temp_dir().join(format!("evoattn-lab-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut results = Vec::with_capacity(cases.len());
+    let tuned = crate::tune::tuned::source(info, args.kernel.no_tuned);
     for (i, (problem, layout)) in cases.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
-        let config = args.kernel.config(choice, arch, problem.shape.d)?;
+        let (choice, config, origin) = args.kernel.resolve(choice, arch, &problem, tuned.as_ref())?;
+        let shown = config.map_or(String::new(), |c| format!(" ({c})"));
+        bar.suspend(|| {
+            println!("config of ours for {} {} {}: {}{shown}", problem.shape, problem.dtype, problem.causal, origin.name())
+        });
         let seed = args.seed + i as u64;
         let inputs = random_inputs(&problem, Distribution::Normal, seed);
         let case =

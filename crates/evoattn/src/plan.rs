@@ -74,6 +74,70 @@ pub fn plan(problem: &Problem, arch: Arch, choice: ImplChoice, config: Option<Ke
     Plan { spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d }, arch }
 }
 
+// ---- tuned configurations (issue 6) ----
+
+/// Configurations found by tuning. The library never reads a store itself (no SQLite here):
+/// the caller passes one in, e.g. the CLI's tuner store keyed by GPU and problem bucket.
+pub trait ConfigSource {
+    /// The best known config of `imp` for `problem` on this GPU, if one was tuned.
+    fn tuned(&self, problem: &Problem, imp: Impl) -> Option<KernelConfig>;
+}
+
+/// No tuned configurations: the planner's defaults.
+pub struct Untuned;
+
+impl ConfigSource for Untuned {
+    fn tuned(&self, _: &Problem, _: Impl) -> Option<KernelConfig> {
+        None
+    }
+}
+
+/// Where a plan's configuration came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigOrigin {
+    /// Levers given by the caller (`--config`).
+    Requested,
+    /// The tuned store's best for this GPU and problem bucket.
+    Tuned,
+    /// The hand-written default (`defaults.rs`).
+    Default,
+}
+
+impl ConfigOrigin {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigOrigin::Requested => "requested",
+            ConfigOrigin::Tuned => "tuned store",
+            ConfigOrigin::Default => "default",
+        }
+    }
+}
+
+/// As [`plan`], but without lever overrides a tuned config of the chosen kernel replaces the
+/// default when `source` has one that is valid on `arch`.
+pub fn plan_with(
+    problem: &Problem,
+    arch: Arch,
+    choice: ImplChoice,
+    config: Option<KernelConfig>,
+    source: &dyn ConfigSource,
+) -> (Plan, ConfigOrigin) {
+    let planned = plan(problem, arch, choice, config);
+    if config.is_some_and(|c| c == planned.spec.config) {
+        return (planned, ConfigOrigin::Requested);
+    }
+    match source.tuned(problem, planned.spec.imp()) {
+        Some(tuned) if tuned.imp() == planned.spec.imp() => {
+            let spec = KernelSpec { config: tuned, ..planned.spec };
+            match spec.validate(arch) {
+                Ok(()) => (Plan { spec, arch }, ConfigOrigin::Tuned),
+                Err(_) => (planned, ConfigOrigin::Default),
+            }
+        }
+        _ => (planned, ConfigOrigin::Default),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +167,35 @@ mod tests {
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
             assert_eq!(plan(&p, arch, ImplChoice::Auto, None).spec.imp(), Impl::Mma, "{arch}");
         }
+    }
+
+    struct Fixed(KernelConfig);
+
+    impl ConfigSource for Fixed {
+        fn tuned(&self, _: &Problem, imp: Impl) -> Option<KernelConfig> {
+            (self.0.imp() == imp).then_some(self.0)
+        }
+    }
+
+    #[test]
+    fn tuned_configs_replace_defaults_but_not_requested_levers() {
+        let p = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        let tuned = crate::config::KernelConfig::Mma(crate::config::MmaConfig {
+            block_m: 64,
+            block_n: 128,
+            stages: 2,
+            q_in_regs: false,
+        });
+        let mma = ImplChoice::Fixed(Impl::Mma);
+        let (got, origin) = plan_with(&p, Arch::Sm80, ImplChoice::Auto, None, &Fixed(tuned));
+        assert_eq!((got.spec.config, origin), (tuned, ConfigOrigin::Tuned));
+        let (got, origin) = plan_with(&p, Arch::Sm80, mma, None, &Untuned);
+        assert_eq!((got.spec.config, origin), (crate::defaults::config(Impl::Mma, Arch::Sm80, 64), ConfigOrigin::Default));
+        let asked = crate::defaults::config(Impl::Mma, Arch::Sm80, 128);
+        let (got, origin) = plan_with(&p, Arch::Sm80, mma, Some(asked), &Fixed(tuned));
+        assert_eq!((got.spec.config, origin), (asked, ConfigOrigin::Requested));
+        // A tuned mma config does not apply where auto picks wgmma.
+        let (got, origin) = plan_with(&p, Arch::Sm90a, ImplChoice::Auto, None, &Fixed(tuned));
+        assert_eq!((got.spec.imp(), origin), (Impl::Wgmma, ConfigOrigin::Default));
     }
 }
