@@ -108,7 +108,14 @@ pub trait Backend {
     }
 
     /// As [`Backend::forward`], for a source variant. Backends that cannot load one say so.
-    fn forward_variant(&mut self, problem: &Problem, variant: &Variant, q: &[u16], k: &[u16], v: &[u16]) -> evoattn::Result<Forward> {
+    fn forward_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
         let _ = (problem, variant, q, k, v);
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot run source variants", self.info().gpu)))
     }

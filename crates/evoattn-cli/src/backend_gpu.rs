@@ -149,7 +149,6 @@ impl GpuBackend {
     }
 }
 
-
 /// Loads a variant after checking it was compiled for this problem's dtype and head dim.
 fn load_variant(
     attention: &Attention,
@@ -254,7 +253,6 @@ impl Backend for GpuBackend {
         let stream = self.attention.gpu().stream().clone();
         self.time_with(problem, q, k, v, options, |_, tensors| kernel.run(&stream, problem, tensors))
     }
-
 
     fn launch_image(
         &mut self,

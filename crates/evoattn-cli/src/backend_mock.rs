@@ -176,7 +176,14 @@ impl Backend for MockBackend {
 
     /// The mock cannot execute CUDA: a variant computes as its config would, unless it carries
     /// a planted-fault marker ([`PLANTED_HANG`], [`PLANTED_CRASH`]).
-    fn forward_variant(&mut self, problem: &Problem, variant: &Variant, q: &[u16], k: &[u16], v: &[u16]) -> evoattn::Result<Forward> {
+    fn forward_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
         planted_faults(variant);
         let spec = variant.compiled.spec;
         self.forward(problem, ImplChoice::Fixed(spec.imp()), Some(spec.config), q, k, v)

@@ -15,7 +15,7 @@ use anyhow::{bail, Context};
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::{Arch, Causal, Dtype, Impl, KernelConfig, Shape};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -123,7 +123,8 @@ fn show(path: &std::path::Path) -> anyhow::Result<ExitCode> {
             (None, Some(f)) => format!("{f:.3}x"),
             (None, None) => "passed".to_string(),
         };
-        let name = if row.source.is_some() { format!("{} [proposed source]", row.spec.name()) } else { row.spec.name() };
+        let name =
+            if row.source.is_some() { format!("{} [proposed source]", row.spec.name()) } else { row.spec.name() };
         let medians: Vec<String> = row.evaluation.medians_us.iter().map(|m| format!("{m:.1}")).collect();
         println!("{} | {} | {name} | {result} | µs [{}]", row.gpu, row.bucket, medians.join(", "));
     }
@@ -162,6 +163,13 @@ struct EliteJson {
 }
 
 #[derive(Serialize)]
+struct WorkerJson {
+    gpu: usize,
+    evaluations: usize,
+    restarts: usize,
+}
+
+#[derive(Serialize)]
 struct RunJson {
     gpu: String,
     driver: String,
@@ -174,8 +182,8 @@ struct RunJson {
     baseline_us: Vec<f64>,
     generations: usize,
     evaluated: usize,
-    /// Evaluations each GPU ran so far (cumulative over the groups of one invocation).
-    evaluations_per_gpu: BTreeMap<usize, usize>,
+    /// Evaluations each worker ran so far (cumulative over the groups of one invocation).
+    workers: Vec<WorkerJson>,
     failed_gates: String,
     elites: Vec<EliteJson>,
 }
@@ -276,12 +284,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let mut hooks = RunHooks { progress: &progress, proposer };
         let params = Params { arch, generations: args.generations, seed: args.seed, elites: args.elite, deadline };
         let mut write_error = None;
-        let outcome = evolve(&mut eval, baseline, &shapes, &params, &known, &mut hooks, |child, e, fitness, dropped| {
-            progress.evaluated(child, e, dropped);
-            if let Err(err) = store.insert(&machine, &buckets, &shapes, child, e, fitness, dropped) {
-                write_error.get_or_insert(err);
-            }
-        });
+        let outcome =
+            evolve(&mut eval, baseline, &shapes, &params, &known, &mut hooks, |child, e, fitness, dropped| {
+                progress.evaluated(child, e, dropped);
+                if let Err(err) = store.insert(&machine, &buckets, &shapes, child, e, fitness, dropped) {
+                    write_error.get_or_insert(err);
+                }
+            });
         progress.finish();
         if let Some(err) = write_error {
             return Err(err.context(format!("writing to {}", path.display())));
@@ -290,7 +299,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let baseline_us = outcome.elites.iter().find(|c| c.spec == baseline).map(|c| c.medians_us.clone());
         let baseline_us = match baseline_us {
             Some(us) => us,
-            None => store.completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())?
+            None => store
+                .completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())?
                 .get(&baseline.config)
                 .map(|e| e.medians_us.clone())
                 .unwrap_or_default(),
@@ -307,7 +317,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             baseline_us: baseline_us.clone(),
             generations: outcome.generations,
             evaluated: outcome.evaluated,
-            evaluations_per_gpu: eval.workers.iter().map(|w| (w.gpu, w.evaluations)).collect(),
+            workers: eval
+                .workers
+                .iter()
+                .map(|w| WorkerJson { gpu: w.gpu, evaluations: w.evaluations, restarts: w.restarts })
+                .collect(),
             failed_gates: progress.failures(),
             elites: outcome
                 .elites
@@ -333,7 +347,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             run.generations,
             run.evaluated,
             started.elapsed().as_secs_f64(),
-            run.evaluations_per_gpu.iter().map(|(g, n)| format!("GPU {g}: {n}")).collect::<Vec<_>>().join(", ")
+            run.workers
+                .iter()
+                .map(|w| format!("GPU {} {} ({} restarts)", w.gpu, w.evaluations, w.restarts))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         println!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates);
         println!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness");

@@ -168,7 +168,13 @@ fn measure_with(
         let (choice, config, origin) = args.kernel.resolve(choice, arch, &problem, tuned.as_ref())?;
         let shown = config.map_or(String::new(), |c| format!(" ({c})"));
         bar.suspend(|| {
-            println!("config of ours for {} {} {}: {}{shown}", problem.shape, problem.dtype, problem.causal, origin.name())
+            println!(
+                "config of ours for {} {} {}: {}{shown}",
+                problem.shape,
+                problem.dtype,
+                problem.causal,
+                origin.name()
+            )
         });
         let seed = args.seed + i as u64;
         let inputs = random_inputs(&problem, Distribution::Normal, seed);

@@ -190,7 +190,10 @@ mod tests {
         let (got, origin) = plan_with(&p, Arch::Sm80, ImplChoice::Auto, None, &Fixed(tuned));
         assert_eq!((got.spec.config, origin), (tuned, ConfigOrigin::Tuned));
         let (got, origin) = plan_with(&p, Arch::Sm80, mma, None, &Untuned);
-        assert_eq!((got.spec.config, origin), (crate::defaults::config(Impl::Mma, Arch::Sm80, 64), ConfigOrigin::Default));
+        assert_eq!(
+            (got.spec.config, origin),
+            (crate::defaults::config(Impl::Mma, Arch::Sm80, 64), ConfigOrigin::Default)
+        );
         let asked = crate::defaults::config(Impl::Mma, Arch::Sm80, 128);
         let (got, origin) = plan_with(&p, Arch::Sm80, mma, Some(asked), &Fixed(tuned));
         assert_eq!((got.spec.config, origin), (asked, ConfigOrigin::Requested));

@@ -87,12 +87,15 @@ fn compile_variant(child: &Child, source: &str, arch: Arch) -> evoattn::Result<C
     let unit = SourceFile { name: VARIANT_SOURCE_NAME, text: Box::leak(source.to_string().into_boxed_str()) };
     let compiled =
         nvrtc.compile_cubin(&unit, HEADERS, &name, arch, &options).map_err(|f| evoattn::Error::Compile(Box::new(f)))?;
-    let mut resources = evoattn::runtime::cubin::report(&compiled.cubin, &compiled.log, &name, arch).ok_or_else(|| {
-        evoattn::Error::Unsupported {
-            imp: spec.imp().to_string(),
-            reason: format!("the proposed source defines no kernel {name} (the name comes from EVOATTN_KERNEL_NAME)"),
-        }
-    })?;
+    let mut resources =
+        evoattn::runtime::cubin::report(&compiled.cubin, &compiled.log, &name, arch).ok_or_else(|| {
+            evoattn::Error::Unsupported {
+                imp: spec.imp().to_string(),
+                reason: format!(
+                    "the proposed source defines no kernel {name} (the name comes from EVOATTN_KERNEL_NAME)"
+                ),
+            }
+        })?;
     resources.dynamic_smem_bytes = u32::try_from(spec.dynamic_smem_bytes()).unwrap_or(u32::MAX);
     Ok(CompiledKernel {
         spec,

@@ -443,8 +443,10 @@ pub(crate) mod tests {
     fn finds_the_optimum_in_a_few_generations_reproducibly() {
         let mut mock = Mock::new();
         let mut recorded = 0;
-        let out =
-            evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| recorded += 1).unwrap();
+        let out = evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {
+            recorded += 1
+        })
+        .unwrap();
         let best = out.elites[0].spec.config;
         assert_eq!(best.to_string(), "block_n=128,stages=3,consumer_warpgroups=2,loads=tma");
         assert!((out.elites[0].fitness - cost(baseline().config) / 100.0).abs() < 1e-9);
@@ -456,13 +458,16 @@ pub(crate) mod tests {
         let unique: HashSet<_> = mock.calls.iter().collect();
         assert_eq!(unique.len(), mock.calls.len());
         let again =
-            evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+            evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
+                .unwrap();
         assert_eq!(again.elites, out.elites);
     }
 
     #[test]
     fn elitism_keeps_the_top_k_best_first() {
-        let out = evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        let out =
+            evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
+                .unwrap();
         assert_eq!(out.elites.len(), ELITES);
         assert!(out.elites.windows(2).all(|w| w[0].fitness >= w[1].fitness));
         // The elites are the K fastest configs evaluated.

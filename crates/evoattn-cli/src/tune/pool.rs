@@ -129,9 +129,9 @@ impl Worker {
                 Err(e) => return Evaluation::failed(Gate::Correctness, format!("{e:#}")),
             },
         };
-        let sent = serde_json::to_string(request)
-            .map_err(|e| e.to_string())
-            .and_then(|line| writeln!(process.stdin, "{line}").and_then(|_| process.stdin.flush()).map_err(|e| e.to_string()));
+        let sent = serde_json::to_string(request).map_err(|e| e.to_string()).and_then(|line| {
+            writeln!(process.stdin, "{line}").and_then(|_| process.stdin.flush()).map_err(|e| e.to_string())
+        });
         if let Err(e) = sent {
             return Evaluation::failed(Gate::Correctness, process.end(&format!("could not send the candidate: {e}")));
         }

@@ -34,8 +34,23 @@ pub struct VariantFile {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
-    Ready { gpu: String, driver: String, arch: String },
-    Gate { id: u64, gate: String },
-    Passed { id: u64, medians_us: Vec<f64> },
-    Failed { id: u64, gate: String, error: String },
+    /// `gpu` is the store's machine key (name and compute capability).
+    Ready {
+        gpu: String,
+        driver: String,
+        arch: String,
+    },
+    Gate {
+        id: u64,
+        gate: String,
+    },
+    Passed {
+        id: u64,
+        medians_us: Vec<f64>,
+    },
+    Failed {
+        id: u64,
+        gate: String,
+        error: String,
+    },
 }

@@ -182,30 +182,30 @@ impl Store {
         let tx = self.conn.transaction()?;
         for bucket in buckets {
             tx.execute(
-            "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
+                "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
              head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded, source) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-            params![
-                machine.gpu,
-                machine.driver,
-                env!("CARGO_PKG_VERSION"),
-                option_env!("EVOATTN_GIT_COMMIT"),
-                bucket.key(),
-                shapes_text(shapes),
-                spec.name(),
-                spec.imp().name(),
-                spec.dtype.name(),
-                spec.head_dim as i64,
-                spec.config.to_string(),
-                passed.join(","),
-                failed,
-                error,
-                serde_json::to_string(&evaluation.medians_us)?,
-                fitness,
-                discarded,
-                child.source,
-            ],
-        )?;
+                params![
+                    machine.gpu,
+                    machine.driver,
+                    env!("CARGO_PKG_VERSION"),
+                    option_env!("EVOATTN_GIT_COMMIT"),
+                    bucket.key(),
+                    shapes_text(shapes),
+                    spec.name(),
+                    spec.imp().name(),
+                    spec.dtype.name(),
+                    spec.head_dim as i64,
+                    spec.config.to_string(),
+                    passed.join(","),
+                    failed,
+                    error,
+                    serde_json::to_string(&evaluation.medians_us)?,
+                    fitness,
+                    discarded,
+                    child.source,
+                ],
+            )?;
         }
         tx.commit()?;
         Ok(())

@@ -4,8 +4,8 @@
 //! and restarts it. Compiles happen in the tuner, in parallel, before a request arrives: the
 //! worker finds lever configs in the disk cache and gets proposed sources as CUBIN files.
 
-use super::protocol::{Reply, Request};
 use super::evolve::Gate;
+use super::protocol::{Reply, Request};
 use crate::backend::{open_on, Backend, Kernel, TimingOptions, Variant};
 use crate::cmd_check::{check_case, row, CheckOptions};
 use crate::inputs::{random_inputs, Distribution};
@@ -40,7 +40,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut backend = open_on(args.gpu)?;
     let info = backend.info();
     let mut out = std::io::stdout().lock();
-    send(&mut out, &Reply::Ready { gpu: info.gpu.clone(), driver: info.driver.clone(), arch: info.arch.clone() })?;
+    let machine = super::store::Machine::of(&info);
+    send(&mut out, &Reply::Ready { gpu: machine.gpu, driver: machine.driver, arch: info.arch.clone() })?;
     for line in std::io::stdin().lock().lines() {
         let request: Request = serde_json::from_str(&line?).context("a tune-worker request")?;
         let id = request.id;
@@ -109,7 +110,9 @@ fn evaluate(
     let id = request.id;
     send(out, &Reply::Gate { id, gate: Gate::Correctness.name().to_string() })?;
     for problem in &job.problems {
-        let result = check_case(backend, &CheckOptions::TUNE, kernel, problem, Layout::Bhsd);
+        // As `check` does: the LSE output is checked too.
+        let problem = problem.clone().with_lse(true);
+        let result = check_case(backend, &CheckOptions::TUNE, kernel, &problem, Layout::Bhsd);
         if !result.passed {
             return Ok(Err((Gate::Correctness, row(&result))));
         }
