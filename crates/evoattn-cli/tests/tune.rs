@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::have_nvrtc;
+use common::{assert_resumed, have_nvrtc, kill_when_stored};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -138,28 +138,13 @@ fn kill_9_then_resume_loses_no_completed_evaluation() {
     let cache = dir.path();
     let mut args = vec!["tune", "--impl", "mma", "--gpus", "0", "--generations", "50"];
     args.extend(SHAPES);
-    let mut child = command(cache, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let deadline = Instant::now() + KILL_WAIT;
-    while stored(cache).len() < 2 * KILL_AFTER_ROWS {
-        assert!(Instant::now() < deadline, "no evaluations stored in {KILL_WAIT:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child.kill().unwrap(); // SIGKILL: no destructor, no flush
-    child.wait().unwrap();
+    let child = command(cache, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    kill_when_stored(child, || stored(cache).len(), 2 * KILL_AFTER_ROWS, KILL_WAIT);
     let before = stored(cache);
-    assert!(before.len() >= 2 * KILL_AFTER_ROWS);
 
     let out = tune(cache, &["--generations", "2", "--resume"]);
     assert!(out.status.success(), "{}", text(&out));
     let reused = format!("{} stored evaluations reused", before.len() / 2);
     assert!(String::from_utf8_lossy(&out.stderr).contains(&reused), "{}", text(&out));
-    let after = stored(cache);
-    assert_eq!(after[..before.len()], before[..], "a stored evaluation changed or vanished");
-    // Nothing evaluated before the kill was evaluated again: each kernel once per bucket.
-    let mut kernels: Vec<String> = after.iter().map(|r| r.split(" | ").take(3).collect::<Vec<_>>().join("|")).collect();
-    let total = kernels.len();
-    kernels.sort();
-    kernels.dedup();
-    assert_eq!(kernels.len(), total, "{after:#?}");
-    assert!(after.len() > before.len(), "the resumed run went on");
+    assert_resumed(&before, &stored(cache));
 }

@@ -183,7 +183,7 @@ mod tests {
     fn a_failing_command_is_a_warning() {
         let t = task();
         let elite = Candidate { spec: t.baseline, medians_us: vec![1.0], fitness: 1.0 };
-        let (got, warnings) = Proposer::new("exit 3".into(), t).propose(0, &[elite.clone()]);
+        let (got, warnings) = Proposer::new("exit 3".into(), t).propose(0, std::slice::from_ref(&elite));
         assert!(got.is_empty());
         assert!(warnings[0].contains("exited with"), "{warnings:?}");
         let (got, _) = Proposer::new("echo stages=2".into(), task()).propose(0, &[elite]);

@@ -385,4 +385,17 @@ mod tests {
         assert!(store.best("NVIDIA L4", &bucket(), Impl::Wgmma).unwrap().is_none());
         assert!(store.best(&machine().gpu, &bucket(), Impl::Mma).unwrap().is_none());
     }
+
+    #[test]
+    fn a_store_from_before_proposed_sources_gains_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let old_schema = SCHEMA.replace(",\n    source TEXT", "");
+        assert!(!old_schema.contains("source"));
+        Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
+        let mut store = Store::open(&path).unwrap();
+        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
+        store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &timed, Some(1.0), false).unwrap();
+        assert_eq!(store.all().unwrap()[0].source, None);
+    }
 }
