@@ -64,6 +64,9 @@ fn bench_args(args: &Args) -> Vec<String> {
     push("peers", "none".into());
     push("reps", BENCH_REPS.into());
     push("warmup", BENCH_WARMUP.into());
+    if args.kernel.no_tuned {
+        out.push("--no-tuned".into());
+    }
     out
 }
 
