@@ -1,4 +1,6 @@
 //! Helpers shared by the CLI test binaries.
+// Each test binary compiles this module and uses its own subset of it.
+#![allow(dead_code)]
 
 /// False (after saying why) when NVRTC is missing outside CI; panics when missing under CI.
 pub fn have_nvrtc() -> bool {
@@ -14,7 +16,6 @@ pub fn have_nvrtc() -> bool {
 
 /// SIGKILLs `child` (a tuning run) once `stored()` counts at least `rows` rows, waiting at
 /// most `wait`.
-#[allow(dead_code, reason = "each test binary uses its own subset of these helpers")]
 pub fn kill_when_stored(
     mut child: std::process::Child,
     stored: impl Fn() -> usize,
@@ -35,7 +36,6 @@ pub fn kill_when_stored(
 
 /// Asserts a resumed run kept every row stored before the kill, unchanged, evaluated no kernel
 /// again (each `tune --show` row's GPU, bucket and kernel appear once) and went on.
-#[allow(dead_code, reason = "each test binary uses its own subset of these helpers")]
 pub fn assert_resumed(before: &[String], after: &[String]) {
     assert_eq!(after[..before.len()], before[..], "a stored evaluation changed or vanished");
     let mut kernels: Vec<String> = after.iter().map(|r| r.split(" | ").take(3).collect::<Vec<_>>().join("|")).collect();
