@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The hidden subcommand a worker runs.
@@ -26,7 +26,8 @@ struct Process {
     stdin: ChildStdin,
     /// Stdout lines; disconnected when the process exits.
     replies: Receiver<String>,
-    stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Collects the last lines of stderr; returns them once the process has closed it.
+    stderr: JoinHandle<VecDeque<String>>,
 }
 
 impl Process {
@@ -51,18 +52,17 @@ impl Process {
                 }
             }
         });
-        let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let sink = Arc::clone(&tail);
-        std::thread::spawn(move || {
+        let stderr = std::thread::spawn(move || {
+            let mut tail = VecDeque::with_capacity(STDERR_TAIL);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut tail = sink.lock().unwrap_or_else(|p| p.into_inner());
                 if tail.len() == STDERR_TAIL {
                     tail.pop_front();
                 }
                 tail.push_back(line);
             }
+            tail
         });
-        let mut process = Process { child, stdin, replies, stderr: tail };
+        let mut process = Process { child, stdin, replies, stderr };
         match process.next(STARTUP_TIMEOUT) {
             Ok(ready @ Reply::Ready { .. }) => Ok((process, ready)),
             Ok(other) => bail!("tune worker on GPU {gpu} answered {other:?} before it was ready"),
@@ -87,9 +87,8 @@ impl Process {
     fn end(mut self, what: &str) -> String {
         let _ = self.child.kill();
         let status = self.child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
-        // The reader thread has seen everything once the process is reaped.
-        std::thread::sleep(Duration::from_millis(50));
-        let tail: Vec<String> = self.stderr.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+        // The process is gone, so its stderr is closed and the reader thread returns.
+        let tail: Vec<String> = self.stderr.join().map(Vec::from).unwrap_or_default();
         let mut text = format!("{what} (worker {status})");
         if !tail.is_empty() {
             text.push_str(&format!("; its stderr: {}", tail.join(" | ")));
