@@ -207,6 +207,136 @@ fn groups(problems: &ProblemArgs) -> anyhow::Result<Vec<Group>> {
     Ok(groups)
 }
 
+/// What every group of one invocation shares.
+struct RunSetup<'a> {
+    machine: &'a Machine,
+    arch: Arch,
+    choice: ImplChoice,
+    deadline: Option<Instant>,
+    insights: Option<&'a str>,
+    path: &'a std::path::Path,
+}
+
+/// Tunes one group of shapes, writing every evaluation to `store` as it completes.
+fn tune_group(
+    args: &Args,
+    setup: &RunSetup,
+    ((dtype, head_dim, causal), shapes): Group,
+    store: &mut Store,
+    eval: &mut WorkerEvaluator,
+) -> anyhow::Result<RunJson> {
+    let machine = setup.machine;
+    // The baseline is the planner's hand default (never a tuned config), so fitness stays
+    // comparable across runs and resumes.
+    let probe = evoattn::Problem::dense(shapes[0], dtype, evoattn::Layout::Bhsd).with_causal(causal);
+    let baseline = plan(&probe, setup.arch, setup.choice, None).spec;
+    let mut buckets: Vec<Bucket> = Vec::new();
+    for bucket in shapes.iter().map(|s| Bucket::of(s, dtype, causal)) {
+        if !buckets.contains(&bucket) {
+            buckets.push(bucket);
+        }
+    }
+    let known: HashMap<KernelConfig, Evaluation> =
+        if args.resume { store.completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())? } else { HashMap::new() };
+    eval.causal = causal;
+    let progress = Progress::new(args.generations);
+    progress.say(&format!(
+        "tune: {} {dtype} D={head_dim} {} on {} ({} shapes, {} stored evaluations reused, {} workers)",
+        baseline.imp(),
+        causal.name(),
+        machine.gpu,
+        shapes.len(),
+        known.len(),
+        eval.workers.len()
+    ));
+    let proposer = args.proposer.clone().map(|command| {
+        let task = Task {
+            gpu: machine.gpu.clone(),
+            arch: setup.arch,
+            baseline,
+            causal,
+            shapes: shapes.clone(),
+            insights: setup.insights.map(str::to_string),
+        };
+        Proposer::new(command, task)
+    });
+    let mut hooks = RunHooks { progress: &progress, proposer };
+    let params = Params {
+        arch: setup.arch,
+        generations: args.generations,
+        seed: args.seed,
+        elites: args.elite,
+        deadline: setup.deadline,
+    };
+    let mut write_error = None;
+    let outcome = evolve(eval, baseline, &shapes, &params, &known, &mut hooks, |child, e, fitness, dropped| {
+        progress.evaluated(child, e, dropped);
+        if let Err(err) = store.insert(machine, &buckets, &shapes, child, e, fitness, dropped) {
+            write_error.get_or_insert(err);
+        }
+    });
+    progress.finish();
+    if let Some(err) = write_error {
+        return Err(err.context(format!("writing to {}", setup.path.display())));
+    }
+    let outcome = outcome.map_err(anyhow::Error::msg)?;
+    let baseline_us = outcome.baseline_us;
+    Ok(RunJson {
+        gpu: machine.gpu.clone(),
+        driver: machine.driver.clone(),
+        imp: baseline.imp().name().to_string(),
+        dtype: dtype.name().to_string(),
+        head_dim,
+        causal: causal.name().to_string(),
+        shapes: shapes.iter().map(store::shape_text).collect(),
+        baseline: baseline.config.to_string(),
+        generations: outcome.generations,
+        evaluated: outcome.evaluated,
+        workers: eval
+            .workers
+            .iter()
+            .map(|w| WorkerJson { gpu: w.gpu, evaluations: w.evaluations, restarts: w.restarts })
+            .collect(),
+        failed_gates: progress.failures(),
+        elites: outcome
+            .elites
+            .iter()
+            .map(|c| EliteJson {
+                kernel: c.spec.name(),
+                config: c.spec.config.to_string(),
+                fitness: c.fitness,
+                medians_us: c.medians_us.clone(),
+                speedups: baseline_us.iter().zip(&c.medians_us).map(|(b, m)| b / m).collect(),
+            })
+            .collect(),
+        baseline_us,
+    })
+}
+
+/// The closing note of one group: evaluations per worker and the elites.
+fn print_run(run: &RunJson, elapsed: Duration) {
+    let per_worker: Vec<String> =
+        run.workers.iter().map(|w| format!("GPU {} {} ({} restarts)", w.gpu, w.evaluations, w.restarts)).collect();
+    println!(
+        "tune: {} {} D={} {} on {}: {} generations, {} evaluations in {:.0} s (per worker: {})",
+        run.imp,
+        run.dtype,
+        run.head_dim,
+        run.causal,
+        run.gpu,
+        run.generations,
+        run.evaluated,
+        elapsed.as_secs_f64(),
+        per_worker.join(", ")
+    );
+    println!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates);
+    println!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness");
+    for (i, e) in run.elites.iter().enumerate() {
+        let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}")).collect();
+        println!("{:<4} {:<48} {:>7.3}x  [{}]", i + 1, e.config, e.fitness, per_shape.join(", "));
+    }
+}
+
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let path = args.store.clone().unwrap_or_else(store::default_path);
     if args.show {
@@ -242,123 +372,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let deadline = args.budget.map(|b| started + b);
     let mut eval = WorkerEvaluator::new(workers, arch)?;
     let mut runs = Vec::new();
-    for ((dtype, head_dim, causal), shapes) in groups {
-        // The baseline is the planner's hand default (never a tuned config), so fitness stays
-        // comparable across runs and resumes.
-        let probe = evoattn::Problem::dense(shapes[0], dtype, evoattn::Layout::Bhsd).with_causal(causal);
-        let baseline = plan(&probe, arch, choice, None).spec;
-        let buckets: Vec<Bucket> = {
-            let mut b: Vec<Bucket> = shapes.iter().map(|s| Bucket::of(s, dtype, causal)).collect();
-            b.dedup();
-            b
-        };
-        let known: HashMap<KernelConfig, Evaluation> = if args.resume {
-            store.completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())?
-        } else {
-            HashMap::new()
-        };
-        eval.causal = causal;
-        let progress = Progress::new(args.generations);
-        progress.say(&format!(
-            "tune: {} {} D={} {} on {} ({} shapes, {} stored evaluations reused, {} GPUs)",
-            baseline.imp(),
-            dtype,
-            head_dim,
-            causal.name(),
-            machine.gpu,
-            shapes.len(),
-            known.len(),
-            eval.workers.len()
-        ));
-        let proposer = args.proposer.clone().map(|command| {
-            let task = Task {
-                gpu: machine.gpu.clone(),
-                arch,
-                baseline,
-                causal,
-                shapes: shapes.clone(),
-                insights: insights.clone(),
-            };
-            Proposer::new(command, task)
-        });
-        let mut hooks = RunHooks { progress: &progress, proposer };
-        let params = Params { arch, generations: args.generations, seed: args.seed, elites: args.elite, deadline };
-        let mut write_error = None;
-        let outcome =
-            evolve(&mut eval, baseline, &shapes, &params, &known, &mut hooks, |child, e, fitness, dropped| {
-                progress.evaluated(child, e, dropped);
-                if let Err(err) = store.insert(&machine, &buckets, &shapes, child, e, fitness, dropped) {
-                    write_error.get_or_insert(err);
-                }
-            });
-        progress.finish();
-        if let Some(err) = write_error {
-            return Err(err.context(format!("writing to {}", path.display())));
-        }
-        let outcome = outcome.map_err(anyhow::Error::msg)?;
-        let baseline_us = outcome.elites.iter().find(|c| c.spec == baseline).map(|c| c.medians_us.clone());
-        let baseline_us = match baseline_us {
-            Some(us) => us,
-            None => store
-                .completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())?
-                .get(&baseline.config)
-                .map(|e| e.medians_us.clone())
-                .unwrap_or_default(),
-        };
-        runs.push(RunJson {
-            gpu: machine.gpu.clone(),
-            driver: machine.driver.clone(),
-            imp: baseline.imp().name().to_string(),
-            dtype: dtype.name().to_string(),
-            head_dim,
-            causal: causal.name().to_string(),
-            shapes: shapes.iter().map(store::shape_text).collect(),
-            baseline: baseline.config.to_string(),
-            baseline_us: baseline_us.clone(),
-            generations: outcome.generations,
-            evaluated: outcome.evaluated,
-            workers: eval
-                .workers
-                .iter()
-                .map(|w| WorkerJson { gpu: w.gpu, evaluations: w.evaluations, restarts: w.restarts })
-                .collect(),
-            failed_gates: progress.failures(),
-            elites: outcome
-                .elites
-                .iter()
-                .map(|c| EliteJson {
-                    kernel: c.spec.name(),
-                    config: c.spec.config.to_string(),
-                    fitness: c.fitness,
-                    medians_us: c.medians_us.clone(),
-                    speedups: baseline_us.iter().zip(&c.medians_us).map(|(b, m)| b / m).collect(),
-                })
-                .collect(),
-        });
+    for group in groups {
+        let setup = RunSetup { machine: &machine, arch, choice, deadline, insights: insights.as_deref(), path: &path };
+        runs.push(tune_group(args, &setup, group, &mut store, &mut eval)?);
     }
     for run in &runs {
-        println!(
-            "tune: {} {} D={} {} on {}: {} generations, {} evaluations in {:.0} s (per GPU: {})",
-            run.imp,
-            run.dtype,
-            run.head_dim,
-            run.causal,
-            run.gpu,
-            run.generations,
-            run.evaluated,
-            started.elapsed().as_secs_f64(),
-            run.workers
-                .iter()
-                .map(|w| format!("GPU {} {} ({} restarts)", w.gpu, w.evaluations, w.restarts))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates);
-        println!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness");
-        for (i, e) in run.elites.iter().enumerate() {
-            let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}")).collect();
-            println!("{:<4} {:<48} {:>7.3}x  [{}]", i + 1, e.config, e.fitness, per_shape.join(", "));
-        }
+        print_run(run, started.elapsed());
     }
     println!("store: {} (the planner uses its best config per GPU and problem bucket)", path.display());
     if let Some(json) = &args.json {

@@ -207,6 +207,8 @@ pub struct Outcome {
     pub evaluated: usize,
     /// Generations run.
     pub generations: usize,
+    /// The baseline's median per shape, what every fitness is relative to.
+    pub baseline_us: Vec<f64>,
 }
 
 /// Runs the loop from `baseline` (the planner's choice). `known` holds evaluations already
@@ -317,7 +319,7 @@ pub fn evolve(
         sort_best_first(&mut elites, params.elites);
     }
     hooks.generation(generations, &elites);
-    Ok(Outcome { elites, evaluated, generations })
+    Ok(Outcome { elites, evaluated, generations, baseline_us: base_us })
 }
 
 /// Fitness of an evaluation (`None` when a gate failed) and whether the discard rule drops it.
