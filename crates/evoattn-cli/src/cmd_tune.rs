@@ -35,7 +35,8 @@ compile -> resources -> correctness -> timing. Fitness is the geometric-mean spe
 planner's default on the shapes; a child slower by >10% on two shapes is discarded. Every
 evaluation is stored as it completes (tune.sqlite in the kernel cache dir), and `check`,
 `bench`, `gate` then plan with the best stored config per GPU and problem bucket
-(--no-tuned or EVOATTN_NO_TUNED=1 to compare with the defaults).")]
+(--no-tuned or EVOATTN_NO_TUNED=1 to compare with the defaults). Shapes are grouped by dtype,
+head dim and mask, one search each; tuning times BHSD tensors, so --layout does not enter.")]
 pub struct Args {
     /// List every stored evaluation, oldest first, and exit.
     #[arg(long)]
