@@ -5,17 +5,18 @@
 # broken source) through the scripted proposer, (e) kill -9 mid-run + --resume. Logs and
 # JSON go to $OUT; a short table is printed last.
 # usage (GPU machine, repo root): scripts/gpu-tune-check.sh
-#   EVOATTN_BIN (default .gpu/evoattn), GPU_TESTS (default .gpu/gpu-tests), TUNE_BUDGET (5m)
+#   EVOATTN_BIN (default .gpu/evoattn), GPU_TESTS (default .gpu/gpu-tests), TUNE_BUDGET (4m)
 set -uo pipefail
 BIN=${EVOATTN_BIN:-.gpu/evoattn}
 GPU_TESTS=${GPU_TESTS:-.gpu/gpu-tests}
 OUT=${OUT:-out}
-BUDGET=${TUNE_BUDGET:-5m}
+BUDGET=${TUNE_BUDGET:-4m}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 # A fresh kernel cache and store, so "before" is the defaults and the store holds this run only.
 EVOATTN_CACHE_DIR=$(mktemp -d)
 export EVOATTN_CACHE_DIR
+trap 'rm -rf "$EVOATTN_CACHE_DIR"' EXIT
 unset EVOATTN_BACKEND EVOATTN_NO_TUNED EVOATTN_IMPL
 # bf16, D=128, no mask; one shape per Sq bucket (2^10 .. 2^13).
 SHAPES=(--shape 4,16,1024,128 --shape 2,16,2048,128 --shape 1,16,4096,128 --shape 1,16,8192,128)
@@ -28,9 +29,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv | tee "$OUT/gp
 timeout 120 "$BIN" "${BENCH[@]}" --json "$OUT/before.json" 2>&1 | tee "$OUT/bench-before.txt"
 note "(a) bench before: exit ${PIPESTATUS[0]}"
 
-timeout 480 "$BIN" tune --impl mma --dtype bf16 "${SHAPES[@]}" --budget "$BUDGET" --generations 40 \
+timeout 360 "$BIN" tune --impl mma --dtype bf16 "${SHAPES[@]}" --budget "$BUDGET" --generations 40 \
   --json "$OUT/elite.json" 2>&1 | tee "$OUT/tune.txt"
-note "(b) tune ($BUDGET budget): exit ${PIPESTATUS[0]}; $(grep -E '^tune: mma' "$OUT/tune.txt")"
+note "(b) tune ($BUDGET budget): exit ${PIPESTATUS[0]}; $(grep -E '^tune: mma.*generations' "$OUT/tune.txt")"
+note "    best: $(grep -A1 '^rank' "$OUT/tune.txt" | tail -1); $(grep '^baseline' "$OUT/tune.txt")"
 
 timeout 120 "$BIN" "${BENCH[@]}" --json "$OUT/after.json" 2>&1 | tee "$OUT/bench-after.txt"
 note "(c) bench after: exit ${PIPESTATUS[0]}"
