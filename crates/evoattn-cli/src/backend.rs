@@ -3,7 +3,25 @@
 //! `EVOATTN_BACKEND=mock` selects the mock; it is for tests, and says so in `info`.
 
 use evoattn::plan::ImplChoice;
+use evoattn::runtime::compile::CompiledKernel;
 use evoattn::{KernelConfig, Problem};
+
+/// A whole kernel source proposed to the tuner, compiled by the parent process.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// The CUDA source (the mock backend reads its planted-fault markers).
+    pub source: String,
+    pub compiled: CompiledKernel,
+}
+
+/// Which kernel a forward pass runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Kernel<'a> {
+    /// The planner's resolution of a choice and optional lever overrides.
+    Planned(ImplChoice, Option<KernelConfig>),
+    /// A proposed source variant.
+    Variant(&'a Variant),
+}
 
 /// What a backend says about the machine.
 #[derive(Clone, Debug)]
@@ -103,6 +121,59 @@ pub trait Backend {
         let _ = (problem, choice, config);
         Err(evoattn::Error::NoGpu(format!("the {} backend has no compiled kernels", self.info().gpu)))
     }
+
+    /// As [`Backend::forward`], for a source variant. Backends that cannot load one say so.
+    fn forward_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
+        let _ = (problem, variant, q, k, v);
+        Err(evoattn::Error::NoGpu(format!("the {} backend cannot run source variants", self.info().gpu)))
+    }
+
+    /// As [`Backend::time`], for a source variant.
+    #[allow(clippy::too_many_arguments)]
+    fn time_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        let _ = (problem, variant, q, k, v, options);
+        Err(evoattn::Error::NoGpu(format!("the {} backend cannot run source variants", self.info().gpu)))
+    }
+
+    /// Runs `kernel`, whichever kind it is.
+    fn run(&mut self, problem: &Problem, kernel: Kernel, q: &[u16], k: &[u16], v: &[u16]) -> evoattn::Result<Forward> {
+        match kernel {
+            Kernel::Planned(choice, config) => self.forward(problem, choice, config, q, k, v),
+            Kernel::Variant(variant) => self.forward_variant(problem, variant, q, k, v),
+        }
+    }
+
+    /// Times `kernel`, whichever kind it is.
+    #[allow(clippy::too_many_arguments)]
+    fn time_kernel(
+        &mut self,
+        problem: &Problem,
+        kernel: Kernel,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        match kernel {
+            Kernel::Planned(choice, config) => self.time(problem, choice, config, q, k, v, options),
+            Kernel::Variant(variant) => self.time_variant(problem, variant, q, k, v, options),
+        }
+    }
 }
 
 /// The environment variable that selects the mock backend (tests only).
@@ -110,9 +181,22 @@ pub const BACKEND_ENV: &str = "EVOATTN_BACKEND";
 
 /// Opens the backend the environment asks for: the GPU unless `EVOATTN_BACKEND=mock`.
 pub fn open() -> anyhow::Result<Box<dyn Backend>> {
+    open_on(0)
+}
+
+/// GPUs the backend can open: the driver's count, or one for the mock.
+pub fn device_count() -> anyhow::Result<usize> {
+    match std::env::var(BACKEND_ENV).as_deref() {
+        Ok("mock") => Ok(1),
+        _ => Ok(evoattn::runtime::device::Gpu::count()?),
+    }
+}
+
+/// As [`open`], on GPU `ordinal` (the mock has one "GPU" per ordinal, all alike).
+pub fn open_on(ordinal: usize) -> anyhow::Result<Box<dyn Backend>> {
     match std::env::var(BACKEND_ENV).as_deref() {
         Ok("mock") => Ok(Box::new(crate::backend_mock::MockBackend::from_env()?)),
-        Ok("gpu") | Err(_) => Ok(Box::new(crate::backend_gpu::GpuBackend::new(0)?)),
+        Ok("gpu") | Err(_) => Ok(Box::new(crate::backend_gpu::GpuBackend::new(ordinal)?)),
         Ok(other) => anyhow::bail!("{BACKEND_ENV}={other}: expected 'gpu' or 'mock'"),
     }
 }

@@ -1,10 +1,11 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
+use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions, Variant};
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
 use evoattn::plan::ImplChoice;
+use evoattn::runtime::launch::PreparedLaunch;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
 use std::sync::Arc;
@@ -24,6 +25,128 @@ impl GpuBackend {
     pub fn new(ordinal: usize) -> anyhow::Result<Self> {
         Ok(GpuBackend { attention: Attention::new(ordinal)? })
     }
+
+    /// Uploads the inputs, poisons the output with NaN, runs `launch` on the tensors and copies
+    /// the result back; `launch` returns the name of the kernel it ran.
+    fn forward_with(
+        &mut self,
+        problem: &Problem,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        launch: impl FnOnce(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<String>,
+    ) -> evoattn::Result<Forward> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
+        let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
+        let o_len = problem.extent(TensorName::O);
+        let poison = vec![crate::inputs::nan_bits(problem.dtype); o_len.max(1)];
+        let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
+        let lse_len = problem.extent(TensorName::Lse).max(1);
+        let mut lse_dev = if problem.with_lse {
+            Some(stream.clone_htod(&vec![F32_NAN; lse_len]).map_err(driver("cuMemcpyHtoD"))?)
+        } else {
+            None
+        };
+        let tensors = DeviceTensors {
+            q: q_dev.slice(..q.len()),
+            k: k_dev.slice(..k.len()),
+            v: v_dev.slice(..v.len()),
+            o: o_dev.slice_mut(..o_len),
+            lse: lse_dev.as_mut().map(|l| l.slice_mut(..problem.extent(TensorName::Lse))),
+        };
+        let kernel = launch(&mut self.attention, tensors)?;
+        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+        let mut o_host = stream.clone_dtoh(&o_dev).map_err(driver("cuMemcpyDtoH"))?;
+        o_host.truncate(o_len);
+        let lse = match &lse_dev {
+            Some(l) => {
+                let mut host = stream.clone_dtoh(l).map_err(driver("cuMemcpyDtoH"))?;
+                host.truncate(problem.extent(TensorName::Lse));
+                Some(host)
+            }
+            None => None,
+        };
+        Ok(Forward { o: o_host, lse, kernel })
+    }
+
+    /// Times `launch` as [`Backend::time`] describes.
+    #[allow(clippy::too_many_arguments)]
+    fn time_with(
+        &mut self,
+        problem: &Problem,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+        mut launch: impl FnMut(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<()>,
+    ) -> evoattn::Result<Timing> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
+        let flush_len = crate::lab::flush_bytes(self.attention.gpu().l2_bytes());
+        let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
+        let mut launch = |attention: &mut Attention| launch(attention, case.tensors());
+        for _ in 0..options.warmup.max(1) {
+            launch(&mut self.attention)?;
+        }
+        // Graph mode: one launch captured once, then replayed; what is timed is the kernel
+        // without the host's launch path.
+        let graph = match options.mode {
+            Mode::Eager => None,
+            Mode::Graph => {
+                stream
+                    .begin_capture(CaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                    .map_err(driver("cuStreamBeginCapture"))?;
+                let launched = launch(&mut self.attention);
+                let captured = stream.end_capture(GraphFlags(0)).map_err(driver("cuStreamEndCapture"))?;
+                launched?;
+                Some(captured.ok_or_else(|| evoattn::Error::driver("cuStreamEndCapture", "captured an empty graph"))?)
+            }
+        };
+        if graph.is_some() {
+            // Hold the stream while the samples are enqueued: no host gap enters a sample.
+            self.attention.gpu().hold(GRAPH_HOLD_PER_SAMPLE * options.samples as u32)?;
+        }
+        let timing_flags = Some(evoattn::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::with_capacity(options.samples);
+        for _ in 0..options.samples {
+            stream.memset_zeros(&mut flush).map_err(driver("cuMemsetD8"))?;
+            let start = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
+            match &graph {
+                Some(g) => g.launch().map_err(driver("cuGraphLaunch"))?,
+                None => {
+                    launch(&mut self.attention)?;
+                }
+            }
+            let end = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
+            events.push((start, end));
+        }
+        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+        let mut samples_us = Vec::with_capacity(events.len());
+        for (start, end) in &events {
+            let ms = start.elapsed_ms(end).map_err(driver("cuEventElapsedTime"))?;
+            samples_us.push(f64::from(ms) * 1e3);
+        }
+        Ok(Timing { samples_us })
+    }
+}
+
+/// Loads a variant after checking it was compiled for this problem's dtype and head dim.
+fn load_variant(
+    attention: &Attention,
+    problem: &Problem,
+    variant: &Variant,
+) -> evoattn::Result<evoattn::runtime::device::LoadedKernel> {
+    let spec = variant.compiled.spec;
+    if spec.dtype != problem.dtype || spec.head_dim != problem.shape.d {
+        return Err(evoattn::Error::Unsupported {
+            imp: spec.imp().to_string(),
+            reason: format!("variant {} does not fit a {} D={} problem", spec.name(), problem.dtype, problem.shape.d),
+        });
+    }
+    attention.gpu().load(&variant.compiled)
 }
 
 fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Error {
@@ -101,39 +224,9 @@ impl Backend for GpuBackend {
         k: &[u16],
         v: &[u16],
     ) -> evoattn::Result<Forward> {
-        problem.validate()?;
-        let stream = self.attention.gpu().stream().clone();
-        let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
-        let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
-        let o_len = problem.extent(TensorName::O);
-        let poison = vec![crate::inputs::nan_bits(problem.dtype); o_len.max(1)];
-        let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
-        let lse_len = problem.extent(TensorName::Lse).max(1);
-        let mut lse_dev = if problem.with_lse {
-            Some(stream.clone_htod(&vec![F32_NAN; lse_len]).map_err(driver("cuMemcpyHtoD"))?)
-        } else {
-            None
-        };
-        let tensors = DeviceTensors {
-            q: q_dev.slice(..q.len()),
-            k: k_dev.slice(..k.len()),
-            v: v_dev.slice(..v.len()),
-            o: o_dev.slice_mut(..o_len),
-            lse: lse_dev.as_mut().map(|l| l.slice_mut(..problem.extent(TensorName::Lse))),
-        };
-        let spec = self.attention.forward(problem, choice, config, tensors)?;
-        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
-        let mut o_host = stream.clone_dtoh(&o_dev).map_err(driver("cuMemcpyDtoH"))?;
-        o_host.truncate(o_len);
-        let lse = match &lse_dev {
-            Some(l) => {
-                let mut host = stream.clone_dtoh(l).map_err(driver("cuMemcpyDtoH"))?;
-                host.truncate(problem.extent(TensorName::Lse));
-                Some(host)
-            }
-            None => None,
-        };
-        Ok(Forward { o: o_host, lse, kernel: spec.name() })
+        self.forward_with(problem, q, k, v, |attention, tensors| {
+            Ok(attention.forward(problem, choice, config, tensors)?.name())
+        })
     }
 
     fn time(
@@ -146,54 +239,40 @@ impl Backend for GpuBackend {
         v: &[u16],
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
-        problem.validate()?;
+        self.time_with(problem, q, k, v, options, |attention, tensors| {
+            attention.forward(problem, choice, config, tensors).map(|_| ())
+        })
+    }
+
+    fn forward_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
+        let kernel = load_variant(&self.attention, problem, variant)?;
         let stream = self.attention.gpu().stream().clone();
-        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
-        let flush_len = crate::lab::flush_bytes(self.attention.gpu().l2_bytes());
-        let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
-        let mut launch = |attention: &mut Attention| attention.forward(problem, choice, config, case.tensors());
-        for _ in 0..options.warmup.max(1) {
-            launch(&mut self.attention)?;
-        }
-        // Graph mode: one launch captured once, then replayed; what is timed is the kernel
-        // without the host's launch path.
-        let graph = match options.mode {
-            Mode::Eager => None,
-            Mode::Graph => {
-                stream
-                    .begin_capture(CaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-                    .map_err(driver("cuStreamBeginCapture"))?;
-                let launched = launch(&mut self.attention);
-                let captured = stream.end_capture(GraphFlags(0)).map_err(driver("cuStreamEndCapture"))?;
-                launched?;
-                Some(captured.ok_or_else(|| evoattn::Error::driver("cuStreamEndCapture", "captured an empty graph"))?)
-            }
-        };
-        if graph.is_some() {
-            // Hold the stream while the samples are enqueued: no host gap enters a sample.
-            self.attention.gpu().hold(GRAPH_HOLD_PER_SAMPLE * options.samples as u32)?;
-        }
-        let timing_flags = Some(evoattn::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let mut events = Vec::with_capacity(options.samples);
-        for _ in 0..options.samples {
-            stream.memset_zeros(&mut flush).map_err(driver("cuMemsetD8"))?;
-            let start = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
-            match &graph {
-                Some(g) => g.launch().map_err(driver("cuGraphLaunch"))?,
-                None => {
-                    launch(&mut self.attention)?;
-                }
-            }
-            let end = stream.record_event(timing_flags).map_err(driver("cuEventRecord"))?;
-            events.push((start, end));
-        }
-        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
-        let mut samples_us = Vec::with_capacity(events.len());
-        for (start, end) in &events {
-            let ms = start.elapsed_ms(end).map_err(driver("cuEventElapsedTime"))?;
-            samples_us.push(f64::from(ms) * 1e3);
-        }
-        Ok(Timing { samples_us })
+        self.forward_with(problem, q, k, v, |attention, tensors| {
+            PreparedLaunch::new(attention.gpu(), &kernel, problem)?.run(&stream, tensors)?;
+            Ok(kernel.spec().name())
+        })
+    }
+
+    fn time_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        let kernel = load_variant(&self.attention, problem, variant)?;
+        let stream = self.attention.gpu().stream().clone();
+        let mut prepared = PreparedLaunch::new(self.attention.gpu(), &kernel, problem)?;
+        self.time_with(problem, q, k, v, options, |_, tensors| prepared.run(&stream, tensors))
     }
 
     fn host_cost(

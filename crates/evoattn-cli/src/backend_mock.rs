@@ -3,7 +3,7 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
-use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions};
+use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions, Variant};
 use crate::inputs::nan_bits;
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::reference::{attention_f64, logical_offsets};
@@ -31,6 +31,43 @@ const MOCK_JITTER: f64 = 0.02;
 /// Added to one output element by the `wrong` fault: far outside any tolerance, and exact in
 /// both dtypes so the shift survives rounding.
 const WRONG_SHIFT: f64 = 0.25;
+
+/// A source variant holding this line hangs in the mock, as an infinite loop hangs on a GPU.
+pub const PLANTED_HANG: &str = "EVOATTN_PLANTED_FAULT: hang";
+/// A source variant holding this line kills the mock's process, as an out-of-bounds write
+/// poisons a CUDA context: nothing after it in that process can be trusted.
+pub const PLANTED_CRASH: &str = "EVOATTN_PLANTED_FAULT: out-of-bounds";
+/// How long the planted hang sleeps per round (it never returns).
+const HANG_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The mock's synthetic speed of a config: 1 at its optimum, each step away from it slower.
+/// The mock optimum differs from the hand defaults so that a tuning run has something to find.
+fn synthetic_cost(config: KernelConfig) -> f64 {
+    let off = |on: bool, cost: f64| if on { 0.0 } else { cost };
+    let log2_dist = |x: u32, best: f64| (f64::from(x) / best).log2().abs();
+    match config {
+        KernelConfig::Reference(_) => 1.0,
+        KernelConfig::Mma(c) => {
+            1.0 + 0.15 * log2_dist(c.block_n, 128.0)
+                + 0.1 * (f64::from(c.stages) - 2.0).abs()
+                + off(c.block_m == 128, 0.1)
+                + off(c.q_in_regs, 0.2)
+        }
+        KernelConfig::Wgmma(c) => {
+            1.0 + 0.1 * log2_dist(c.block_n, 128.0)
+                + 0.05 * (f64::from(c.stages) - 3.0).abs()
+                + off(c.consumer_warpgroups == 2, 0.2)
+                + off(c.loads == evoattn::WgmmaLoads::Tma, 0.3)
+        }
+        KernelConfig::Splitkv(c) => 1.0 + 0.1 * log2_dist(c.block_n, 64.0) + off(c.block_m == 64, 0.1),
+    }
+}
+
+/// Time of `config` relative to the default of its kernel (1 for the default itself, so the
+/// mock's other timings do not move).
+pub fn relative_cost(config: KernelConfig, head_dim: usize) -> f64 {
+    synthetic_cost(config) / synthetic_cost(evoattn::defaults::config(config.imp(), MOCK_ARCH, head_dim))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Fault {
@@ -130,12 +167,54 @@ impl Backend for MockBackend {
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
         problem.validate()?;
-        let _ = (choice, config);
-        let base = MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6);
+        let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
+        let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6)) * relative_cost(spec.config, spec.head_dim);
         // A fixed low-discrepancy sequence in [-1, 1): the golden-ratio fractions.
         let spread = |i: usize| ((i as f64 * 0.618_033_988_75).fract() * 2.0 - 1.0) * MOCK_JITTER;
         let samples_us = (0..options.samples).map(|i| base * (1.0 + spread(i))).collect();
         Ok(Timing { samples_us })
+    }
+
+    /// The mock cannot execute CUDA: a variant computes as its config would, unless it carries
+    /// a planted-fault marker ([`PLANTED_HANG`], [`PLANTED_CRASH`]).
+    fn forward_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+    ) -> evoattn::Result<Forward> {
+        planted_faults(variant);
+        let spec = variant.compiled.spec;
+        self.forward(problem, ImplChoice::Fixed(spec.imp()), Some(spec.config), q, k, v)
+    }
+
+    fn time_variant(
+        &mut self,
+        problem: &Problem,
+        variant: &Variant,
+        q: &[u16],
+        k: &[u16],
+        v: &[u16],
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        planted_faults(variant);
+        let spec = variant.compiled.spec;
+        self.time(problem, ImplChoice::Fixed(spec.imp()), Some(spec.config), q, k, v, options)
+    }
+}
+
+/// Acts out a variant's planted fault: never returns for a hang, kills the process for a crash.
+fn planted_faults(variant: &Variant) {
+    if variant.source.contains(PLANTED_CRASH) {
+        eprintln!("mock: planted out-of-bounds write in {}: process aborted", variant.compiled.spec.name());
+        std::process::abort();
+    }
+    if variant.source.contains(PLANTED_HANG) {
+        loop {
+            std::thread::sleep(HANG_POLL);
+        }
     }
 }
 
@@ -220,6 +299,21 @@ mod tests {
         let p = Problem::dense(Shape::new(1, 1, 4, 64), Dtype::Bf16, Layout::Bhsd);
         let err = MockBackend { fault: None }.forward(&p, ImplChoice::Auto, None, &[0; 64], &[], &[]).unwrap_err();
         assert!(err.to_string().contains("tensor q: buffer holds 64 elements, the problem needs 256"), "{err}");
+    }
+
+    #[test]
+    fn synthetic_timings_depend_on_the_config_and_leave_defaults_alone() {
+        let p = Problem::dense(Shape::new(1, 4, 256, 64), Dtype::F16, Layout::Bhsd);
+        let options = TimingOptions { warmup: 0, samples: 4, mode: crate::record::Mode::Eager };
+        let time = |config: Option<KernelConfig>| {
+            let choice = ImplChoice::Fixed(Impl::Mma);
+            MockBackend { fault: None }.time(&p, choice, config, &[], &[], &[], options).unwrap().samples_us[0]
+        };
+        let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, 64);
+        assert_eq!(relative_cost(default, 64), 1.0);
+        assert_eq!(time(None), time(Some(default)));
+        let best = default.with_overrides("block_n=128,stages=2").unwrap();
+        assert!(time(Some(best)) < time(None) / 1.2, "the mock optimum is over 20% faster than the default");
     }
 
     #[test]

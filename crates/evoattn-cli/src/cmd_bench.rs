@@ -34,6 +34,10 @@ fn median(m: &Measurement) -> Option<f64> {
     m.is_ok().then(|| summarize(&m.samples_us).map(|s| s.median)).flatten()
 }
 
+fn case_shape(c: &crate::record::CaseRecord) -> evoattn::Shape {
+    evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d }
+}
+
 fn tflops(flops: f64, us: f64) -> f64 {
     flops / (us * 1e-6) / 1e12
 }
@@ -88,7 +92,7 @@ fn print_table(record: &BenchRecord) {
     println!("{header}");
     for r in &record.results {
         let c = &r.case;
-        let shape = evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d };
+        let shape = case_shape(c);
         let ours = median(&r.ours);
         let mut line = format!(
             "{:<20} {:<5} {:<12} {:>10} {:>7}",
@@ -163,8 +167,13 @@ fn print_table(record: &BenchRecord) {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let record = measure(&args.lab)?;
+    let measured = measure(&args.lab)?;
+    let record = measured.record;
     print_table(&record);
+    for (r, config) in record.results.iter().zip(&measured.configs) {
+        let c = &r.case;
+        println!("config of ours for {} {} {}: {config}", case_shape(c), c.dtype, c.causal);
+    }
     if !args.no_history {
         if let Some(added) = crate::history::save_or_warn(crate::history::Source::Bench, &record) {
             println!("history: {added} measurements added to {}", crate::history::default_path().display());

@@ -1,14 +1,14 @@
 //! `evoattn check`: correctness of a kernel on fresh random inputs, against float64 on the CPU
 //! for small problems and the `reference` kernel (itself checked against float64) for large.
 
-use crate::backend::{open, Backend};
+use crate::backend::{open, Backend, Kernel};
 use crate::inputs::{random_inputs, Distribution};
 use crate::kernel_args::KernelArgs;
 use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
-use evoattn::{Dtype, Impl, KernelConfig, Layout, Problem};
+use evoattn::{Dtype, Impl, Layout, Problem};
 use std::process::ExitCode;
 
 /// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
@@ -26,7 +26,7 @@ pub struct Args {
     kernel: KernelArgs,
     /// Random input sets per case; even seeds draw standard normal values, odd seeds wide ones
     /// that push the softmax towards one-hot rows.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = DEFAULT_SEEDS)]
     seeds: u64,
     /// First seed, for reproducing a failure.
     #[arg(long, default_value_t = 0)]
@@ -39,8 +39,24 @@ pub struct Args {
     quiet: bool,
 }
 
+/// What one case's check does: seeds, and where the CPU reference stops.
+#[derive(Clone, Copy, Debug)]
+pub struct CheckOptions {
+    pub seeds: u64,
+    pub seed: u64,
+    pub cpu_limit: u64,
+}
+
+impl CheckOptions {
+    /// The tuner's correctness gate: `check`'s defaults (one normal and one wide input set).
+    pub const TUNE: CheckOptions = CheckOptions { seeds: DEFAULT_SEEDS, seed: 0, cpu_limit: DEFAULT_CPU_LIMIT };
+}
+
+/// Random input sets per case by default: one standard normal, one wide.
+const DEFAULT_SEEDS: u64 = 2;
+
 /// One row of the table: a problem and the worst result over its seeds.
-struct CaseResult {
+pub struct CaseResult {
     problem: Problem,
     layout: Layout,
     kernel: String,
@@ -48,7 +64,7 @@ struct CaseResult {
     worst: Option<Comparison>,
     lse_err: f64,
     error: Option<String>,
-    passed: bool,
+    pub passed: bool,
 }
 
 fn macs(p: &Problem) -> u64 {
@@ -56,15 +72,16 @@ fn macs(p: &Problem) -> u64 {
     (s.b * s.h * s.sq * s.sk * s.d) as u64
 }
 
-fn check_case(
+/// Checks `kernel` on `problem` over the option's seeds; never fails, the result says why.
+pub fn check_case(
     backend: &mut dyn Backend,
-    args: &Args,
-    choice: ImplChoice,
-    config: Option<KernelConfig>,
+    options: &CheckOptions,
+    kernel: Kernel,
     problem: &Problem,
     layout: Layout,
 ) -> CaseResult {
-    let on_cpu = macs(problem) <= args.cpu_limit || choice == ImplChoice::Fixed(Impl::Reference);
+    let is_reference = matches!(kernel, Kernel::Planned(ImplChoice::Fixed(Impl::Reference), _));
+    let on_cpu = macs(problem) <= options.cpu_limit || is_reference;
     let mut result = CaseResult {
         problem: problem.clone(),
         layout,
@@ -76,11 +93,11 @@ fn check_case(
         passed: true,
     };
     let tol = tolerance(problem.dtype);
-    for i in 0..args.seeds {
-        let seed = args.seed + i;
+    for i in 0..options.seeds {
+        let seed = options.seed + i;
         let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
         let inputs = random_inputs(problem, dist, seed);
-        let got = match backend.forward(problem, choice, config, &inputs.q, &inputs.k, &inputs.v) {
+        let got = match backend.run(problem, kernel, &inputs.q, &inputs.k, &inputs.v) {
             Ok(f) => f,
             Err(e) => {
                 result.error = Some(format!("{e}"));
@@ -117,7 +134,8 @@ fn check_case(
     result
 }
 
-fn row(r: &CaseResult) -> String {
+/// The case's table row (also the tuner's error text for a failed correctness gate).
+pub fn row(r: &CaseResult) -> String {
     let p = &r.problem;
     let verdict = if r.passed { "PASS" } else { "FAIL" };
     match (&r.error, &r.worst) {
@@ -154,10 +172,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("--seeds must be at least 1");
     }
     let cases = args.problems.expand()?;
+    let options = CheckOptions { seeds: args.seeds, seed: args.seed, cpu_limit: args.cpu_limit };
     let mut backend = open()?;
     let info = backend.info();
     let arch =
         evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    let tuned = crate::tune::tuned::source(&info, args.kernel.no_tuned);
     println!(
         "check: {} cases x {} seeds on {} ({}), impl {choice}, tolerances per dtype in evoattn::reference::tolerance",
         cases.len(),
@@ -176,8 +196,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     let mut results = Vec::with_capacity(cases.len());
     for (problem, layout) in &cases {
-        let config = args.kernel.config(choice, arch, problem.shape.d)?;
-        let r = check_case(backend.as_mut(), args, choice, config, problem, *layout);
+        let (choice, config, _) = args.kernel.resolve(choice, (arch, info.sm_count), problem, tuned.as_ref())?;
+        let r = check_case(backend.as_mut(), &options, Kernel::Planned(choice, config), problem, *layout);
         if !args.quiet || !r.passed {
             bar.suspend(|| println!("{}", row(&r)));
         }

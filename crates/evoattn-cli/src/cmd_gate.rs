@@ -82,7 +82,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let record = match &args.samples {
         Some(path) => BenchRecord::read(path)?,
         None => {
-            let record = crate::lab::measure(&args.lab)?;
+            let record = crate::lab::measure(&args.lab)?.record;
             if let Some(path) = &args.record {
                 record.write(path)?;
             }

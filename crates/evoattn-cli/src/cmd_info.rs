@@ -46,6 +46,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     println!("cache:      {}", CubinCache::default_dir().display());
+    if let Ok(b) = &backend {
+        println!("configs:    {}", crate::tune::tuned::describe(&b.info()));
+    }
     println!("kernels (--impl; `auto` lets the planner choose, EVOATTN_IMPL overrides it):");
     for imp in Impl::ALL {
         let archs: Vec<&str> = imp.archs().iter().map(|a| a.name()).collect();

@@ -66,6 +66,9 @@ fn bench_args(args: &Args) -> Vec<String> {
     push("warmup", BENCH_WARMUP.into());
     // Times taken under ncu's replay are no run to keep.
     out.push("--no-history".into());
+    if args.kernel.no_tuned {
+        out.push("--no-tuned".into());
+    }
     out
 }
 

@@ -1,37 +1,414 @@
-//! `evoattn tune`: the EvoEngineer tuner. For now `--show` lists the evaluation store; the GPU
-//! search loop is wired in next.
+//! `evoattn tune`: the EvoEngineer tuner. Searches one kernel's levers on a set of shapes with
+//! worker processes on every GPU asked for, writes every evaluation to the store as it
+//! completes, and prints (and with `--json` writes) the elites. `--show` lists the store.
 
-use crate::tune::store::{self, Store};
-use anyhow::bail;
+use crate::backend::device_count;
+use crate::presets::ProblemArgs;
+use crate::tune::evaluator::WorkerEvaluator;
+use crate::tune::evolve::{evolve, Candidate, Evaluation, Hooks, Params, Proposal, ELITES};
+use crate::tune::pool::Worker;
+use crate::tune::progress::Progress;
+use crate::tune::proposer::{Proposer, Task};
+use crate::tune::protocol::Reply;
+use crate::tune::store::{self, Bucket, Machine, Store};
+use anyhow::{bail, Context};
+use evoattn::plan::{plan, ImplChoice};
+use evoattn::{Arch, Causal, Dtype, Impl, KernelConfig, Shape};
+use serde::Serialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Generations when `--generations` is not given; `--budget` usually ends a run first.
+const DEFAULT_GENERATIONS: usize = 10;
 
 #[derive(clap::Args)]
+#[command(after_help = "Examples:
+  evoattn tune --shape 1,16,4096,128 --shape 4,16,1024,128 --impl mma --budget 8m
+  evoattn tune --preset seed --gpus 0,1 --json elite.json
+  evoattn tune --shape 1,8,2048,64 --proposer 'python3 my_llm_proposer.py'
+  evoattn tune --show
+
+Each generation changes one lever of an elite (plus random restarts), and every child passes
+compile -> resources -> correctness -> timing. Fitness is the geometric-mean speedup over the
+planner's default on the shapes; a child slower by >10% on two shapes is discarded. Every
+evaluation is stored as it completes (tune.sqlite in the kernel cache dir), and `check`,
+`bench`, `gate` then plan with the best stored config per GPU and problem bucket
+(--no-tuned or EVOATTN_NO_TUNED=1 to compare with the defaults). Shapes are grouped by dtype,
+head dim and mask, one search each; tuning times BHSD tensors, so --layout does not enter.")]
 pub struct Args {
-    /// List every stored evaluation, oldest first.
+    /// List every stored evaluation, oldest first, and exit.
     #[arg(long)]
     show: bool,
-    /// The store (default: tune.sqlite in the kernel cache dir).
+    /// The store (default: tune.sqlite in the kernel cache dir, which the planner reads).
     #[arg(long)]
     store: Option<PathBuf>,
+    #[command(flatten)]
+    problems: ProblemArgs,
+    /// The kernel whose levers are searched: mma or wgmma (default: the planner's choice for
+    /// this GPU).
+    #[arg(long = "impl")]
+    imp: Option<String>,
+    /// Generations to run (each: one-lever children of the elites, random restarts, proposals).
+    #[arg(long, default_value_t = DEFAULT_GENERATIONS)]
+    generations: usize,
+    /// Elites kept per generation (the population children are drawn from).
+    #[arg(long, default_value_t = ELITES)]
+    elite: usize,
+    /// GPUs to evaluate on, one worker process each: all, or ordinals like 0,1.
+    #[arg(long, default_value = "all")]
+    gpus: String,
+    /// Wall-clock budget, e.g. 90s, 10m, 1h: no generation starts after it.
+    #[arg(long, value_parser = parse_duration)]
+    budget: Option<Duration>,
+    /// Reuse the evaluations stored for this GPU, bucket, shapes and kernel instead of
+    /// measuring them again (continues an interrupted run).
+    #[arg(long)]
+    resume: bool,
+    /// Write the final elites (configs, fitness, per-shape medians and speedups) as JSON.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// A program run each generation with a prompt on stdin (task, elites and the kernel
+    /// source, profile insights); its stdout is config lines (--config syntax) or a whole
+    /// kernel source, evaluated through the same gates.
+    #[arg(long, value_name = "CMD")]
+    proposer: Option<String>,
+    /// Profile insights for the proposer's prompt (e.g. saved `evoattn profile` output).
+    #[arg(long, value_name = "FILE")]
+    insights: Option<PathBuf>,
+    /// A candidate whose worker gives no sign of progress for this long is killed and
+    /// recorded as failed (a hung kernel).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Seed of the search (mutations and restarts).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    if !args.show {
-        bail!("the tuning run is not available yet; `evoattn tune --show` lists the store");
+/// `90s`, `10m`, `1h` or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
+    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a duration like 90s, 10m or 1h"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown unit '{other}' in '{text}': use s, m or h")),
+    };
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn gpu_list(text: &str) -> anyhow::Result<Vec<usize>> {
+    if text == "all" {
+        return Ok((0..device_count()?).collect());
     }
-    let path = args.store.clone().unwrap_or_else(store::default_path);
-    let rows = Store::open(&path)?.all()?;
+    let gpus: Vec<usize> = text
+        .split(',')
+        .map(|g| g.trim().parse().map_err(|_| anyhow::anyhow!("--gpus: '{g}' is not a GPU ordinal")))
+        .collect::<anyhow::Result<_>>()?;
+    if gpus.is_empty() {
+        bail!("--gpus needs 'all' or ordinals like 0,1");
+    }
+    Ok(gpus)
+}
+
+fn show(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let rows = Store::open(path)?.all()?;
     println!("{}: {} evaluations", path.display(), rows.len());
     for row in rows {
         let result = match (&row.evaluation.failure, row.fitness) {
-            (Some((gate, error)), _) => format!("failed {}: {error}", gate.name()),
+            (Some((gate, error)), _) => format!("failed {}: {}", gate.name(), error.lines().next().unwrap_or("")),
             (None, Some(f)) if row.discarded => format!("{f:.3}x discarded"),
             (None, Some(f)) => format!("{f:.3}x"),
             (None, None) => "passed".to_string(),
         };
+        let name =
+            if row.source.is_some() { format!("{} [proposed source]", row.spec.name()) } else { row.spec.name() };
         let medians: Vec<String> = row.evaluation.medians_us.iter().map(|m| format!("{m:.1}")).collect();
-        println!("{} | {} | {} | {} | µs [{}]", row.gpu, row.bucket, row.spec.name(), result, medians.join(", "));
+        println!("{} | {} | {name} | {result} | µs [{}]", row.gpu, row.bucket, medians.join(", "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The hooks of a run: the progress display and the optional proposer.
+struct RunHooks<'a> {
+    progress: &'a Progress,
+    proposer: Option<Proposer>,
+}
+
+impl Hooks for RunHooks<'_> {
+    fn propose(&mut self, generation: usize, elites: &[Candidate]) -> Vec<Proposal> {
+        let Some(proposer) = &self.proposer else { return Vec::new() };
+        let (proposals, warnings) = proposer.propose(generation, elites);
+        for w in warnings {
+            self.progress.say(&format!("tune: {w}"));
+        }
+        proposals
+    }
+
+    fn generation(&mut self, generation: usize, elites: &[Candidate]) {
+        self.progress.generation(generation, elites);
+    }
+}
+
+#[derive(Serialize)]
+struct EliteJson {
+    kernel: String,
+    config: String,
+    fitness: f64,
+    medians_us: Vec<f64>,
+    /// Baseline median / this median, per shape.
+    speedups: Vec<f64>,
+}
+
+#[derive(Serialize)]
+struct WorkerJson {
+    gpu: usize,
+    evaluations: usize,
+    restarts: usize,
+}
+
+#[derive(Serialize)]
+struct RunJson {
+    gpu: String,
+    driver: String,
+    imp: String,
+    dtype: String,
+    head_dim: usize,
+    causal: String,
+    shapes: Vec<String>,
+    baseline: String,
+    baseline_us: Vec<f64>,
+    generations: usize,
+    evaluated: usize,
+    /// Evaluations each worker ran so far (cumulative over the groups of one invocation).
+    workers: Vec<WorkerJson>,
+    failed_gates: String,
+    elites: Vec<EliteJson>,
+}
+
+/// One tuning group: cases sharing the compile-time traits and mask (one kernel spec).
+type Group = ((Dtype, usize, Causal), Vec<Shape>);
+
+fn groups(problems: &ProblemArgs) -> anyhow::Result<Vec<Group>> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (problem, _) in problems.expand()? {
+        let key = (problem.dtype, problem.shape.d, problem.causal);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, shapes)) if shapes.contains(&problem.shape) => {}
+            Some((_, shapes)) => shapes.push(problem.shape),
+            None => groups.push((key, vec![problem.shape])),
+        }
+    }
+    if groups.is_empty() {
+        bail!("no shapes to tune: give --preset NAME or --shape B,H,S,D");
+    }
+    Ok(groups)
+}
+
+/// What every group of one invocation shares.
+struct RunSetup<'a> {
+    machine: &'a Machine,
+    arch: Arch,
+    sm_count: u32,
+    choice: ImplChoice,
+    deadline: Option<Instant>,
+    insights: Option<&'a str>,
+    path: &'a std::path::Path,
+}
+
+/// Tunes one group of shapes, writing every evaluation to `store` as it completes.
+fn tune_group(
+    args: &Args,
+    setup: &RunSetup,
+    ((dtype, head_dim, causal), shapes): Group,
+    store: &mut Store,
+    eval: &mut WorkerEvaluator,
+) -> anyhow::Result<RunJson> {
+    let machine = setup.machine;
+    // The baseline is the planner's hand default (never a tuned config), so fitness stays
+    // comparable across runs and resumes.
+    let probe = evoattn::Problem::dense(shapes[0], dtype, evoattn::Layout::Bhsd).with_causal(causal);
+    let baseline = plan(&probe, setup.arch, setup.sm_count, setup.choice, None).spec;
+    let mut buckets: Vec<Bucket> = Vec::new();
+    for bucket in shapes.iter().map(|s| Bucket::of(s, dtype, causal)) {
+        if !buckets.contains(&bucket) {
+            buckets.push(bucket);
+        }
+    }
+    let known: HashMap<KernelConfig, Evaluation> =
+        if args.resume { store.completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())? } else { HashMap::new() };
+    eval.causal = causal;
+    let progress = Progress::new(args.generations);
+    progress.say(&format!(
+        "tune: {} {dtype} D={head_dim} {} on {} ({} shapes, {} stored evaluations reused, {} workers)",
+        baseline.imp(),
+        causal.name(),
+        machine.gpu,
+        shapes.len(),
+        known.len(),
+        eval.workers.len()
+    ));
+    let proposer = args.proposer.clone().map(|command| {
+        let task = Task {
+            gpu: machine.gpu.clone(),
+            arch: setup.arch,
+            baseline,
+            causal,
+            shapes: shapes.clone(),
+            insights: setup.insights.map(str::to_string),
+        };
+        Proposer::new(command, task)
+    });
+    let mut hooks = RunHooks { progress: &progress, proposer };
+    let params = Params {
+        arch: setup.arch,
+        generations: args.generations,
+        seed: args.seed,
+        elites: args.elite,
+        deadline: setup.deadline,
+    };
+    let mut write_error = None;
+    let outcome = evolve(eval, baseline, &shapes, &params, &known, &mut hooks, |child, e, fitness, dropped| {
+        progress.evaluated(child, e, dropped);
+        if let Err(err) = store.insert(machine, &buckets, &shapes, child, e, fitness, dropped) {
+            write_error.get_or_insert(err);
+        }
+    });
+    progress.finish();
+    if let Some(err) = write_error {
+        return Err(err.context(format!("writing to {}", setup.path.display())));
+    }
+    let outcome = outcome.map_err(anyhow::Error::msg)?;
+    let baseline_us = outcome.baseline_us;
+    Ok(RunJson {
+        gpu: machine.gpu.clone(),
+        driver: machine.driver.clone(),
+        imp: baseline.imp().name().to_string(),
+        dtype: dtype.name().to_string(),
+        head_dim,
+        causal: causal.name().to_string(),
+        shapes: shapes.iter().map(store::shape_text).collect(),
+        baseline: baseline.config.to_string(),
+        generations: outcome.generations,
+        evaluated: outcome.evaluated,
+        workers: eval
+            .workers
+            .iter()
+            .map(|w| WorkerJson { gpu: w.gpu, evaluations: w.evaluations, restarts: w.restarts })
+            .collect(),
+        failed_gates: progress.failures(),
+        elites: outcome
+            .elites
+            .iter()
+            .map(|c| EliteJson {
+                kernel: c.spec.name(),
+                config: c.spec.config.to_string(),
+                fitness: c.fitness,
+                medians_us: c.medians_us.clone(),
+                speedups: baseline_us.iter().zip(&c.medians_us).map(|(b, m)| b / m).collect(),
+            })
+            .collect(),
+        baseline_us,
+    })
+}
+
+/// The closing note of one group: evaluations per worker and the elites.
+fn print_run(run: &RunJson, elapsed: Duration) {
+    let per_worker: Vec<String> =
+        run.workers.iter().map(|w| format!("GPU {} {} ({} restarts)", w.gpu, w.evaluations, w.restarts)).collect();
+    println!(
+        "tune: {} {} D={} {} on {}: {} generations, {} evaluations in {:.0} s (per worker: {})",
+        run.imp,
+        run.dtype,
+        run.head_dim,
+        run.causal,
+        run.gpu,
+        run.generations,
+        run.evaluated,
+        elapsed.as_secs_f64(),
+        per_worker.join(", ")
+    );
+    println!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates);
+    println!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness");
+    for (i, e) in run.elites.iter().enumerate() {
+        let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}")).collect();
+        println!("{:<4} {:<48} {:>7.3}x  [{}]", i + 1, e.config, e.fitness, per_shape.join(", "));
+    }
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let path = args.store.clone().unwrap_or_else(store::default_path);
+    if args.show {
+        return show(&path);
+    }
+    if args.generations == 0 || args.elite == 0 {
+        bail!("--generations and --elite must be at least 1");
+    }
+    let groups = groups(&args.problems)?;
+    let choice = match &args.imp {
+        Some(name) => ImplChoice::parse(name).map_err(anyhow::Error::msg)?,
+        None => ImplChoice::Auto,
+    };
+    if choice == ImplChoice::Fixed(Impl::Reference) {
+        bail!("the reference kernel is the oracle, not a tuning target: --impl mma or wgmma");
+    }
+    let insights = match &args.insights {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
+        None => None,
+    };
+    let mut store = Store::open(&path)?;
+    let mut workers = Vec::new();
+    let mut ready = None;
+    for gpu in gpu_list(&args.gpus)? {
+        let (worker, reply) = Worker::start(gpu, args.timeout)?;
+        workers.push(worker);
+        ready.get_or_insert(reply);
+    }
+    let Some(Reply::Ready { gpu, driver, arch, sm_count }) = ready else { bail!("no tune worker started") };
+    let arch = Arch::parse(&arch).with_context(|| format!("worker reports unknown arch {arch}"))?;
+    let machine = Machine { gpu, driver };
+    let started = Instant::now();
+    let deadline = args.budget.map(|b| started + b);
+    let mut eval = WorkerEvaluator::new(workers, arch)?;
+    let mut runs = Vec::new();
+    for group in groups {
+        let setup = RunSetup {
+            machine: &machine,
+            arch,
+            sm_count,
+            choice,
+            deadline,
+            insights: insights.as_deref(),
+            path: &path,
+        };
+        runs.push(tune_group(args, &setup, group, &mut store, &mut eval)?);
+    }
+    for run in &runs {
+        print_run(run, started.elapsed());
+    }
+    println!("store: {} (the planner uses its best config per GPU and problem bucket)", path.display());
+    if let Some(json) = &args.json {
+        let text = serde_json::to_string_pretty(&runs)?;
+        std::fs::write(json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
+        println!("elites written to {}", json.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("8m"), Ok(Duration::from_secs(480)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("12"), Ok(Duration::from_secs(12)));
+        assert!(parse_duration("10 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("m").is_err());
+    }
 }

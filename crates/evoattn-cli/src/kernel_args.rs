@@ -2,8 +2,8 @@
 //! resolution: `--impl` (with `EVOATTN_IMPL` overriding `auto`) and per-problem `--config`.
 
 use anyhow::bail;
-use evoattn::plan::ImplChoice;
-use evoattn::{Arch, KernelConfig};
+use evoattn::plan::{plan_with, ConfigOrigin, ConfigSource, ImplChoice};
+use evoattn::{Arch, KernelConfig, Problem};
 
 #[derive(clap::Args, Debug)]
 pub struct KernelArgs {
@@ -14,6 +14,10 @@ pub struct KernelArgs {
     /// default for each problem's head dim.
     #[arg(long)]
     pub config: Option<String>,
+    /// Ignore the tuner's store: plan with the hand defaults (also EVOATTN_NO_TUNED=1), for
+    /// before/after comparisons of a tuning run.
+    #[arg(long)]
+    pub no_tuned: bool,
 }
 
 impl KernelArgs {
@@ -39,5 +43,23 @@ impl KernelArgs {
             }
             _ => Ok(None),
         }
+    }
+
+    /// The kernel `problem` runs with: `--config` levers, else the tuned store's best for this
+    /// GPU and the problem's bucket (`tuned`), else the default; as a fixed choice with its
+    /// config (so the backend's own planning agrees), and where the config came from.
+    pub fn resolve(
+        &self,
+        choice: ImplChoice,
+        (arch, sm_count): (Arch, u32),
+        problem: &Problem,
+        tuned: &dyn ConfigSource,
+    ) -> anyhow::Result<(ImplChoice, Option<KernelConfig>, ConfigOrigin)> {
+        let config = self.config(choice, arch, problem.shape.d)?;
+        let (plan, origin) = plan_with(problem, arch, sm_count, choice, config, tuned);
+        Ok(match origin {
+            ConfigOrigin::Default => (choice, config, origin),
+            _ => (ImplChoice::Fixed(plan.spec.imp()), Some(plan.spec.config), origin),
+        })
     }
 }

@@ -80,8 +80,15 @@ impl LabArgs {
     }
 }
 
+/// A measurement's record, and per case where our kernel's config came from (`default`,
+/// `tuned store (levers)`, `requested (levers)`), in case order.
+pub struct Measured {
+    pub record: BenchRecord,
+    pub configs: Vec<String>,
+}
+
 /// Runs the measurement and returns the record; progress goes to stderr.
-pub fn measure(args: &LabArgs) -> anyhow::Result<BenchRecord> {
+pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
     let choice = args.kernel.choice()?;
     if args.reps == 0 || args.block == 0 {
         bail!("--reps and --block must be at least 1");
@@ -113,11 +120,11 @@ pub fn measure(args: &LabArgs) -> anyhow::Result<BenchRecord> {
             }
         }
     };
-    let record = measure_with(args, choice, arch, &info, backend.as_mut(), oracle.as_mut(), &peers, &cases, None)?;
+    let measured = measure_with(args, choice, arch, &info, backend.as_mut(), oracle.as_mut(), &peers, &cases, None)?;
     if let Some(o) = oracle {
         o.shutdown()?;
     }
-    Ok(record)
+    Ok(measured)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -131,7 +138,7 @@ fn measure_with(
     peers: &[String],
     cases: &[(Problem, Layout)],
     oracle_error: Option<String>,
-) -> anyhow::Result<BenchRecord> {
+) -> anyhow::Result<Measured> {
     let flush_bytes = flush_bytes(info.l2_bytes);
     let mut env = Environment {
         gpu: info.gpu.clone(),
@@ -161,10 +168,13 @@ fn measure_with(
     let dir = std::env::temp_dir().join(format!("evoattn-lab-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut results = Vec::with_capacity(cases.len());
+    let mut configs = Vec::with_capacity(cases.len());
+    let tuned = crate::tune::tuned::source(info, args.kernel.no_tuned);
     for (i, (problem, layout)) in cases.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
-        let config = args.kernel.config(choice, arch, problem.shape.d)?;
+        let (choice, config, origin) = args.kernel.resolve(choice, (arch, info.sm_count), &problem, tuned.as_ref())?;
+        configs.push(format!("{}{}", origin.name(), config.map_or(String::new(), |c| format!(" ({c})"))));
         let seed = args.seed + i as u64;
         let inputs = random_inputs(&problem, Distribution::Normal, seed);
         let case =
@@ -200,7 +210,7 @@ fn measure_with(
     };
     env.matmul_tflops = ceilings.map(|c| c.matmul_tflops);
     env.copy_gbps = ceilings.map(|c| c.copy_gbps);
-    Ok(BenchRecord { schema: SCHEMA.to_string(), env, results })
+    Ok(Measured { record: BenchRecord { schema: SCHEMA.to_string(), env, results }, configs })
 }
 
 struct CaseContext<'a> {

@@ -46,7 +46,8 @@ Kernels are compiled at run time by NVRTC and cached on disk; every kernel is ch
 float64 reference.\n\n\
 Exit codes: 0 success, 1 a check failed, 2 could not run (bad input, no GPU, no driver, no NVRTC).\n\
 Environment: EVOATTN_IMPL overrides --impl auto; EVOATTN_NVRTC points at libnvrtc;\n\
-EVOATTN_CACHE_DIR moves the kernel cache and the run history."
+EVOATTN_CACHE_DIR moves the kernel cache, the run history and the tuner's store; EVOATTN_NO_TUNED=1\n\
+plans with the hand defaults instead of the tuned store."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -73,8 +74,12 @@ enum Command {
     Profile(cmd_profile::Args),
     /// Markdown tables, a CSV and SVG plots from bench records and the run history (no GPU needed).
     Report(cmd_report::Args),
-    /// The EvoEngineer tuner's evaluation store: `--show` lists every stored evaluation.
+    /// Search a kernel's levers on GPU workers (compile -> resources -> correctness ->
+    /// timing); the planner then uses the best config per GPU and bucket. `--show` lists the store.
     Tune(cmd_tune::Args),
+    /// One GPU's tuning worker (started by `tune`; JSON lines on stdin/stdout).
+    #[command(name = "tune-worker", hide = true)]
+    TuneWorker(tune::worker::Args),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd_profile::run(args),
         Command::Report(args) => cmd_report::run(args),
         Command::Tune(args) => cmd_tune::run(args),
+        Command::TuneWorker(args) => tune::worker::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,19 +1,10 @@
 //! `evoattn compile`, run as a user would: table, exit codes, one-line errors. Needs NVRTC
 //! but no GPU; without NVRTC the tests print "skipped: <reason>", except under CI (`CI` set).
 
-use std::process::{Command, Output};
+mod common;
 
-/// False (after saying why) when NVRTC is missing outside CI; panics when missing under CI.
-fn have_nvrtc() -> bool {
-    match evoattn::runtime::nvrtc::Nvrtc::get() {
-        Ok(_) => true,
-        Err(err) if std::env::var_os("CI").is_some() => panic!("NVRTC is required under CI: {err}"),
-        Err(err) => {
-            println!("skipped: {err}");
-            false
-        }
-    }
-}
+use common::have_nvrtc;
+use std::process::{Command, Output};
 
 /// Runs `evoattn compile ARGS` with its own cache directory.
 fn compile(cache: &std::path::Path, args: &[&str]) -> Output {

@@ -3,7 +3,12 @@
 //! machine, which has no Rust toolchain, the prebuilt test binary runs with EVOATTN_BIN
 //! pointing at the prebuilt `evoattn`.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::{assert_resumed, kill_when_stored};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn bin() -> String {
     std::env::var("EVOATTN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_evoattn").to_string())
@@ -166,4 +171,64 @@ fn a_prepared_call_costs_the_host_under_five_microseconds() {
         println!("{imp}: {line}");
         assert!(median < 5.0, "{imp}: {line}");
     }
+}
+
+/// Two D=64 shapes in two buckets: quick to check against float64 and to time.
+const TUNE_SHAPES: [&str; 4] = ["--shape", "1,8,512,64", "--shape", "2,8,1024,64"];
+/// A planted hang is cut off after this long without progress.
+const TUNE_TIMEOUT: &str = "15s";
+
+/// `evoattn ARGS` on the GPU with the kernel cache (and the tuner's store) in `cache`.
+fn tune_command(cache: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).env_remove("EVOATTN_BACKEND").env_remove("EVOATTN_NO_TUNED").env("EVOATTN_CACHE_DIR", cache);
+    cmd
+}
+
+fn tune_rows(cache: &Path) -> Vec<String> {
+    let out = tune_command(cache, &["tune", "--show"]).output().expect("evoattn runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    stdout(&out).lines().skip(1).map(str::to_string).collect()
+}
+
+#[test]
+fn tuning_records_planted_faults_on_the_gpu_and_completes() {
+    require_gpu!();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/planted-faults-proposer.sh");
+    let script = std::env::var("EVOATTN_PROPOSER_FIXTURE").unwrap_or_else(|_| script.display().to_string());
+    let proposer = format!("sh {script} {}", cache.join("calls").display());
+    let mut args = vec!["tune", "--impl", "mma", "--gpus", "0", "--generations", "3", "--timeout", TUNE_TIMEOUT];
+    args.extend(TUNE_SHAPES);
+    args.extend(["--proposer", &proposer]);
+    let out = tune_command(cache, &args).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    let rows = tune_rows(cache);
+    let variants: Vec<&String> = rows.iter().filter(|r| r.contains("[proposed source]")).collect();
+    println!("{}", variants.iter().map(|r| r.chars().take(300).collect::<String>()).collect::<Vec<_>>().join("\n"));
+    assert_eq!(variants.len(), 6, "three sources under two buckets: {rows:#?}");
+    // The out-of-bounds write faults in the correctness gate (the driver's illegal address).
+    assert_eq!(variants.iter().filter(|r| r.contains("failed correctness")).count(), 4, "{variants:#?}");
+    assert!(variants.iter().any(|r| r.contains("no answer within 15 s: killed")), "the loop: {variants:#?}");
+    assert!(variants.iter().any(|r| r.contains("failed compile")), "{variants:#?}");
+    // The restarted workers went on timing configs.
+    assert!(rows.iter().filter(|r| r.contains("x |") && !r.contains("proposed")).count() > 10, "{rows:#?}");
+}
+
+#[test]
+fn kill_9_mid_tuning_then_resume_loses_nothing_on_the_gpu() {
+    require_gpu!();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let mut args = vec!["tune", "--impl", "mma", "--gpus", "0", "--generations", "50"];
+    args.extend(TUNE_SHAPES);
+    let child = tune_command(cache, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    kill_when_stored(child, || tune_rows(cache).len(), 12, Duration::from_secs(240));
+    let before = tune_rows(cache);
+    let mut resume = args.clone();
+    resume.splice(5..7, ["--generations", "2", "--resume"]);
+    let out = tune_command(cache, &resume).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_resumed(&before, &tune_rows(cache));
 }

@@ -31,31 +31,31 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 
 /// The `wgmma` default for a head dim (sm_90a only, so the arch does not enter).
 ///
-/// Two consumer warpgroups (128 rows) everywhere: each K/V tile brought in by TMA is used by
-/// twice the rows, and while one warpgroup does softmax the other's `wgmma` can run. Two
-/// stages: one tile in flight while one is computed, which is what a loop without a producer
-/// warp can use; more stages only cost shared memory until loads are warp-specialised.
-/// - D=64: 128-key tiles. Per thread S is 64 fp32 registers and O 32, far from the cap;
-///   shared memory 81 KiB.
-/// - D=128: 128-key tiles, the FlashAttention-3 tile for this head dim: S 64 + O 64
-///   registers; 161 KiB of shared memory.
-/// - D=256: O alone is 128 registers a thread, so 64-key tiles (S 32 registers); 193 KiB of
-///   shared memory, where 128-key tiles would need 321 KiB.
-///
-/// Loads by TMA: measured on the H100 (2026-11-22, graph mode, bf16 hd128) 545 against 282
-/// TFLOP/s at S=4096 and 566 against 294 at S=16k for `cp_async`, correct on the same checks:
-/// the consumers no longer spend their issue slots on addresses and `cp.async`.
+/// The warp-specialised pipeline with every switch on: a producer warpgroup issuing TMA loads
+/// into separate K and V rings (two stages), two consumer warpgroups (128 query rows) that
+/// overlap each block's softmax with the GEMMs and take turns at the tensor cores (ping-pong),
+/// persistent blocks. Measured on the H100 (2026-11-22, graph mode, bf16, same runs as cuDNN;
+/// docs/perf-log.md, "wgmma step 3"): at hd128 S=16k, 545 TFLOP/s with step 2's loop, 588
+/// with the producer warpgroup, 604 with overlap, 672 with ping-pong; persistent blocks add
+/// 5-15% at S <= 1k where every tile is short.
+/// - D=64: 176-key tiles (S 88 registers, O 32): 472 against 463 TFLOP/s for 128 at 16k.
+/// - D=128: 176-key tiles, as FlashAttention-3: 688 against 666 for 128 at 16k (S 88 + P 44
+///   + O 64 registers of the consumers' 240); shared memory 208 KiB.
+/// - D=256: 80-key tiles (O alone is 128 registers): 724 against 667 for 64 at 16k; 224 KiB.
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
-    let block_n = if head_dim <= 128 { 128 } else { 64 };
+    let block_n = match head_dim {
+        d if d <= 128 => 176,
+        _ => 80,
+    };
     WgmmaConfig {
         block_n,
         stages: 2,
         consumer_warpgroups: 2,
         loads: WgmmaLoads::Tma,
-        warp_specialized: false,
-        overlap: false,
-        pingpong: false,
-        persistent: false,
+        warp_specialized: true,
+        overlap: true,
+        pingpong: true,
+        persistent: true,
     }
 }
 

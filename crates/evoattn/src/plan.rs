@@ -54,9 +54,13 @@ pub struct Plan {
     pub arch: Arch,
 }
 
-/// Fewest keys for which `auto` splits them: below this a block's whole loop is a few tiles,
-/// and the partial writes and the combine cost about what the extra blocks save.
-pub const SPLITKV_MIN_KEYS: usize = 512;
+/// Fewest keys for which `auto` splits them. Measured on the H100 (2026-11-22, `bench/results/
+/// 2026-11-22-issue5-*`): at Sk <= 8k `splitkv` lost to cuDNN and FlashAttention-2 on every
+/// decode shape, and at the seed shapes (Sk = 512) it took 30-48 µs where `wgmma` takes 12-23.
+pub const SPLITKV_MIN_KEYS: usize = 16384;
+/// Most query rows per KV head (Sq x GQA group) for which `auto` splits the keys: decoding.
+/// Past this the whole-row kernel's tiles are full and it has blocks enough.
+pub const SPLITKV_MAX_PACKED_ROWS: usize = 64;
 /// Resident blocks per SM the planner's split count aims for: two, so that one block's loads
 /// are in flight while the other computes or combines.
 pub const SPLITKV_BLOCKS_PER_SM: usize = 2;
@@ -66,18 +70,17 @@ pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
 
 /// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs.
 ///
-/// - `splitkv` when the whole-row kernel would launch fewer blocks than there are SMs and Sk
-///   is at least [`SPLITKV_MIN_KEYS`]: then most SMs would idle for the whole run (decoding,
-///   Sq = 1..16, has one or two blocks per head), while splitting the keys across blocks
-///   fills them at the price of one float32 partial per row and split. GQA groups are packed
-///   into its rows, so decoding also fills the MMA rows.
+/// - `splitkv` when the whole-row kernel would launch fewer blocks than there are SMs, the
+///   problem is decoding (at most [`SPLITKV_MAX_PACKED_ROWS`] query rows per KV head) and Sk
+///   is at least [`SPLITKV_MIN_KEYS`]: then most SMs would idle for the whole run, while
+///   splitting the keys across blocks fills them at the price of one float32 partial per row
+///   and split. GQA groups are packed into its rows, so decoding also fills the MMA rows.
 /// - otherwise `wgmma` on Hopper (sm_90a), `mma` elsewhere. On the H100 `wgmma` was faster
 ///   than `mma` on every one of ANCHORS.md's 36 fa3-grid shapes and 10 seed shapes already
 ///   with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
 ///   2026-11-22-*`), and TMA loads doubled it.
 ///
-/// `reference` is never chosen automatically: it is the oracle. The splitkv thresholds are
-/// first estimates, to be replaced by the decode and seed measurements.
+/// `reference` is never chosen automatically: it is the oracle.
 pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
     let whole_rows = if Impl::Wgmma.archs().contains(&arch) { Impl::Wgmma } else { Impl::Mma };
     let spec = KernelSpec {
@@ -86,7 +89,8 @@ pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
         head_dim: problem.shape.d,
     };
     let blocks: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
-    if blocks < sm_count as usize && problem.shape.sk >= SPLITKV_MIN_KEYS {
+    let packed_rows = problem.shape.sq * problem.shape.group();
+    if blocks < sm_count as usize && packed_rows <= SPLITKV_MAX_PACKED_ROWS && problem.shape.sk >= SPLITKV_MIN_KEYS {
         Impl::Splitkv
     } else {
         whole_rows
@@ -123,6 +127,71 @@ pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, choice: ImplChoice, co
         _ => crate::defaults::config(imp, arch, problem.shape.d),
     };
     Plan { spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d }, arch }
+}
+
+// ---- tuned configurations (issue 6) ----
+
+/// Configurations found by tuning. The library never reads a store itself (no SQLite here):
+/// the caller passes one in, e.g. the CLI's tuner store keyed by GPU and problem bucket.
+pub trait ConfigSource {
+    /// The best known config of `imp` for `problem` on this GPU, if one was tuned.
+    fn tuned(&self, problem: &Problem, imp: Impl) -> Option<KernelConfig>;
+}
+
+/// No tuned configurations: the planner's defaults.
+pub struct Untuned;
+
+impl ConfigSource for Untuned {
+    fn tuned(&self, _: &Problem, _: Impl) -> Option<KernelConfig> {
+        None
+    }
+}
+
+/// Where a plan's configuration came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigOrigin {
+    /// Levers given by the caller (`--config`).
+    Requested,
+    /// The tuned store's best for this GPU and problem bucket.
+    Tuned,
+    /// The hand-written default (`defaults.rs`).
+    Default,
+}
+
+impl ConfigOrigin {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigOrigin::Requested => "requested",
+            ConfigOrigin::Tuned => "tuned store",
+            ConfigOrigin::Default => "default",
+        }
+    }
+}
+
+/// As [`plan`], but without lever overrides a tuned config of the chosen kernel replaces the
+/// default when `source` has one that is valid on `arch`.
+pub fn plan_with(
+    problem: &Problem,
+    arch: Arch,
+    sm_count: u32,
+    choice: ImplChoice,
+    config: Option<KernelConfig>,
+    source: &dyn ConfigSource,
+) -> (Plan, ConfigOrigin) {
+    let planned = plan(problem, arch, sm_count, choice, config);
+    if config.is_some_and(|c| c == planned.spec.config) {
+        return (planned, ConfigOrigin::Requested);
+    }
+    match source.tuned(problem, planned.spec.imp()) {
+        Some(tuned) if tuned.imp() == planned.spec.imp() => {
+            let spec = KernelSpec { config: tuned, ..planned.spec };
+            match spec.validate(arch) {
+                Ok(()) => (Plan { spec, arch }, ConfigOrigin::Tuned),
+                Err(_) => (planned, ConfigOrigin::Default),
+            }
+        }
+        _ => (planned, ConfigOrigin::Default),
+    }
 }
 
 #[cfg(test)]
@@ -165,20 +234,23 @@ mod tests {
 
     #[test]
     fn auto_splits_the_keys_when_the_grid_cannot_fill_the_gpu() {
-        // Decoding: 1 query, 32 heads, 8k keys: wgmma would launch 32 blocks on 132 SMs.
-        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS), Impl::Splitkv);
-        assert_eq!(choose_impl(&decode(8, 32, 32, 4, 1024), Arch::Sm80, 108), Impl::Mma);
+        // Decoding: 1 query, 32 heads (8 per KV head), 32k keys: wgmma would launch 32 blocks
+        // on 132 SMs.
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        assert_eq!(choose_impl(&decode(8, 32, 32, 4, 32768), Arch::Sm80, 108), Impl::Mma);
         // B=4 x H=32 = 128 blocks < 132: still split.
-        assert_eq!(choose_impl(&decode(4, 32, 32, 1, 1024), Arch::Sm90a, H100_SMS), Impl::Splitkv);
-        // Too few keys to split: the whole-row kernel.
-        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 256), Arch::Sm90a, H100_SMS), Impl::Wgmma);
-        // The seed shape B=1, H=8, S=512: 32 blocks of 128 rows; 512 keys is enough.
+        assert_eq!(choose_impl(&decode(4, 32, 32, 1, 16384), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        // Too few keys to split (measured: splitkv lost at 8k): the whole-row kernel.
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        // Not decoding: 128 query rows per KV head.
+        assert_eq!(choose_impl(&decode(1, 32, 32, 128, 32768), Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        // The seed shape B=1, H=8, S=512: 32 blocks, but 512 queries and keys: whole rows.
         let seed = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
-        assert_eq!(choose_impl(&seed, Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        assert_eq!(choose_impl(&seed, Arch::Sm90a, H100_SMS), Impl::Wgmma);
         // A full grid (16 x 16 heads x 16 tiles) never splits.
         let full = Problem::dense(Shape::new(16, 16, 2048, 64), Dtype::F16, Layout::Bhsd);
         assert_eq!(choose_impl(&full, Arch::Sm90a, H100_SMS), Impl::Wgmma);
-        let plan = plan(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS, ImplChoice::Auto, None);
+        let plan = plan(&decode(1, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS, ImplChoice::Auto, None);
         assert_eq!(plan.spec.config, crate::defaults::config(Impl::Splitkv, Arch::Sm90a, 128));
     }
 
@@ -203,5 +275,38 @@ mod tests {
         assert_eq!(splits(&decode(1, 32, 4, 1, 100), &three, H100_SMS), 2);
         let many = SplitkvConfig { splits: 1000, ..cfg };
         assert_eq!(splits(&decode(1, 1, 1, 1, 1 << 20), &many, H100_SMS), SplitkvConfig::MAX_SPLITS as usize);
+    }
+
+    struct Fixed(KernelConfig);
+
+    impl ConfigSource for Fixed {
+        fn tuned(&self, _: &Problem, imp: Impl) -> Option<KernelConfig> {
+            (self.0.imp() == imp).then_some(self.0)
+        }
+    }
+
+    #[test]
+    fn tuned_configs_replace_defaults_but_not_requested_levers() {
+        let p = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        let tuned = crate::config::KernelConfig::Mma(crate::config::MmaConfig {
+            block_m: 64,
+            block_n: 128,
+            stages: 2,
+            q_in_regs: false,
+        });
+        let mma = ImplChoice::Fixed(Impl::Mma);
+        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, ImplChoice::Auto, None, &Fixed(tuned));
+        assert_eq!((got.spec.config, origin), (tuned, ConfigOrigin::Tuned));
+        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, mma, None, &Untuned);
+        assert_eq!(
+            (got.spec.config, origin),
+            (crate::defaults::config(Impl::Mma, Arch::Sm80, 64), ConfigOrigin::Default)
+        );
+        let asked = crate::defaults::config(Impl::Mma, Arch::Sm80, 128);
+        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, mma, Some(asked), &Fixed(tuned));
+        assert_eq!((got.spec.config, origin), (asked, ConfigOrigin::Requested));
+        // A tuned mma config does not apply where auto picks wgmma.
+        let (got, origin) = plan_with(&p, Arch::Sm90a, H100_SMS, ImplChoice::Auto, None, &Fixed(tuned));
+        assert_eq!((got.spec.imp(), origin), (Impl::Wgmma, ConfigOrigin::Default));
     }
 }

@@ -10,6 +10,7 @@ use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 /// Elites kept per generation: few enough that mutations concentrate near the best, more than
 /// one so a single lucky timing does not steer the whole search.
@@ -71,31 +72,97 @@ impl Evaluation {
     }
 }
 
-/// The GPU side of the tuner, one method per gate.
+impl Evaluation {
+    /// A failure at `gate` with its error text.
+    pub fn failed(gate: Gate, error: impl Into<String>) -> Self {
+        Evaluation { failure: Some((gate, error.into())), medians_us: Vec::new() }
+    }
+}
+
+/// What is evaluated: a config of the kernel's embedded source, or a whole source variant
+/// (from the proposer) compiled with the config's defines.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Child {
+    pub spec: KernelSpec,
+    pub source: Option<String>,
+}
+
+impl Child {
+    pub fn of(spec: KernelSpec) -> Self {
+        Child { spec, source: None }
+    }
+
+    /// The spec's name, marked when the source is a variant.
+    pub fn name(&self) -> String {
+        match self.source {
+            Some(_) => format!("{} [proposed source]", self.spec.name()),
+            None => self.spec.name(),
+        }
+    }
+}
+
+/// How candidates are evaluated: a generation at a time, so an evaluator may spread it over
+/// GPUs. Anything with the four [`Gates`] is one, evaluating in order.
 pub trait Evaluator {
-    fn compile(&mut self, spec: &KernelSpec) -> Result<(), String>;
+    /// Evaluates a generation, calling `done(i, evaluation)` as each child completes (in any
+    /// order) so the caller can store it at once.
+    fn evaluate_batch(&mut self, children: &[Child], shapes: &[Shape], done: &mut dyn FnMut(usize, Evaluation));
+}
+
+impl<T: Gates> Evaluator for T {
+    fn evaluate_batch(&mut self, children: &[Child], shapes: &[Shape], done: &mut dyn FnMut(usize, Evaluation)) {
+        for (i, child) in children.iter().enumerate() {
+            let eval = self.evaluate(child, shapes);
+            done(i, eval);
+        }
+    }
+}
+
+/// The gates one child passes, one method each.
+pub trait Gates {
+    fn compile(&mut self, child: &Child) -> Result<(), String>;
     /// Registers, spills and occupancy within bounds.
-    fn resources(&mut self, spec: &KernelSpec) -> Result<(), String>;
-    fn correctness(&mut self, spec: &KernelSpec, shapes: &[Shape]) -> Result<(), String>;
+    fn resources(&mut self, child: &Child) -> Result<(), String>;
+    fn correctness(&mut self, child: &Child, shapes: &[Shape]) -> Result<(), String>;
     /// Median µs per shape.
-    fn timing(&mut self, spec: &KernelSpec, shapes: &[Shape]) -> Result<Vec<f64>, String>;
+    fn timing(&mut self, child: &Child, shapes: &[Shape]) -> Result<Vec<f64>, String>;
 
     /// Runs the gates in order, stopping at the first failure.
-    fn evaluate(&mut self, spec: &KernelSpec, shapes: &[Shape]) -> Evaluation {
-        let fail = |gate, e| Evaluation { failure: Some((gate, e)), medians_us: Vec::new() };
-        if let Err(e) = self.compile(spec) {
-            return fail(Gate::Compile, e);
+    fn evaluate(&mut self, child: &Child, shapes: &[Shape]) -> Evaluation {
+        if let Err(e) = self.compile(child) {
+            return Evaluation::failed(Gate::Compile, e);
         }
-        if let Err(e) = self.resources(spec) {
-            return fail(Gate::Resources, e);
+        if let Err(e) = self.resources(child) {
+            return Evaluation::failed(Gate::Resources, e);
         }
-        if let Err(e) = self.correctness(spec, shapes) {
-            return fail(Gate::Correctness, e);
+        if let Err(e) = self.correctness(child, shapes) {
+            return Evaluation::failed(Gate::Correctness, e);
         }
-        match self.timing(spec, shapes) {
+        match self.timing(child, shapes) {
             Ok(medians_us) => Evaluation { failure: None, medians_us },
-            Err(e) => fail(Gate::Timing, e),
+            Err(e) => Evaluation::failed(Gate::Timing, e),
         }
+    }
+}
+
+/// What the proposer hook may add to a generation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Proposal {
+    Config(KernelConfig),
+    /// A whole kernel source, compiled with the best elite's defines.
+    Source(String),
+}
+
+/// The loop's side channels: outside proposals and progress. Every method has a no-op default.
+pub trait Hooks {
+    /// Extra children for generation `generation`, given the elites (best first).
+    fn propose(&mut self, generation: usize, elites: &[Candidate]) -> Vec<Proposal> {
+        let _ = (generation, elites);
+        Vec::new()
+    }
+    /// Called when a generation starts (0-based) and once more when the loop ends.
+    fn generation(&mut self, generation: usize, elites: &[Candidate]) {
+        let _ = (generation, elites);
     }
 }
 
@@ -125,6 +192,10 @@ pub struct Params {
     pub arch: Arch,
     pub generations: usize,
     pub seed: u64,
+    /// Elites kept per generation.
+    pub elites: usize,
+    /// No generation starts after this instant (`--budget`).
+    pub deadline: Option<Instant>,
 }
 
 /// What a run found.
@@ -134,33 +205,40 @@ pub struct Outcome {
     pub elites: Vec<Candidate>,
     /// Evaluations run by this call (stored ones reused are not counted).
     pub evaluated: usize,
+    /// Generations run.
+    pub generations: usize,
+    /// The baseline's median per shape, what every fitness is relative to.
+    pub baseline_us: Vec<f64>,
 }
 
 /// Runs the loop from `baseline` (the planner's choice). `known` holds evaluations already
-/// stored (resume): their configs are not evaluated again. `record` sees every new evaluation
-/// with its fitness (`None` when a gate failed) and whether it was discarded.
+/// stored (resume): their configs are not evaluated again. `record` sees every new evaluation,
+/// as it completes, with its fitness (`None` when a gate failed) and whether it was discarded.
 pub fn evolve(
     evaluator: &mut impl Evaluator,
     baseline: KernelSpec,
     shapes: &[Shape],
     params: &Params,
     known: &HashMap<KernelConfig, Evaluation>,
-    mut record: impl FnMut(&KernelSpec, &Evaluation, Option<f64>, bool),
+    hooks: &mut dyn Hooks,
+    mut record: impl FnMut(&Child, &Evaluation, Option<f64>, bool),
 ) -> Result<Outcome, String> {
     let mut rng = SmallRng::seed_from_u64(params.seed);
     let mut evaluated = 0;
-    let mut run = |spec: &KernelSpec| -> Evaluation {
-        known.get(&spec.config).cloned().unwrap_or_else(|| {
+    let base_child = Child::of(baseline);
+    let base_eval = match known.get(&baseline.config) {
+        Some(eval) => eval.clone(),
+        None => {
+            let mut eval = None;
+            evaluator.evaluate_batch(std::slice::from_ref(&base_child), shapes, &mut |_, e| eval = Some(e));
             evaluated += 1;
-            evaluator.evaluate(spec, shapes)
-        })
+            let eval = eval.ok_or("the evaluator returned no result for the baseline")?;
+            record(&base_child, &eval, eval.failure.is_none().then_some(1.0), false);
+            eval
+        }
     };
-    let base_eval = run(&baseline);
     if let Some((gate, e)) = &base_eval.failure {
         return Err(format!("baseline {} failed the {} gate: {e}", baseline.name(), gate.name()));
-    }
-    if !known.contains_key(&baseline.config) {
-        record(&baseline, &base_eval, Some(1.0), false);
     }
     let base_us = base_eval.medians_us;
     let mut elites = vec![Candidate { spec: baseline, medians_us: base_us.clone(), fitness: 1.0 }];
@@ -181,8 +259,13 @@ pub fn evolve(
             });
         }
     }
-    sort_best_first(&mut elites);
-    for _ in 0..params.generations {
+    sort_best_first(&mut elites, params.elites);
+    let mut generations = 0;
+    for generation in 0..params.generations {
+        if params.deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        hooks.generation(generation, &elites);
         let mut children = Vec::new();
         for i in 0..CHILDREN + RESTARTS {
             let draw = (0..MAX_DRAWS).find_map(|_| {
@@ -197,35 +280,60 @@ pub fn evolve(
             });
             if let Some(spec) = draw {
                 seen.insert(spec.config);
-                children.push(spec);
+                children.push(Child::of(spec));
+            }
+        }
+        for proposal in hooks.propose(generation, &elites) {
+            match proposal {
+                Proposal::Config(config) => {
+                    let spec = KernelSpec { config, ..baseline };
+                    if config.imp() == imp && seen.insert(config) && spec.validate(params.arch).is_ok() {
+                        children.push(Child::of(spec));
+                    }
+                }
+                Proposal::Source(text) => children.push(Child { spec: elites[0].spec, source: Some(text) }),
             }
         }
         if children.is_empty() {
             break; // the valid space is exhausted
         }
-        for spec in children {
-            let is_new = !known.contains_key(&spec.config);
-            let eval = run(&spec);
-            let kept = eval.failure.is_none().then(|| {
-                let f = fitness(&base_us, &eval.medians_us);
-                (f, discarded(&base_us, &eval.medians_us))
-            });
-            if is_new {
-                record(&spec, &eval, kept.map(|k| k.0), kept.is_some_and(|k| k.1));
-            }
-            if let Some((fitness, false)) = kept {
-                elites.push(Candidate { spec, medians_us: eval.medians_us, fitness });
+        generations += 1;
+        // Stored evaluations of a resumed run are reused, not measured again.
+        let (reused, fresh): (Vec<Child>, Vec<Child>) =
+            children.into_iter().partition(|c| c.source.is_none() && known.contains_key(&c.spec.config));
+        let mut results: Vec<(Child, Evaluation)> =
+            reused.into_iter().map(|c| (c.clone(), known[&c.spec.config].clone())).collect();
+        evaluated += fresh.len();
+        evaluator.evaluate_batch(&fresh, shapes, &mut |i, eval| {
+            let (fitness, dropped) = score(&base_us, &eval);
+            record(&fresh[i], &eval, fitness, dropped);
+            results.push((fresh[i].clone(), eval));
+        });
+        for (child, eval) in results {
+            // Variants are data, not parents: a one-lever mutation of one would drop its source.
+            let (fitness, dropped) = score(&base_us, &eval);
+            if let (Some(fitness), false, None) = (fitness, dropped, &child.source) {
+                elites.push(Candidate { spec: child.spec, medians_us: eval.medians_us, fitness });
             }
         }
-        sort_best_first(&mut elites);
+        sort_best_first(&mut elites, params.elites);
     }
-    Ok(Outcome { elites, evaluated })
+    hooks.generation(generations, &elites);
+    Ok(Outcome { elites, evaluated, generations, baseline_us: base_us })
 }
 
-/// Best first, ties by name so runs are reproducible; keeps the top [`ELITES`].
-fn sort_best_first(elites: &mut Vec<Candidate>) {
+/// Fitness of an evaluation (`None` when a gate failed) and whether the discard rule drops it.
+fn score(base_us: &[f64], eval: &Evaluation) -> (Option<f64>, bool) {
+    match eval.failure {
+        Some(_) => (None, false),
+        None => (Some(fitness(base_us, &eval.medians_us)), discarded(base_us, &eval.medians_us)),
+    }
+}
+
+/// Best first, ties by name so runs are reproducible; keeps the top `keep`.
+fn sort_best_first(elites: &mut Vec<Candidate>, keep: usize) {
     elites.sort_by(|a, b| b.fitness.total_cmp(&a.fitness).then_with(|| a.spec.name().cmp(&b.spec.name())));
-    elites.truncate(ELITES);
+    elites.truncate(keep.max(1));
 }
 
 #[cfg(test)]
@@ -256,6 +364,12 @@ pub(crate) mod tests {
         }
     }
 
+    const VARIANT_SPEEDUP: f64 = 10.0;
+
+    /// The mock's optimum, with every pipeline switch off.
+    const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
+    const PIPELINE_OFF: &str = "warp_specialized=0,overlap=0,pingpong=0,persistent=0";
+
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
         let mut t = 100.0;
@@ -263,23 +377,28 @@ pub(crate) mod tests {
         t += (c.stages as f64 - 3.0).abs() * 15.0;
         t += if c.consumer_warpgroups == 2 { 0.0 } else { 30.0 };
         t += if c.loads == WgmmaLoads::Tma { 0.0 } else { 40.0 };
+        // Each pipeline switch costs more than the 10% discard margin, so the optimum is unique
+        // (all off) and every neighbour of it is discarded.
+        t += 15.0 * [c.warp_specialized, c.overlap, c.pingpong, c.persistent].iter().filter(|on| **on).count() as f64;
         t
     }
 
-    impl Evaluator for Mock {
-        fn compile(&mut self, spec: &KernelSpec) -> Result<(), String> {
-            self.calls.push(spec.config);
+    impl Gates for Mock {
+        fn compile(&mut self, child: &Child) -> Result<(), String> {
+            self.calls.push(child.spec.config);
             self.gate(Gate::Compile)
         }
-        fn resources(&mut self, _: &KernelSpec) -> Result<(), String> {
+        fn resources(&mut self, _: &Child) -> Result<(), String> {
             self.gate(Gate::Resources)
         }
-        fn correctness(&mut self, _: &KernelSpec, _: &[Shape]) -> Result<(), String> {
+        fn correctness(&mut self, _: &Child, _: &[Shape]) -> Result<(), String> {
             self.gate(Gate::Correctness)
         }
-        fn timing(&mut self, spec: &KernelSpec, shapes: &[Shape]) -> Result<Vec<f64>, String> {
+        fn timing(&mut self, child: &Child, shapes: &[Shape]) -> Result<Vec<f64>, String> {
             self.gate(Gate::Timing)?;
-            Ok(shapes.iter().map(|s| cost(spec.config) * s.sq as f64 / 1024.0).collect())
+            // A proposed source is 10x faster than its config: it would top any population.
+            let variant = if child.source.is_some() { VARIANT_SPEEDUP.recip() } else { 1.0 };
+            Ok(shapes.iter().map(|s| variant * cost(child.spec.config) * s.sq as f64 / 1024.0).collect())
         }
     }
 
@@ -297,12 +416,17 @@ pub(crate) mod tests {
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
     }
 
+    /// No proposer, no progress display.
+    pub(crate) struct NoHooks;
+
+    impl Hooks for NoHooks {}
+
     pub(crate) fn shapes() -> Vec<Shape> {
         vec![Shape::new(1, 8, 1024, 64), Shape::new(1, 8, 4096, 64)]
     }
 
     pub(crate) fn params() -> Params {
-        Params { arch: Arch::Sm90a, generations: 8, seed: 42 }
+        Params { arch: Arch::Sm90a, generations: 8, seed: 42, elites: ELITES, deadline: None }
     }
 
     #[test]
@@ -326,13 +450,13 @@ pub(crate) mod tests {
         for (i, gate) in Gate::ALL.into_iter().enumerate() {
             let mut mock = Mock::new();
             mock.fail_at = Some(gate);
-            let eval = mock.evaluate(&baseline(), &shapes());
+            let eval = mock.evaluate(&Child::of(baseline()), &shapes());
             assert_eq!(eval.failure, Some((gate, format!("{} failed", gate.name()))));
             assert_eq!(mock.gates_run, Gate::ALL[..=i]);
             assert_eq!(eval.passed(), &Gate::ALL[..i]);
             assert!(eval.medians_us.is_empty());
         }
-        let eval = Mock::new().evaluate(&baseline(), &shapes());
+        let eval = Mock::new().evaluate(&Child::of(baseline()), &shapes());
         assert_eq!(eval.passed(), &Gate::ALL);
         assert_eq!(eval.medians_us.len(), 2);
     }
@@ -341,32 +465,37 @@ pub(crate) mod tests {
     fn finds_the_optimum_in_a_few_generations_reproducibly() {
         let mut mock = Mock::new();
         let mut recorded = 0;
-        let out =
-            evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), |_, _, _, _| recorded += 1).unwrap();
+        let out = evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {
+            recorded += 1
+        })
+        .unwrap();
         let best = out.elites[0].spec.config;
-        assert_eq!(best.to_string(), "block_n=128,stages=3,consumer_warpgroups=2,loads=tma");
+        assert_eq!(best.to_string(), format!("{OPTIMUM},{PIPELINE_OFF}"));
         assert!((out.elites[0].fitness - cost(baseline().config) / 100.0).abs() < 1e-9);
         assert_eq!(out.evaluated, mock.calls.len());
         assert_eq!(recorded, out.evaluated);
-        // Far fewer than the whole space (64 configs).
+        // Far fewer than the whole space.
         assert!(out.evaluated < KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len());
         // No config is evaluated twice, and invalid ones never reach the compiler.
         let unique: HashSet<_> = mock.calls.iter().collect();
         assert_eq!(unique.len(), mock.calls.len());
         let again =
-            evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), |_, _, _, _| {}).unwrap();
+            evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
+                .unwrap();
         assert_eq!(again.elites, out.elites);
     }
 
     #[test]
     fn elitism_keeps_the_top_k_best_first() {
-        let out = evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), |_, _, _, _| {}).unwrap();
+        let out =
+            evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
+                .unwrap();
         assert_eq!(out.elites.len(), ELITES);
         assert!(out.elites.windows(2).all(|w| w[0].fitness >= w[1].fitness));
         // The elites are the K fastest configs evaluated.
         let mut all: Vec<f64> = Vec::new();
         let mut mock = Mock::new();
-        evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), |_, _, f, d| {
+        evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, f, d| {
             if !d {
                 all.extend(f)
             }
@@ -381,14 +510,64 @@ pub(crate) mod tests {
     fn discarded_children_do_not_become_elites() {
         // Every child is slower on both shapes than the (optimal) baseline.
         let mut best = baseline();
-        best.config = space::parse(Impl::Wgmma, "block_n=128,stages=3,consumer_warpgroups=2,loads=tma").unwrap();
+        best.config = space::parse(Impl::Wgmma, OPTIMUM).unwrap();
         let mut discards = 0;
-        let out = evolve(&mut Mock::new(), best, &shapes(), &params(), &HashMap::new(), |_, _, _, d| {
+        let out = evolve(&mut Mock::new(), best, &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, d| {
             discards += usize::from(d)
         })
         .unwrap();
         assert!(discards > 0);
         assert_eq!(out.elites.len(), 1);
         assert_eq!(out.elites[0].spec, best);
+    }
+
+    struct Scripted {
+        proposals: Vec<Proposal>,
+        generations: Vec<usize>,
+    }
+
+    impl Hooks for Scripted {
+        fn propose(&mut self, generation: usize, _: &[Candidate]) -> Vec<Proposal> {
+            if generation == 0 {
+                std::mem::take(&mut self.proposals)
+            } else {
+                Vec::new()
+            }
+        }
+        fn generation(&mut self, generation: usize, _: &[Candidate]) {
+            self.generations.push(generation);
+        }
+    }
+
+    #[test]
+    fn proposals_go_through_the_gates_and_sources_never_become_parents() {
+        let optimum = space::parse(Impl::Wgmma, "block_n=128,stages=3,consumer_warpgroups=2,loads=tma").unwrap();
+        let proposals = vec![Proposal::Config(optimum), Proposal::Source("// a variant".into())];
+        let mut hooks = Scripted { proposals, generations: Vec::new() };
+        let mut mock = Mock::new();
+        let mut sources = Vec::new();
+        let p = Params { generations: 2, ..params() };
+        let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut hooks, |child, _, fitness, _| {
+            if child.source.is_some() {
+                sources.push(fitness)
+            }
+        })
+        .unwrap();
+        assert_eq!(out.elites[0].spec.config, optimum, "the proposed optimum is kept");
+        // The variant was timed (with the best elite's defines, the baseline's here) and is the
+        // fastest of all, yet no elite: children of it would lose its source.
+        assert_eq!(sources.len(), 1);
+        assert!((sources[0].unwrap() - VARIANT_SPEEDUP).abs() < 1e-9, "{sources:?}");
+        assert!(out.elites.iter().all(|c| c.fitness < VARIANT_SPEEDUP), "{:?}", out.elites);
+        assert_eq!(hooks.generations, [0, 1, 2]);
+        assert_eq!(out.generations, 2);
+    }
+
+    #[test]
+    fn a_spent_budget_stops_before_the_first_generation() {
+        let p = Params { deadline: Some(Instant::now()), ..params() };
+        let mut mock = Mock::new();
+        let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert_eq!((out.generations, out.evaluated, mock.calls.len()), (0, 1, 1), "the baseline only");
     }
 }

@@ -25,6 +25,10 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("stages", nums(&WgmmaConfig::STAGES)),
             ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
             ("loads", WgmmaLoads::ALL.iter().map(|l| l.name().to_string()).collect()),
+            ("warp_specialized", nums(&[0, 1])),
+            ("overlap", nums(&[0, 1])),
+            ("pingpong", nums(&[0, 1])),
+            ("persistent", nums(&[0, 1])),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),
@@ -104,11 +108,13 @@ mod tests {
     fn random_reaches_the_whole_space_and_parse_round_trips() {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut seen = std::collections::HashSet::new();
-        for _ in 0..2000 {
+        // About n ln n draws reach all n configs; 20 n leaves no realistic chance of a miss.
+        let n = KernelSpec::space(Impl::Wgmma, Dtype::F16, 64).len();
+        for _ in 0..20 * n {
             let c = random(Impl::Wgmma, &mut rng);
             assert_eq!(parse(Impl::Wgmma, &c.to_string()).unwrap(), c);
             seen.insert(c);
         }
-        assert_eq!(seen.len(), KernelSpec::space(Impl::Wgmma, Dtype::F16, 64).len());
+        assert_eq!(seen.len(), n);
     }
 }

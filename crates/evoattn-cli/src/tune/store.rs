@@ -2,7 +2,7 @@
 //! or interrupted run loses nothing, and a new run reads the rows back instead of measuring
 //! again. WAL mode so a `tune --show` can read while a run writes.
 
-use super::evolve::{Evaluation, Gate};
+use super::evolve::{Child, Evaluation, Gate};
 use super::space;
 use anyhow::{Context, Result};
 use evoattn::config::{Impl, KernelConfig, KernelSpec};
@@ -63,14 +63,24 @@ impl Bucket {
 /// The machine a run measures on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Machine {
+    /// GPU name and compute capability: the key rows are stored and looked up under.
     pub gpu: String,
     pub driver: String,
+}
+
+impl Machine {
+    pub fn of(info: &crate::backend::BackendInfo) -> Self {
+        let (major, minor) = info.compute_capability;
+        Machine { gpu: format!("{} (cc {major}.{minor})", info.gpu), driver: info.driver.clone() }
+    }
 }
 
 /// One stored evaluation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub spec: KernelSpec,
+    /// A proposed kernel source; `None` for the embedded source with the config's levers.
+    pub source: Option<String>,
     pub bucket: String,
     pub shapes: Vec<Shape>,
     pub evaluation: Evaluation,
@@ -106,66 +116,91 @@ CREATE TABLE IF NOT EXISTS evaluations (
     error TEXT,
     medians_us TEXT NOT NULL,
     fitness REAL,
-    discarded INTEGER NOT NULL
+    discarded INTEGER NOT NULL,
+    source TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_bucket ON evaluations (gpu, bucket);
 ";
 
 /// What `query` reads after the id; `spec_name` is derived from these, so not read back.
 const COLUMNS: &str = "impl, dtype, head_dim, config, bucket, shapes, failed_gate, error, medians_us, \
-                       fitness, discarded, gpu, driver, version, git_commit";
+                       fitness, discarded, gpu, driver, version, git_commit, source";
 
-/// Shapes as one text, `;`-separated in the command line's syntax: the resume key.
+/// Column added after the first stores were written (proposed sources); older stores get it.
+const SOURCE_COLUMN: &str = "source";
+
+/// A shape in the command line's `B,H,S,D,HKV,SK` syntax (`Shape::parse` reads it back).
+pub fn shape_text(s: &Shape) -> String {
+    format!("{},{},{},{},{},{}", s.b, s.h, s.sq, s.d, s.hkv, s.sk)
+}
+
+/// Shapes as one text, `;`-separated: the resume key.
 fn shapes_text(shapes: &[Shape]) -> String {
-    shapes.iter().map(|s| format!("{},{},{},{},{},{}", s.b, s.h, s.sq, s.d, s.hkv, s.sk)).collect::<Vec<_>>().join(";")
+    shapes.iter().map(shape_text).collect::<Vec<_>>().join(";")
 }
 
 impl Store {
     pub fn open(path: &Path) -> Result<Self> {
-        Ok(Store { conn: crate::db::open(path, SCHEMA)? })
+        let conn = crate::db::open(path, SCHEMA)?;
+        let has_source: bool = conn.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('evaluations') WHERE name = ?1",
+            [SOURCE_COLUMN],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_source {
+            conn.execute_batch(&format!("ALTER TABLE evaluations ADD COLUMN {SOURCE_COLUMN} TEXT"))?;
+        }
+        Ok(Store { conn })
     }
 
-    /// Writes one evaluation (called as each completes).
+    /// Writes one evaluation (called as each completes), once under each bucket of the run's
+    /// shapes: the planner looks configs up per bucket, and a run's shapes may span several.
     #[allow(clippy::too_many_arguments)]
     pub fn insert(
-        &self,
+        &mut self,
         machine: &Machine,
-        bucket: &Bucket,
+        buckets: &[Bucket],
         shapes: &[Shape],
-        spec: &KernelSpec,
+        child: &Child,
         evaluation: &Evaluation,
         fitness: Option<f64>,
         discarded: bool,
     ) -> Result<()> {
+        let spec = &child.spec;
         let passed: Vec<&str> = evaluation.passed().iter().map(|g| g.name()).collect();
         let (failed, error) = match &evaluation.failure {
             Some((gate, e)) => (Some(gate.name()), Some(e.as_str())),
             None => (None, None),
         };
-        self.conn.execute(
-            "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
-             head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            params![
-                machine.gpu,
-                machine.driver,
-                env!("CARGO_PKG_VERSION"),
-                option_env!("EVOATTN_GIT_COMMIT"),
-                bucket.key(),
-                shapes_text(shapes),
-                spec.name(),
-                spec.imp().name(),
-                spec.dtype.name(),
-                spec.head_dim as i64,
-                spec.config.to_string(),
-                passed.join(","),
-                failed,
-                error,
-                serde_json::to_string(&evaluation.medians_us)?,
-                fitness,
-                discarded,
-            ],
-        )?;
+        let tx = self.conn.transaction()?;
+        for bucket in buckets {
+            tx.execute(
+                "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
+             head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded, source) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                params![
+                    machine.gpu,
+                    machine.driver,
+                    env!("CARGO_PKG_VERSION"),
+                    option_env!("EVOATTN_GIT_COMMIT"),
+                    bucket.key(),
+                    shapes_text(shapes),
+                    spec.name(),
+                    spec.imp().name(),
+                    spec.dtype.name(),
+                    spec.head_dim as i64,
+                    spec.config.to_string(),
+                    passed.join(","),
+                    failed,
+                    error,
+                    serde_json::to_string(&evaluation.medians_us)?,
+                    fitness,
+                    discarded,
+                    child.source,
+                ],
+            )?;
+        }
+        tx.commit()?;
         Ok(())
     }
 
@@ -178,7 +213,7 @@ impl Store {
                 (r.get::<_, Option<String>>(7)?, r.get::<_, Option<String>>(8)?, r.get::<_, String>(9)?),
                 (r.get::<_, Option<f64>>(10)?, r.get::<_, bool>(11)?),
                 (r.get::<_, String>(12)?, r.get::<_, String>(13)?, r.get::<_, String>(14)?),
-                r.get::<_, Option<String>>(15)?,
+                (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
             ))
         })?;
         let mut rows = Vec::new();
@@ -189,7 +224,7 @@ impl Store {
                 (failed, error, medians),
                 (fitness, discarded),
                 m,
-                c,
+                (c, source),
             ) = item?;
             let imp = Impl::parse(&imp).with_context(|| format!("stored impl '{imp}'"))?;
             let config: KernelConfig = space::parse(imp, &config).map_err(anyhow::Error::msg)?;
@@ -207,6 +242,7 @@ impl Store {
             };
             rows.push(Row {
                 spec: KernelSpec { config, dtype, head_dim: head_dim as usize },
+                source,
                 bucket,
                 shapes,
                 evaluation: Evaluation { failure, medians_us: serde_json::from_str(&medians)? },
@@ -226,13 +262,27 @@ impl Store {
         self.query(&format!("SELECT id, {COLUMNS} FROM evaluations ORDER BY id"), [])
     }
 
-    /// The fastest kept configuration measured on `gpu` for `bucket`.
-    pub fn best(&self, gpu: &str, bucket: &Bucket) -> Result<Option<Row>> {
+    /// The fastest kept configuration of `imp` measured on `gpu` for `bucket`, never worse
+    /// than its run's baseline (the default then). Proposed sources are excluded: the planner
+    /// can only run the embedded ones.
+    pub fn best(&self, gpu: &str, bucket: &Bucket, imp: Impl) -> Result<Option<Row>> {
         let sql = format!(
-            "SELECT id, {COLUMNS} FROM evaluations WHERE gpu = ?1 AND bucket = ?2 AND failed_gate IS NULL \
-             AND discarded = 0 ORDER BY fitness DESC, id LIMIT 1"
+            "SELECT id, {COLUMNS} FROM evaluations WHERE gpu = ?1 AND bucket = ?2 AND impl = ?3 \
+             AND failed_gate IS NULL AND discarded = 0 AND source IS NULL AND fitness >= 1.0 \
+             ORDER BY fitness DESC, id LIMIT 1"
         );
-        Ok(self.query(&sql, params![gpu, bucket.key()])?.into_iter().next())
+        Ok(self.query(&sql, params![gpu, bucket.key(), imp.name()])?.into_iter().next())
+    }
+
+    /// Buckets with a config `best` would return on `gpu`.
+    pub fn tuned_buckets(&self, gpu: &str) -> Result<usize> {
+        let n: i64 = self.conn.query_row(
+            "SELECT COUNT(DISTINCT bucket) FROM evaluations WHERE gpu = ?1 AND failed_gate IS NULL \
+             AND discarded = 0 AND source IS NULL AND fitness >= 1.0",
+            [gpu],
+            |r| r.get(0),
+        )?;
+        Ok(n as usize)
     }
 
     /// Evaluations already stored for this GPU, bucket and shape set, by config: what a resumed
@@ -246,7 +296,7 @@ impl Store {
     ) -> Result<HashMap<KernelConfig, Evaluation>> {
         let sql = format!(
             "SELECT id, {COLUMNS} FROM evaluations WHERE gpu = ?1 AND bucket = ?2 AND shapes = ?3 AND impl = ?4 \
-             ORDER BY id"
+             AND source IS NULL ORDER BY id"
         );
         let rows = self.query(&sql, params![gpu, bucket.key(), shapes_text(shapes), imp.name()])?;
         Ok(rows.into_iter().map(|r| (r.spec.config, r.evaluation)).collect())
@@ -255,7 +305,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::super::evolve::tests::{baseline, params, shapes, Mock};
+    use super::super::evolve::tests::{baseline, params, shapes, Mock, NoHooks};
     use super::super::evolve::{evolve, Outcome};
     use super::*;
 
@@ -267,11 +317,11 @@ mod tests {
         Bucket::of(&shapes()[1], Dtype::Bf16, Causal::None)
     }
 
-    fn run(store: &Store, mock: &mut Mock, generations: usize) -> Outcome {
+    fn run(store: &mut Store, mock: &mut Mock, generations: usize) -> Outcome {
         let known = store.completed(&machine().gpu, &bucket(), &shapes(), Impl::Wgmma).unwrap();
         let p = super::super::evolve::Params { generations, ..params() };
-        evolve(mock, baseline(), &shapes(), &p, &known, |spec, eval, fitness, discarded| {
-            store.insert(&machine(), &bucket(), &shapes(), spec, eval, fitness, discarded).unwrap()
+        evolve(mock, baseline(), &shapes(), &p, &known, &mut NoHooks, |child, eval, fitness, discarded| {
+            store.insert(&machine(), &[bucket()], &shapes(), child, eval, fitness, discarded).unwrap()
         })
         .unwrap()
     }
@@ -289,35 +339,56 @@ mod tests {
     fn round_trip_best_and_resume_without_re_evaluating() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join(FILE_NAME);
-        let store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         let failing = Evaluation { failure: Some((Gate::Resources, "spills 96 bytes".into())), medians_us: vec![] };
-        store.insert(&machine(), &bucket(), &shapes(), &baseline(), &failing, None, false).unwrap();
+        store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &failing, None, false).unwrap();
+        let variant = Child { spec: baseline(), source: Some("// proposed".into()) };
+        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
+        store.insert(&machine(), &[bucket()], &shapes(), &variant, &timed, Some(9.0), false).unwrap();
         let rows = store.all().unwrap();
-        assert_eq!(rows.len(), 1);
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[1].source.as_deref(), Some("// proposed"));
+        assert_eq!(rows[0].source, None);
         assert_eq!(rows[0].spec, baseline());
         assert_eq!(rows[0].evaluation, failing);
         assert_eq!(rows[0].shapes, shapes());
         assert_eq!(rows[0].version, env!("CARGO_PKG_VERSION"));
-        assert_eq!(store.best(&machine().gpu, &bucket()).unwrap(), None, "failed rows are never best");
+        let best = store.best(&machine().gpu, &bucket(), Impl::Wgmma).unwrap();
+        assert_eq!(best, None, "failed rows and proposed sources are never best");
+        assert!(store.completed(&machine().gpu, &bucket(), &shapes(), Impl::Wgmma).unwrap().len() == 1);
         drop(store);
 
         // A fresh store for the loop: the first run stops early, the resumed one goes on.
         let path = dir.path().join("resume.sqlite");
-        let store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         let mut first = Mock::new();
-        run(&store, &mut first, 2);
+        run(&mut store, &mut first, 2);
         let stored = store.all().unwrap();
         assert_eq!(stored.len(), first.calls.len());
         drop(store);
 
-        let store = Store::open(&path).unwrap();
+        let mut store = Store::open(&path).unwrap();
         let mut second = Mock::new();
-        let out = run(&store, &mut second, params().generations);
+        let out = run(&mut store, &mut second, params().generations);
         assert!(second.calls.iter().all(|c| !first.calls.contains(c)), "a stored config was evaluated again");
         assert_eq!(store.all().unwrap().len(), first.calls.len() + second.calls.len());
-        let best = store.best(&machine().gpu, &bucket()).unwrap().unwrap();
+        let best = store.best(&machine().gpu, &bucket(), Impl::Wgmma).unwrap().unwrap();
         assert_eq!(best.spec.config, out.elites[0].spec.config);
         assert_eq!(best.fitness, Some(out.elites[0].fitness));
-        assert!(store.best("NVIDIA L4", &bucket()).unwrap().is_none());
+        assert!(store.best("NVIDIA L4", &bucket(), Impl::Wgmma).unwrap().is_none());
+        assert!(store.best(&machine().gpu, &bucket(), Impl::Mma).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_store_from_before_proposed_sources_gains_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let old_schema = SCHEMA.replace(",\n    source TEXT", "");
+        assert!(!old_schema.contains("source"));
+        Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
+        let mut store = Store::open(&path).unwrap();
+        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
+        store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &timed, Some(1.0), false).unwrap();
+        assert_eq!(store.all().unwrap()[0].source, None);
     }
 }

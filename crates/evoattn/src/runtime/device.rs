@@ -30,9 +30,8 @@ pub struct Gpu {
 }
 
 impl Gpu {
-    /// Opens GPU `ordinal`. No driver, no GPU, or an unsupported GPU is a typed error with one
-    /// sentence, never a panic from the dynamic loader.
-    pub fn open(ordinal: usize) -> Result<Self> {
+    /// CUDA devices the driver lists; an error when there is no driver or no device.
+    pub fn count() -> Result<usize> {
         // Safety: only tries to dlopen the driver library by its known names; no driver call.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::NoDriver);
@@ -41,7 +40,14 @@ impl Gpu {
         if count <= 0 {
             return Err(Error::NoGpu("the driver lists no CUDA device".into()));
         }
-        if ordinal >= count as usize {
+        Ok(count as usize)
+    }
+
+    /// Opens GPU `ordinal`. No driver, no GPU, or an unsupported GPU is a typed error with one
+    /// sentence, never a panic from the dynamic loader.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        let count = Gpu::count()?;
+        if ordinal >= count {
             return Err(Error::NoGpu(format!("GPU {ordinal} asked for, but only {count} visible")));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| Error::driver("cuCtxCreate", e))?;

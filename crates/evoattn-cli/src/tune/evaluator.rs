@@ -1,0 +1,160 @@
+//! The real evaluator: compile and resource gates in this process, on CPU threads (NVRTC
+//! needs no GPU, and the worker processes then find lever configs in the disk cache), then
+//! correctness and timing in the worker processes, one per GPU, fed from one work queue.
+
+use super::evolve::{Child, Evaluation, Evaluator, Gate};
+use super::pool::Worker;
+use super::protocol::{Request, VariantFile};
+use super::store::shape_text;
+use anyhow::Context;
+use evoattn::kernels::{SourceFile, HEADERS};
+use evoattn::runtime::cache::CubinCache;
+use evoattn::runtime::compile::{compile_parallel, options, CompiledKernel};
+use evoattn::runtime::nvrtc::Nvrtc;
+use evoattn::{Arch, Causal, Shape};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// File name NVRTC reports for a proposed source.
+const VARIANT_SOURCE_NAME: &str = "proposed.cu";
+
+/// Samples per shape and candidate: enough for a stable median (the discard rule's 10% is far
+/// above its spread), few enough that a generation takes seconds.
+pub const TUNE_SAMPLES: usize = 30;
+/// Untimed launches before them.
+pub const TUNE_WARMUP: usize = 3;
+
+pub struct WorkerEvaluator {
+    pub workers: Vec<Worker>,
+    arch: Arch,
+    /// The mask of the problems being tuned.
+    pub causal: Causal,
+    cache: CubinCache,
+    /// Where proposed sources' CUBINs are handed to the workers.
+    dir: PathBuf,
+    next_id: u64,
+}
+
+impl WorkerEvaluator {
+    pub fn new(workers: Vec<Worker>, arch: Arch) -> anyhow::Result<Self> {
+        let cache = CubinCache::open(CubinCache::default_dir())?;
+        let dir = std::env::temp_dir().join(format!("evoattn-tune-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(WorkerEvaluator { workers, arch, causal: Causal::None, cache, dir, next_id: 0 })
+    }
+
+    /// The request for a child that passed the compile and resource gates.
+    fn request(&mut self, child: &Child, compiled: &CompiledKernel, shapes: &[Shape]) -> Result<Request, String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let variant = match &child.source {
+            None => None,
+            Some(source) => {
+                let cubin = self.dir.join(format!("variant-{id}.cubin"));
+                std::fs::write(&cubin, &compiled.cubin).map_err(|e| format!("writing {}: {e}", cubin.display()))?;
+                Some(VariantFile { source: source.clone(), cubin, arch: self.arch.name().to_string() })
+            }
+        };
+        Ok(Request {
+            id,
+            imp: child.spec.imp().name().to_string(),
+            config: child.spec.config.to_string(),
+            dtype: child.spec.dtype.name().to_string(),
+            head_dim: child.spec.head_dim,
+            causal: self.causal.name().to_string(),
+            shapes: shapes.iter().map(shape_text).collect(),
+            warmup: TUNE_WARMUP,
+            samples: TUNE_SAMPLES,
+            variant,
+        })
+    }
+}
+
+impl Drop for WorkerEvaluator {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Compiles a proposed source with the defines of its spec. NVRTC's `SourceFile` holds
+/// `'static` text, so the source is leaked: at most one per generation, a few KiB each.
+fn compile_variant(child: &Child, source: &str, arch: Arch) -> evoattn::Result<CompiledKernel> {
+    let spec = child.spec;
+    let nvrtc = Nvrtc::get()?;
+    let start = std::time::Instant::now();
+    let name = spec.name();
+    let options = options(&spec, arch);
+    let unit = SourceFile { name: VARIANT_SOURCE_NAME, text: Box::leak(source.to_string().into_boxed_str()) };
+    let compiled =
+        nvrtc.compile_cubin(&unit, HEADERS, &name, arch, &options).map_err(|f| evoattn::Error::Compile(Box::new(f)))?;
+    let mut resources =
+        evoattn::runtime::cubin::report(&compiled.cubin, &compiled.log, &name, arch).ok_or_else(|| {
+            evoattn::Error::Unsupported {
+                imp: spec.imp().to_string(),
+                reason: format!(
+                    "the proposed source defines no kernel {name} (the name comes from EVOATTN_KERNEL_NAME)"
+                ),
+            }
+        })?;
+    resources.dynamic_smem_bytes = u32::try_from(spec.dynamic_smem_bytes()).unwrap_or(u32::MAX);
+    Ok(CompiledKernel {
+        spec,
+        arch,
+        cubin: compiled.cubin,
+        resources,
+        log: compiled.log,
+        from_cache: false,
+        elapsed: start.elapsed(),
+    })
+}
+
+impl Evaluator for WorkerEvaluator {
+    fn evaluate_batch(&mut self, children: &[Child], shapes: &[Shape], done: &mut dyn FnMut(usize, Evaluation)) {
+        // Compile gate: lever configs in parallel through the cache, proposed sources after.
+        let jobs: Vec<_> = children.iter().filter(|c| c.source.is_none()).map(|c| (c.spec, self.arch)).collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut levers = compile_parallel(&jobs, Some(&self.cache), threads, || {}).into_iter();
+        let mut queue = Vec::new();
+        for (i, child) in children.iter().enumerate() {
+            let compiled = match &child.source {
+                None => levers.next().expect("one compile per lever child"),
+                Some(source) => compile_variant(child, source, self.arch),
+            };
+            let compiled = match compiled {
+                Ok(c) => c,
+                Err(e) => {
+                    done(i, Evaluation::failed(Gate::Compile, e.to_string()));
+                    continue;
+                }
+            };
+            if let Err(e) = compiled.gate() {
+                done(i, Evaluation::failed(Gate::Resources, e.to_string()));
+                continue;
+            }
+            match self.request(child, &compiled, shapes) {
+                Ok(request) => queue.push((i, request)),
+                Err(e) => done(i, Evaluation::failed(Gate::Correctness, e)),
+            }
+        }
+        // Correctness and timing: every worker takes the next candidate when it is free.
+        let next = AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            for worker in &mut self.workers {
+                let (tx, queue, next) = (tx.clone(), &queue, &next);
+                s.spawn(move || {
+                    while let Some((i, request)) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if tx.send((*i, worker.evaluate(request))).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            // Reported here, on the caller's thread, as each completes: the store writes at once.
+            for (i, eval) in rx {
+                done(i, eval);
+            }
+        });
+    }
+}

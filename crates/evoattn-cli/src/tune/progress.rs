@@ -1,0 +1,91 @@
+//! The tuner's live display: generation, best fitness, evaluations and failures per gate, ETA.
+//! A bar on a terminal; one plain line per generation and per failure otherwise (logs, CI).
+
+use super::evolve::{Candidate, Child, Evaluation, Gate};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::cell::{Cell, RefCell};
+use std::io::IsTerminal;
+
+pub struct Progress {
+    bar: ProgressBar,
+    plain: bool,
+    evaluated: Cell<usize>,
+    discarded: Cell<usize>,
+    /// Failures per gate, in `Gate::ALL` order.
+    failed: RefCell<[usize; Gate::ALL.len()]>,
+    best: Cell<f64>,
+}
+
+impl Progress {
+    pub fn new(generations: usize) -> Self {
+        let plain = !std::io::stderr().is_terminal();
+        let bar = if plain { ProgressBar::hidden() } else { ProgressBar::new(generations as u64) };
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} generation {pos}/{len} {msg} [{elapsed}, eta {eta}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Progress {
+            bar,
+            plain,
+            evaluated: Cell::new(0),
+            discarded: Cell::new(0),
+            failed: RefCell::new([0; Gate::ALL.len()]),
+            best: Cell::new(1.0),
+        }
+    }
+
+    /// Failures per gate, as `compile 1, resources 0, ...`.
+    pub fn failures(&self) -> String {
+        let failed = self.failed.borrow();
+        Gate::ALL.iter().zip(failed.iter()).map(|(g, n)| format!("{} {n}", g.name())).collect::<Vec<_>>().join(", ")
+    }
+
+    fn status(&self) -> String {
+        format!(
+            "best {:.3}x, {} evaluated, {} discarded, failed: {}",
+            self.best.get(),
+            self.evaluated.get(),
+            self.discarded.get(),
+            self.failures()
+        )
+    }
+
+    /// A generation starts (or, past the last, the run ends).
+    pub fn generation(&self, generation: usize, elites: &[Candidate]) {
+        if let Some(best) = elites.first() {
+            self.best.set(best.fitness);
+        }
+        self.bar.set_position(generation as u64);
+        self.bar.set_message(self.status());
+        if self.plain {
+            eprintln!("tune: generation {generation}: {}", self.status());
+        }
+    }
+
+    /// One evaluation completed.
+    pub fn evaluated(&self, child: &Child, eval: &Evaluation, discarded: bool) {
+        self.evaluated.set(self.evaluated.get() + 1);
+        self.discarded.set(self.discarded.get() + usize::from(discarded));
+        if let Some((gate, error)) = &eval.failure {
+            if let Some(i) = Gate::ALL.iter().position(|g| g == gate) {
+                self.failed.borrow_mut()[i] += 1;
+            }
+            let first = error.lines().next().unwrap_or_default();
+            self.say(&format!("tune: {} failed the {} gate: {first}", child.name(), gate.name()));
+        }
+        self.bar.set_message(self.status());
+    }
+
+    /// A line above the bar (or on its own off a terminal).
+    pub fn say(&self, line: &str) {
+        if self.plain {
+            eprintln!("{line}");
+        } else {
+            self.bar.suspend(|| eprintln!("{line}"));
+        }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}

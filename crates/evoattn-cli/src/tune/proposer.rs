@@ -1,0 +1,192 @@
+//! The proposer hook (`--proposer CMD`): each generation, CMD runs under `sh -c` with a
+//! prompt on stdin (I1 the task, I2 the elites' configs and the kernel source, I3 profile
+//! insights when given) and answers on stdout with config lines (`--config` syntax) or one
+//! whole kernel source. What it proposes goes through the same gates as any child; a
+//! proposer that fails or answers nonsense costs a warning, never the run.
+
+use super::evolve::{Candidate, Proposal};
+use super::space;
+use evoattn::kernels::{main_source, HEADERS};
+use evoattn::{Arch, Causal, KernelSpec, Shape};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// A stdout holding this is a kernel source, not config lines.
+const SOURCE_MARKER: &str = "__global__";
+/// Fences around the kernel source in the prompt (a proposer may cut it out between them).
+pub const SOURCE_FENCE_OPEN: &str = "```cuda";
+const SOURCE_FENCE_CLOSE: &str = "```";
+
+/// What the prompt describes besides the elites.
+pub struct Task {
+    pub gpu: String,
+    pub arch: Arch,
+    pub baseline: KernelSpec,
+    pub causal: Causal,
+    pub shapes: Vec<Shape>,
+    /// Profile insights (I3), e.g. `evoattn profile` output saved to a file.
+    pub insights: Option<String>,
+}
+
+pub struct Proposer {
+    command: String,
+    task: Task,
+}
+
+impl Proposer {
+    pub fn new(command: String, task: Task) -> Self {
+        Proposer { command, task }
+    }
+
+    /// The prompt of one generation.
+    pub fn prompt(&self, generation: usize, elites: &[Candidate]) -> String {
+        let t = &self.task;
+        let imp = t.baseline.imp();
+        let shapes: Vec<String> = t.shapes.iter().map(Shape::to_string).collect();
+        let levers: Vec<String> =
+            space::levers(imp).into_iter().map(|(k, values)| format!("{k}: {}", values.join("|"))).collect();
+        let mut p = String::new();
+        p.push_str("# I1: task\n");
+        p.push_str(&format!(
+            "Tune evoattn's `{imp}` attention forward kernel ({} head dim {}, mask {}) on {} ({}), generation {generation}.\n",
+            t.baseline.dtype,
+            t.baseline.head_dim,
+            t.causal.name(),
+            t.gpu,
+            t.arch
+        ));
+        p.push_str(&format!("Shapes (B,H,Sq,D[,Hkv,Sk]): {}\n", shapes.join("; ")));
+        p.push_str(&format!("Levers and their values: {}\n", levers.join("; ")));
+        p.push_str(&format!(
+            "Gates, in order: compile (NVRTC) -> resources (no spills or stack, at most {} bytes of shared memory, \
+             {} registers a thread) -> correctness (fresh random inputs against float64) -> timing.\n",
+            t.arch.max_smem_per_block(),
+            t.arch.max_registers_per_thread()
+        ));
+        p.push_str(&format!(
+            "Fitness: geometric-mean speedup over the planner's choice ({}); slower by more than 10% on two shapes \
+             is discarded.\n",
+            t.baseline.config
+        ));
+        p.push_str(
+            "Answer on stdout with config lines in --config syntax (e.g. block_n=128,stages=2), or with one whole \
+             kernel source that defines `extern \"C\" __global__ void EVOATTN_KERNEL_NAME(const __grid_constant__ \
+             AttnParams p)` and reads the levers from their -D defines as the source below does.\n\n",
+        );
+        p.push_str("# I2: elites (best first)\n");
+        for (i, e) in elites.iter().enumerate() {
+            let medians: Vec<String> = e.medians_us.iter().map(|m| format!("{m:.1}")).collect();
+            p.push_str(&format!(
+                "{}. {} fitness {:.3}x, medians µs [{}]\n",
+                i + 1,
+                e.spec.config,
+                e.fitness,
+                medians.join(", ")
+            ));
+        }
+        let unit = main_source(imp);
+        let headers: Vec<&str> = HEADERS.iter().map(|h| h.name).collect();
+        p.push_str(&format!(
+            "\nEvery elite is this source ({}) compiled with its levers as -D defines; it may #include {}.\n",
+            unit.name,
+            headers.join(", ")
+        ));
+        p.push_str(&format!("{SOURCE_FENCE_OPEN}\n{}\n{SOURCE_FENCE_CLOSE}\n\n", unit.text.trim_end()));
+        p.push_str("# I3: profile insights\n");
+        p.push_str(t.insights.as_deref().unwrap_or("none recorded for this run"));
+        p.push('\n');
+        p
+    }
+
+    /// Runs the command for one generation; proposals, and warnings about what was not one.
+    pub fn propose(&self, generation: usize, elites: &[Candidate]) -> (Vec<Proposal>, Vec<String>) {
+        let output = Command::new("sh")
+            .args(["-c", &self.command])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .and_then(|mut child| {
+                if let Some(mut stdin) = child.stdin.take() {
+                    // A proposer that does not read its prompt closes the pipe early: not an error.
+                    let _ = stdin.write_all(self.prompt(generation, elites).as_bytes());
+                }
+                child.wait_with_output()
+            });
+        match output {
+            Ok(out) if out.status.success() => parse(&String::from_utf8_lossy(&out.stdout), &self.task),
+            Ok(out) => (Vec::new(), vec![format!("proposer `{}` exited with {}", self.command, out.status)]),
+            Err(e) => (Vec::new(), vec![format!("proposer `{}` could not run: {e}", self.command)]),
+        }
+    }
+}
+
+/// A source when stdout holds a kernel, else one config per non-empty line (lever overrides of
+/// the baseline, as `--config` applies them to the default).
+fn parse(stdout: &str, task: &Task) -> (Vec<Proposal>, Vec<String>) {
+    if stdout.contains(SOURCE_MARKER) {
+        return (vec![Proposal::Source(stdout.to_string())], Vec::new());
+    }
+    let mut proposals = Vec::new();
+    let mut warnings = Vec::new();
+    for line in stdout.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        match task.baseline.config.with_overrides(line) {
+            Ok(config) => proposals.push(Proposal::Config(config)),
+            Err(e) => warnings.push(format!("proposer line '{line}': {e}")),
+        }
+    }
+    (proposals, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evoattn::{Dtype, Impl, KernelConfig};
+
+    fn task() -> Task {
+        let config = evoattn::defaults::config(Impl::Mma, Arch::Sm90a, 64);
+        Task {
+            gpu: "NVIDIA H100".into(),
+            arch: Arch::Sm90a,
+            baseline: KernelSpec { config, dtype: Dtype::F16, head_dim: 64 },
+            causal: Causal::None,
+            shapes: vec![Shape::new(1, 8, 1024, 64)],
+            insights: None,
+        }
+    }
+
+    #[test]
+    fn prompt_has_the_three_parts_and_the_source() {
+        let t = task();
+        let elite = Candidate { spec: t.baseline, medians_us: vec![12.5], fitness: 1.0 };
+        let p = Proposer::new("true".into(), t).prompt(3, &[elite]);
+        for part in ["# I1: task", "# I2: elites", "# I3: profile insights", "generation 3", "block_m: 64|128"] {
+            assert!(p.contains(part), "{part} missing from:\n{p}");
+        }
+        assert!(p.contains("1. block_m=128,block_n=64,stages=3,q_in_regs=1 fitness 1.000x, medians µs [12.5]"), "{p}");
+        assert!(p.contains(SOURCE_FENCE_OPEN) && p.contains("EVOATTN_KERNEL_NAME"));
+    }
+
+    #[test]
+    fn parses_configs_sources_and_reports_nonsense() {
+        let t = task();
+        let (got, warnings) = parse("block_n=128\n\n# a comment\nwarp_size=7\n", &t);
+        let want = KernelConfig::Mma(evoattn::MmaConfig { block_m: 128, block_n: 128, stages: 3, q_in_regs: true });
+        assert_eq!(got, [Proposal::Config(want)]);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("'warp_size' is not a lever of mma"), "{warnings:?}");
+        let src = "extern \"C\" __global__ void k() {}\n";
+        assert_eq!(parse(src, &t).0, [Proposal::Source(src.to_string())]);
+    }
+
+    #[test]
+    fn a_failing_command_is_a_warning() {
+        let t = task();
+        let elite = Candidate { spec: t.baseline, medians_us: vec![1.0], fitness: 1.0 };
+        let (got, warnings) = Proposer::new("exit 3".into(), t).propose(0, std::slice::from_ref(&elite));
+        assert!(got.is_empty());
+        assert!(warnings[0].contains("exited with"), "{warnings:?}");
+        let (got, _) = Proposer::new("echo stages=2".into(), task()).propose(0, &[elite]);
+        assert_eq!(got.len(), 1);
+    }
+}

@@ -1,0 +1,58 @@
+//! The JSON-lines protocol between the tuner and its worker processes (`evoattn tune-worker`):
+//! one request per line on the worker's stdin, replies on its stdout. A worker answers
+//! `Ready` once, then for each request a `Gate` line as each gate starts (so a hang or crash
+//! is charged to the right gate) and one `Passed` or `Failed`.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// One candidate to check and time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    pub id: u64,
+    pub imp: String,
+    /// Levers in `--config` syntax.
+    pub config: String,
+    pub dtype: String,
+    pub head_dim: usize,
+    pub causal: String,
+    /// Tuning shapes in `B,H,S,D,HKV,SK` syntax.
+    pub shapes: Vec<String>,
+    pub warmup: usize,
+    pub samples: usize,
+    /// A proposed source, compiled by the tuner: its text and its CUBIN file.
+    pub variant: Option<VariantFile>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct VariantFile {
+    pub source: String,
+    pub cubin: PathBuf,
+    pub arch: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// `gpu` is the store's machine key (name and compute capability).
+    Ready {
+        gpu: String,
+        driver: String,
+        arch: String,
+        /// SMs of the worker's GPU, which the planner needs (split counts, persistent grids).
+        sm_count: u32,
+    },
+    Gate {
+        id: u64,
+        gate: String,
+    },
+    Passed {
+        id: u64,
+        medians_us: Vec<f64>,
+    },
+    Failed {
+        id: u64,
+        gate: String,
+        error: String,
+    },
+}

@@ -1,0 +1,150 @@
+//! `evoattn tune` end to end on the mock backend (EVOATTN_BACKEND=mock): worker processes,
+//! the store, planted faults through a scripted proposer, kill -9 and --resume, and the
+//! planner reading the store. Compiles are real (NVRTC, no GPU); without NVRTC the tests say
+//! why and return, except under CI.
+
+mod common;
+
+use common::{assert_resumed, have_nvrtc, kill_when_stored};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Two shapes in two buckets, small enough for the float64 CPU reference.
+const SHAPES: [&str; 4] = ["--shape", "1,2,128,64", "--shape", "1,2,300,64"];
+/// How long the kill test waits for the first stored evaluations.
+const KILL_WAIT: Duration = Duration::from_secs(120);
+/// Evaluations stored before the kill: the baseline and part of a generation.
+const KILL_AFTER_ROWS: usize = 6;
+
+fn command(cache: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evoattn"));
+    cmd.args(args)
+        .env("EVOATTN_BACKEND", "mock")
+        .env("EVOATTN_CACHE_DIR", cache)
+        .env_remove("EVOATTN_IMPL")
+        .env_remove("EVOATTN_MOCK_FAULT")
+        .env_remove("EVOATTN_NO_TUNED");
+    cmd
+}
+
+fn run(cache: &Path, args: &[&str]) -> Output {
+    command(cache, args).output().expect("the evoattn binary runs")
+}
+
+fn text(out: &Output) -> String {
+    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// `tune --show`'s rows (without its header line).
+fn stored(cache: &Path) -> Vec<String> {
+    let out = run(cache, &["tune", "--show"]);
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).lines().skip(1).map(str::to_string).collect()
+}
+
+fn tune(cache: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["tune", "--impl", "mma"];
+    args.extend(SHAPES);
+    args.extend(extra);
+    run(cache, &args)
+}
+
+#[test]
+fn tuning_finds_the_mock_optimum_and_the_planner_then_uses_it() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let json = cache.join("elite.json");
+    // Two workers on the mock's one device: the work queue spreads candidates over both.
+    let out = tune(cache, &["--gpus", "0,0", "--generations", "6", "--json", json.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("baseline (planner default): block_m=128,block_n=64,stages=3,q_in_regs=1"), "{stdout}");
+
+    let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let first = &runs[0];
+    let best = &first["elites"][0];
+    // The mock's synthetic optimum (block_n=128, stages=2) is 1.25x faster than the default.
+    assert_eq!(best["config"], "block_m=128,block_n=128,stages=2,q_in_regs=1", "{first}");
+    assert!((best["fitness"].as_f64().unwrap() - 1.25).abs() < 1e-9, "{first}");
+    assert_eq!(best["speedups"].as_array().unwrap().len(), 2);
+    let evaluated = first["evaluated"].as_u64().unwrap();
+    let per_worker: Vec<u64> =
+        first["workers"].as_array().unwrap().iter().map(|w| w["evaluations"].as_u64().unwrap()).collect();
+    assert_eq!(per_worker.len(), 2);
+    assert!(per_worker.iter().all(|&n| n > 0), "both workers were busy: {first}");
+    assert_eq!(per_worker.iter().sum::<u64>(), evaluated, "{first}");
+    // Every evaluation is stored once per bucket of the two shapes.
+    assert_eq!(stored(cache).len() as u64, 2 * evaluated);
+
+    let bench = ["bench", "--impl", "mma", "--peers", "none", "--reps", "5", "--shape", "1,2,300,64"];
+    let out = run(cache, &bench);
+    assert!(out.status.success(), "{}", text(&out));
+    let tuned = "config of ours for 1,2,300,64 f16 none: tuned store (block_m=128,block_n=128,stages=2,q_in_regs=1)";
+    assert!(String::from_utf8_lossy(&out.stdout).contains(tuned), "{}", text(&out));
+    let default = "config of ours for 1,2,300,64 f16 none: default";
+    let out = run(cache, &[&bench[..], &["--no-tuned"]].concat());
+    assert!(String::from_utf8_lossy(&out.stdout).contains(default), "{}", text(&out));
+    let out = command(cache, &bench).env("EVOATTN_NO_TUNED", "1").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(default), "{}", text(&out));
+    // A bucket the run did not cover keeps the default.
+    let out = run(cache, &["bench", "--impl", "mma", "--peers", "none", "--reps", "5", "--shape", "1,2,1000,64"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1,2,1000,64 f16 none: default"), "{}", text(&out));
+    let out = run(cache, &["info"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("configs:    tuned store for 2 problem buckets"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn planted_faults_and_a_broken_source_are_recorded_and_the_run_completes() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/planted-faults-proposer.sh");
+    let proposer = format!("sh {} {}", script.display(), cache.join("calls").display());
+    let started = Instant::now();
+    let out = tune(cache, &["--generations", "4", "--timeout", "3s", "--proposer", &proposer]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(started.elapsed() < Duration::from_secs(120), "the hang was not cut off");
+    let rows = stored(cache);
+    let variants: Vec<&String> = rows.iter().filter(|r| r.contains("[proposed source]")).collect();
+    // Three sources, each stored under both buckets.
+    assert_eq!(variants.len(), 6, "{rows:#?}");
+    let has = |what: &str| variants.iter().filter(|r| r.contains(what)).count() == 2;
+    assert!(has("failed correctness: the worker exited"), "out-of-bounds write: {variants:#?}");
+    assert!(has("planted out-of-bounds write"), "the worker's stderr is kept: {variants:#?}");
+    assert!(has("failed correctness: no answer within 3 s: killed"), "infinite loop: {variants:#?}");
+    assert!(has("failed compile: NVRTC failed to compile"), "broken source: {variants:#?}");
+    // The workers were restarted: configs after the faults were still timed.
+    assert!(rows.iter().filter(|r| r.contains("x |") && !r.contains("proposed")).count() > 10, "{rows:#?}");
+    // The proposer's later config lines reached the gates (block_n=128,stages=2 on the baseline).
+    assert!(rows.iter().any(|r| r.contains("evoattn_mma_f16_d64_bm128_bn128_s2_qr1 | 1.250x")), "{rows:#?}");
+}
+
+#[test]
+fn kill_9_then_resume_loses_no_completed_evaluation() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let mut args = vec!["tune", "--impl", "mma", "--gpus", "0", "--generations", "50"];
+    args.extend(SHAPES);
+    let child = command(cache, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    kill_when_stored(child, || stored(cache).len(), 2 * KILL_AFTER_ROWS, KILL_WAIT);
+    let before = stored(cache);
+
+    let out = tune(cache, &["--generations", "2", "--resume"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let reused = format!("{} stored evaluations reused", before.len() / 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&reused), "{}", text(&out));
+    assert_resumed(&before, &stored(cache));
+}
