@@ -3,6 +3,7 @@
 
 use crate::arch::Arch;
 use crate::config::{KernelConfig, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads};
+use crate::problem::Causal;
 
 /// 128 threads: four warps give each block enough loads in flight to cover a key row's
 /// latency, and D <= 256 means at most two output columns per thread.
@@ -31,13 +32,12 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 
 /// The `wgmma` default for a head dim (sm_90a only, so the arch does not enter).
 ///
-/// The warp-specialised pipeline with every switch on: a producer warpgroup issuing TMA loads
-/// into separate K and V rings (two stages), two consumer warpgroups (128 query rows) that
-/// overlap each block's softmax with the GEMMs and take turns at the tensor cores (ping-pong),
-/// persistent blocks. Measured on the H100 (2026-11-22, graph mode, bf16, same runs as cuDNN;
-/// docs/perf-log.md, "wgmma step 3"): at hd128 S=16k, 545 TFLOP/s with step 2's loop, 588
-/// with the producer warpgroup, 604 with overlap, 672 with ping-pong; persistent blocks add
-/// 5-15% at S <= 1k where every tile is short.
+/// The warp-specialised pipeline: a producer warpgroup issuing TMA loads into separate K and V
+/// rings (two stages), two consumer warpgroups (128 query rows) that overlap each block's
+/// softmax with the GEMMs and take turns at the tensor cores (ping-pong), one tile per block.
+/// Measured on the H100 (2026-11-22, graph mode, bf16, same runs as cuDNN; docs/perf-log.md,
+/// "wgmma step 3"): at hd128 S=16k, 545 TFLOP/s with step 2's loop, 588 with the producer
+/// warpgroup, 604 with overlap, 672 with ping-pong. Persistent blocks: see [`for_problem`].
 /// - D=64: 176-key tiles (S 88 registers, O 32): 472 against 463 TFLOP/s for 128 at 16k.
 /// - D=128: 176-key tiles, as FlashAttention-3: 688 against 666 for 128 at 16k (S 88 + P 44
 ///   + O 64 registers of the consumers' 240); shared memory 208 KiB.
@@ -55,7 +55,20 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         warp_specialized: true,
         overlap: true,
         pingpong: true,
-        persistent: true,
+        persistent: false,
+    }
+}
+
+/// The default configuration of `imp` for one problem: [`config`], with `wgmma`'s persistent
+/// scheduler on where it measured faster. Without a mask persistent blocks gained 5-15% at
+/// S <= 1k (hd128 S=512: 454 against 394 TFLOP/s; the next tile's loads hide under the current
+/// one's epilogue) and matched the grid at 16k; under a causal mask they lost (hd128 S=16k:
+/// 448 against 687 TFLOP/s with a head's tiles in order, 591 taking every head's longest
+/// first), so causal problems keep one tile per block, longest first from the grid.
+pub fn for_problem(imp: crate::config::Impl, arch: Arch, problem: &crate::problem::Problem) -> KernelConfig {
+    match config(imp, arch, problem.shape.d) {
+        KernelConfig::Wgmma(c) => KernelConfig::Wgmma(WgmmaConfig { persistent: problem.causal == Causal::None, ..c }),
+        other => other,
     }
 }
 
@@ -92,6 +105,20 @@ mod tests {
     use super::*;
     use crate::config::{Impl, KernelSpec};
     use crate::problem::Dtype;
+
+    #[test]
+    fn wgmma_is_persistent_only_without_a_mask() {
+        use crate::problem::{Layout, Problem, Shape};
+        let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
+        let persistent = |p: &Problem| match for_problem(Impl::Wgmma, Arch::Sm90a, p) {
+            KernelConfig::Wgmma(c) => c.persistent,
+            _ => unreachable!(),
+        };
+        assert!(persistent(&p));
+        assert!(!persistent(&p.clone().with_causal(Causal::TopLeft)));
+        assert!(!persistent(&p.clone().with_causal(Causal::BottomRight)));
+        assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p), config(Impl::Mma, Arch::Sm80, 128));
+    }
 
     #[test]
     fn every_default_passes_validate_on_its_arch() {
