@@ -10,8 +10,16 @@ use std::process::ExitCode;
 
 /// Where CUDA installs ncu when it is not on PATH.
 const CUDA_NCU: &str = "/usr/local/cuda/bin/ncu";
-/// Only our kernels, not the L2 flush or the peers.
-const KERNEL_FILTER: &str = "regex:evoattn_";
+/// ncu's kernel filter for `--impl NAME`: our kernels of that family (every family but the
+/// reference for `auto`), not the L2 flush, the peers, or the `reference` kernel the
+/// correctness check runs on large shapes before the timed launches.
+fn kernel_filter(imp: &str) -> String {
+    let families: Vec<&str> = match evoattn::Impl::parse(imp) {
+        Some(named) => vec![named.name()],
+        None => evoattn::Impl::ALL.iter().filter(|i| **i != evoattn::Impl::Reference).map(|i| i.name()).collect(),
+    };
+    format!("regex:^evoattn_({})_", families.join("|"))
+}
 /// Few launches: ncu replays each profiled kernel many times, and the counters do not need
 /// statistics.
 const BENCH_REPS: &str = "2";
@@ -134,7 +142,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     let exe = std::env::current_exe().context("cannot locate the evoattn executable to profile")?;
     let output = std::process::Command::new(&ncu)
-        .args(["--clock-control", "none", "--csv", "--metrics", &METRICS.join(","), "-k", KERNEL_FILTER])
+        .args([
+            "--clock-control",
+            "none",
+            "--csv",
+            "--metrics",
+            &METRICS.join(","),
+            "-k",
+            &kernel_filter(&args.kernel.imp),
+        ])
         .args(["-c", &args.launches.to_string()])
         .arg(&exe)
         .args(bench_args(args))
@@ -162,6 +178,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_filter_takes_our_planned_family_never_the_reference_check() {
+        assert_eq!(kernel_filter("wgmma"), "regex:^evoattn_(wgmma)_");
+        assert_eq!(kernel_filter("auto"), "regex:^evoattn_(mma|wgmma|splitkv)_");
+        assert_eq!(kernel_filter("reference"), "regex:^evoattn_(reference)_");
+    }
     use clap::Parser;
 
     #[derive(Parser)]

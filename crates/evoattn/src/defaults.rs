@@ -59,15 +59,29 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     }
 }
 
+/// Most keys for which `wgmma` runs persistent blocks: the next tile's loads hide under the
+/// current one's last GEMM and epilogue, which matters while a tile has few key blocks.
+pub const PERSISTENT_MAX_KEYS: usize = 4096;
+/// Largest head dim for which `wgmma` runs persistent blocks.
+pub const PERSISTENT_MAX_HEAD_DIM: usize = 128;
+
 /// The default configuration of `imp` for one problem: [`config`], with `wgmma`'s persistent
-/// scheduler on where it measured faster. Without a mask persistent blocks gained 5-15% at
-/// S <= 1k (hd128 S=512: 454 against 394 TFLOP/s; the next tile's loads hide under the current
-/// one's epilogue) and matched the grid at 16k; under a causal mask they lost (hd128 S=16k:
-/// 448 against 687 TFLOP/s with a head's tiles in order, 591 taking every head's longest
-/// first), so causal problems keep one tile per block, longest first from the grid.
+/// scheduler on where it measured faster (H100, 2026-11-22, graph mode, same runs, persistent
+/// against one tile per block; `bench/results/2026-11-22-wgmma-step3-*`):
+/// - no mask, hd <= 128, Sk <= 4k: faster at every S measured (hd64: +29% at S=512, +14% at 1k,
+///   +4% at 4k; hd128: +15%, +8%, +1.5%), but 2% slower at 16k;
+/// - hd256: slower at S <= 1k (-7%, -4%), even at 4k;
+/// - causal: slower (hd128 S=16k: 448 against 687 TFLOP/s with a head's tiles in order, 591
+///   with every head's longest first), so causal problems keep one tile per block, longest
+///   first from the grid.
 pub fn for_problem(imp: crate::config::Impl, arch: Arch, problem: &crate::problem::Problem) -> KernelConfig {
     match config(imp, arch, problem.shape.d) {
-        KernelConfig::Wgmma(c) => KernelConfig::Wgmma(WgmmaConfig { persistent: problem.causal == Causal::None, ..c }),
+        KernelConfig::Wgmma(c) => {
+            let persistent = problem.causal == Causal::None
+                && problem.shape.d <= PERSISTENT_MAX_HEAD_DIM
+                && problem.shape.sk <= PERSISTENT_MAX_KEYS;
+            KernelConfig::Wgmma(WgmmaConfig { persistent, ..c })
+        }
         other => other,
     }
 }
@@ -107,7 +121,7 @@ mod tests {
     use crate::problem::Dtype;
 
     #[test]
-    fn wgmma_is_persistent_only_without_a_mask() {
+    fn wgmma_is_persistent_only_without_a_mask_on_short_keys_up_to_hd128() {
         use crate::problem::{Layout, Problem, Shape};
         let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
         let persistent = |p: &Problem| match for_problem(Impl::Wgmma, Arch::Sm90a, p) {
@@ -115,6 +129,9 @@ mod tests {
             _ => unreachable!(),
         };
         assert!(persistent(&p));
+        assert!(persistent(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)));
+        assert!(!persistent(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)));
+        assert!(!persistent(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)));
         assert!(!persistent(&p.clone().with_causal(Causal::TopLeft)));
         assert!(!persistent(&p.clone().with_causal(Causal::BottomRight)));
         assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p), config(Impl::Mma, Arch::Sm80, 128));

@@ -70,11 +70,13 @@ pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
 
 /// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs.
 ///
-/// - `splitkv` when the whole-row kernel would launch fewer blocks than there are SMs, the
-///   problem is decoding (at most [`SPLITKV_MAX_PACKED_ROWS`] query rows per KV head) and Sk
-///   is at least [`SPLITKV_MIN_KEYS`]: then most SMs would idle for the whole run, while
-///   splitting the keys across blocks fills them at the price of one float32 partial per row
-///   and split. GQA groups are packed into its rows, so decoding also fills the MMA rows.
+/// - `splitkv` when the problem is decoding (at most [`SPLITKV_MAX_PACKED_ROWS`] query rows per
+///   KV head) against at least [`SPLITKV_MIN_KEYS`] keys, or the whole-row kernel would launch
+///   fewer blocks than there are SMs on such keys: the whole-row kernels give each head a
+///   128-row tile however few its queries (B=8, H=32, Sq=1, 32k keys: `wgmma` took 915 µs,
+///   cuDNN 194), and too few blocks leave most SMs idle; splitting the keys fills both the SMs
+///   and, with the GQA group packed into its rows, the MMA rows, at the price of one float32
+///   partial per row and split.
 /// - otherwise `wgmma` on Hopper (sm_90a), `mma` elsewhere. On the H100 `wgmma` was faster
 ///   than `mma` on every one of ANCHORS.md's 36 fa3-grid shapes and 10 seed shapes already
 ///   with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
@@ -89,8 +91,8 @@ pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
         head_dim: problem.shape.d,
     };
     let blocks: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
-    let packed_rows = problem.shape.sq * problem.shape.group();
-    if blocks < sm_count as usize && packed_rows <= SPLITKV_MAX_PACKED_ROWS && problem.shape.sk >= SPLITKV_MIN_KEYS {
+    let decoding = problem.shape.sq * problem.shape.group() <= SPLITKV_MAX_PACKED_ROWS;
+    if (decoding || blocks < sm_count as usize) && problem.shape.sk >= SPLITKV_MIN_KEYS {
         Impl::Splitkv
     } else {
         whole_rows
@@ -237,13 +239,17 @@ mod tests {
         // Decoding: 1 query, 32 heads (8 per KV head), 32k keys: wgmma would launch 32 blocks
         // on 132 SMs.
         assert_eq!(choose_impl(&decode(1, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS), Impl::Splitkv);
-        assert_eq!(choose_impl(&decode(8, 32, 32, 4, 32768), Arch::Sm80, 108), Impl::Mma);
+        // B=8 fills the grid, but a 1-query row per 128-row tile wastes the whole-row kernel.
+        assert_eq!(choose_impl(&decode(8, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        assert_eq!(choose_impl(&decode(8, 32, 32, 4, 32768), Arch::Sm80, 108), Impl::Splitkv);
+        // A long prefill with enough blocks: whole rows.
+        assert_eq!(choose_impl(&decode(8, 32, 32, 1024, 32768), Arch::Sm80, 108), Impl::Mma);
         // B=4 x H=32 = 128 blocks < 132: still split.
         assert_eq!(choose_impl(&decode(4, 32, 32, 1, 16384), Arch::Sm90a, H100_SMS), Impl::Splitkv);
         // Too few keys to split (measured: splitkv lost at 8k): the whole-row kernel.
         assert_eq!(choose_impl(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS), Impl::Wgmma);
-        // Not decoding: 128 query rows per KV head.
-        assert_eq!(choose_impl(&decode(1, 32, 32, 128, 32768), Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        // Not decoding (128 query rows per KV head), but 32 blocks on 132 SMs: split.
+        assert_eq!(choose_impl(&decode(1, 32, 32, 128, 32768), Arch::Sm90a, H100_SMS), Impl::Splitkv);
         // The seed shape B=1, H=8, S=512: 32 blocks, but 512 queries and keys: whole rows.
         let seed = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
         assert_eq!(choose_impl(&seed, Arch::Sm90a, H100_SMS), Impl::Wgmma);

@@ -7,8 +7,8 @@
 //   and V while its consumers finish the current one. The order takes a head's query blocks
 //   one after another, so the blocks running at once share K and V in L2 (taking every head's
 //   longest tile first instead read each head's K and V once per block from DRAM: 0.5x at
-//   S=512 causal on the H100); under a causal mask each head's longest tiles first, so the
-//   last head ends on short tiles.
+//   S=512 causal on the H100); under a causal mask heads alternate between longest-first and
+//   shortest-first, which balances the static round-robin (see `tile`).
 #pragma once
 #include "wgmma_mainloop.cuh"
 
@@ -55,7 +55,13 @@ struct PersistentTiles {
     __device__ __forceinline__ int next(int index) const { return index + gridDim.x; }
     __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
         const int head_batch = index / m_blocks, in_head = index % m_blocks;
-        const int m_block = p.causal ? m_blocks - 1 - in_head : in_head;
+        // Causal tiles grow with the query block. Block b takes tiles b + k * gridDim.x, and
+        // with gridDim.x close to a multiple of m_blocks it would meet the same query blocks in
+        // every head (132 SMs, 128 query blocks: block 0 only long tiles, block 64 only short
+        // ones, 3x less work). Walking even heads down and odd heads up pairs a long tile with
+        // a short one in each block's consecutive heads.
+        const bool down = p.causal && head_batch % 2 == 0;
+        const int m_block = down ? m_blocks - 1 - in_head : in_head;
         return tile_at(p, m_block, head_batch % p.h, head_batch / p.h);
     }
 };
