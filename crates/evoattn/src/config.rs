@@ -39,7 +39,9 @@ impl Impl {
         match self {
             Impl::Reference => "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes",
             Impl::Mma => "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)",
-            Impl::Wgmma => "Hopper: wgmma m64nNk16 from 128B-swizzled shared memory, TMA + mbarrier K/V ring (sm_90a)",
+            Impl::Wgmma => {
+                "Hopper: wgmma from 128B-swizzled shared memory, TMA producer warpgroup, ping-pong consumers (sm_90a)"
+            }
             Impl::Splitkv => {
                 "keys split across blocks, query heads of a KV head packed into one tile, last block combines (sm_80+)"
             }
