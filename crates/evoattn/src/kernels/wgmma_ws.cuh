@@ -37,7 +37,8 @@ static_assert(!EVOATTN_PERSISTENT || EVOATTN_OVERLAP, "the persistent loop is bu
 #define PRODUCER_REGS 24
 #define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
 #define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
-static_assert(CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
+// One consumer keeps the 255 registers a thread can have anyway: no reallocation then.
+static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
 
 #define CONSUMER_WARPS (CONSUMERS * WG_THREADS / 32)
 // Named barriers 1..CONSUMERS stage each consumer's epilogue (wgmma_epilogue.cuh); the
