@@ -2,7 +2,7 @@
 # One device call: info, correctness grid, sanitizers, compile times and a same-run timing
 # against PyTorch SDPA. Full logs go to $OUT; a short summary is printed last.
 # usage (on the GPU machine, from the repo root): scripts/gpu-session.sh [steps...]
-# steps: info small grid sanitize compile run bench oracle seed fa3 aa (default: the first six)
+# steps: info small grid sanitize compile run bench oracle seed fa3 aa profile (default: the first six)
 set -uo pipefail
 BIN=${EVOATTN_BIN:-target/release/evoattn}
 OUT=${OUT:-out}
@@ -53,6 +53,14 @@ for step in $steps; do
         $BIN gate --samples "$OUT/aa.json" --against self --speedup 1.0 --format json >> "$OUT/aa-gates.txt" 2>&1 && faster=$((faster + 1))
       done
       note "A/A: faster in $faster of 20 gates" ;;
+    profile)
+      # Nsight Compute on our kernel alone (the filter skips the correctness check's reference
+      # kernel): mma and wgmma at hd128 S=4096 and wgmma at 16k, with the classification.
+      for run in "mma 4,16,4096,128" "wgmma 4,16,4096,128" "wgmma 1,16,16384,128"; do
+        set -- $run
+        $BIN profile --impl "$1" --shape "$2" --dtype bf16 --out "$OUT/profile-$1-${2//,/x}" > "$OUT/profile-$1-${2//,/x}.txt" 2>&1
+        note "profile $1 $2: exit $?, $(grep -E 'tensor pipe|bound' "$OUT/profile-$1-${2//,/x}.txt" | tr -s ' ' | tr '\n' ';')"
+      done ;;
     bench)
       $BIN bench --shape 4,16,4096,128 --dtype bf16 --causal none,top-left --peers sdpa-cudnn,sdpa-flash 2>&1 | tee "$OUT/bench.txt"
       note "bench: exit ${PIPESTATUS[0]}" ;;
