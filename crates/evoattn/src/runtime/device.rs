@@ -175,7 +175,7 @@ impl Gpu {
             Some(name) => Some(module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?),
             None => None,
         };
-        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem, sm_count: self.sm_count })
+        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem })
     }
 }
 
@@ -214,8 +214,6 @@ pub struct LoadedKernel {
     combine: Option<CudaFunction>,
     spec: KernelSpec,
     smem: usize,
-    /// The device's SMs, which size a persistent kernel's grid.
-    sm_count: u32,
 }
 
 /// The tensors of one forward pass, as device views (whole allocations or sub-slices).
@@ -239,11 +237,6 @@ impl LoadedKernel {
 
     pub(crate) fn combine_function(&self) -> Option<&CudaFunction> {
         self.combine.as_ref()
-    }
-
-    /// The device's SMs, which size a persistent kernel's grid.
-    pub fn sm_count(&self) -> u32 {
-        self.sm_count
     }
 
     /// Dynamic shared memory the kernel is launched with.
