@@ -2,7 +2,8 @@
 # One device call: info, correctness grid, sanitizers, compile times and a same-run timing
 # against PyTorch SDPA. Full logs go to $OUT; a short summary is printed last.
 # usage (on the GPU machine, from the repo root): scripts/gpu-session.sh [steps...]
-# steps: info small grid sanitize compile run bench oracle seed fa3 aa profile (default: the first six)
+# steps: info small grid sanitize compile run bench oracle seed seed-modes fa3 aa profile
+#        persistent-causal gputests (default: the first six)
 set -uo pipefail
 BIN=${EVOATTN_BIN:-target/release/evoattn}
 OUT=${OUT:-out}
@@ -61,6 +62,24 @@ for step in $steps; do
         $BIN profile --impl "$1" --shape "$2" --dtype bf16 --out "$OUT/profile-$1-${2//,/x}" > "$OUT/profile-$1-${2//,/x}.txt" 2>&1
         note "profile $1 $2: exit $?, $(grep -E 'tensor pipe|bound' "$OUT/profile-$1-${2//,/x}.txt" | tr -s ' ' | tr '\n' ';')"
       done ;;
+    seed-modes)
+      # The seed shapes in both timing modes against cuDNN and FA2: eager minus graph is the
+      # launch path's share of what a caller sees.
+      for mode in eager graph; do
+        $BIN bench --preset seed --mode $mode --reps 60 --peers sdpa-cudnn,sdpa-flash --json "$OUT/seed-$mode.json" > "$OUT/bench-seed-$mode.txt" 2>&1
+        note "bench seed $mode: exit $?"
+      done ;;
+    persistent-causal)
+      # Causal persistent blocks (alternating head order) against the grid scheduler, hd128.
+      for pe in 0 1; do
+        $BIN bench --shape 16,16,1024,128 --shape 4,16,4096,128 --shape 1,16,16384,128 --dtype bf16 --causal top-left \
+          --impl wgmma --config persistent=$pe --mode graph --reps 30 --peers sdpa-cudnn --json "$OUT/persistent-causal-$pe.json" > "$OUT/persistent-causal-$pe.txt" 2>&1
+        note "persistent=$pe causal: exit $?"
+      done ;;
+    gputests)
+      # The whole GPU test binary (built here with `cargo test --no-run --test gpu`), passed as GPU_TESTS.
+      ${GPU_TESTS:?GPU_TESTS names the test binary} --test-threads 1 > "$OUT/gpu-tests.txt" 2>&1
+      note "gpu tests: exit $?, $(grep -E '^test result' "$OUT/gpu-tests.txt")" ;;
     bench)
       $BIN bench --shape 4,16,4096,128 --dtype bf16 --causal none,top-left --peers sdpa-cudnn,sdpa-flash 2>&1 | tee "$OUT/bench.txt"
       note "bench: exit ${PIPESTATUS[0]}" ;;
@@ -69,3 +88,7 @@ for step in $steps; do
 done
 echo; echo "==== summary"; printf '%s\n' "${summary[@]}"
 [ -f "$OUT/bench.txt" ] && grep -E "^[0-9]" "$OUT/bench.txt"
+for f in "$OUT"/persistent-causal-?.txt "$OUT"/bench-seed-*.txt; do
+  [ -f "$f" ] && { echo "-- $(basename "$f")"; grep -E "^ *[0-9]+,[0-9]" "$f"; }
+done
+exit 0

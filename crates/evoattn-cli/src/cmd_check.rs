@@ -2,13 +2,14 @@
 //! for small problems and the `reference` kernel (itself checked against float64) for large.
 
 use crate::backend::{open, Backend, Kernel};
-use crate::inputs::{random_inputs, Distribution};
+use crate::inputs::{random_inputs, Distribution, Inputs};
 use crate::kernel_args::KernelArgs;
 use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
 use evoattn::{Dtype, Impl, Layout, Problem};
+use std::collections::HashMap;
 use std::process::ExitCode;
 
 /// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
@@ -72,13 +73,57 @@ fn macs(p: &Problem) -> u64 {
     (s.b * s.h * s.sq * s.sk * s.d) as u64
 }
 
+/// The inputs of one (problem, seed) and the oracle's answer on them. Neither depends on the
+/// kernel under test, so the tuner's worker computes them once per shape and seed and checks
+/// every candidate against the same answer (`check` keeps none across cases).
+struct Expected {
+    inputs: Inputs,
+    o: Vec<f64>,
+    lse: Vec<f64>,
+}
+
+/// [`Expected`] answers by (problem, seed, oracle on the CPU).
+#[derive(Default)]
+pub struct ExpectedCache {
+    answers: HashMap<(String, u64, bool), Expected>,
+}
+
+impl ExpectedCache {
+    fn get_or_compute(
+        &mut self,
+        backend: &mut dyn Backend,
+        problem: &Problem,
+        seed: u64,
+        on_cpu: bool,
+    ) -> Result<&Expected, String> {
+        let key = (format!("{problem:?}"), seed, on_cpu);
+        if !self.answers.contains_key(&key) {
+            let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
+            let inputs = random_inputs(problem, dist, seed);
+            let (o, lse) = if on_cpu {
+                let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
+                (r.o, r.lse)
+            } else {
+                let r = backend
+                    .forward(problem, ImplChoice::Fixed(Impl::Reference), None, &inputs.q, &inputs.k, &inputs.v)
+                    .map_err(|e| format!("reference kernel: {e}"))?;
+                (dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect())
+            };
+            self.answers.insert(key.clone(), Expected { inputs, o, lse });
+        }
+        Ok(&self.answers[&key])
+    }
+}
+
 /// Checks `kernel` on `problem` over the option's seeds; never fails, the result says why.
+/// `cache` keeps the inputs and the oracle's answers for later calls on the same problem.
 pub fn check_case(
     backend: &mut dyn Backend,
     options: &CheckOptions,
     kernel: Kernel,
     problem: &Problem,
     layout: Layout,
+    cache: &mut ExpectedCache,
 ) -> CaseResult {
     let is_reference = matches!(kernel, Kernel::Planned(ImplChoice::Fixed(Impl::Reference), _));
     let on_cpu = macs(problem) <= options.cpu_limit || is_reference;
@@ -93,11 +138,16 @@ pub fn check_case(
         passed: true,
     };
     let tol = tolerance(problem.dtype);
-    for i in 0..options.seeds {
-        let seed = options.seed + i;
-        let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
-        let inputs = random_inputs(problem, dist, seed);
-        let got = match backend.run(problem, kernel, &inputs.q, &inputs.k, &inputs.v) {
+    for seed in options.seed..options.seed + options.seeds {
+        let want = match cache.get_or_compute(backend, problem, seed, on_cpu) {
+            Ok(w) => w,
+            Err(e) => {
+                result.error = Some(e);
+                result.passed = false;
+                return result;
+            }
+        };
+        let got = match backend.run(problem, kernel, &want.inputs.q, &want.inputs.k, &want.inputs.v) {
             Ok(f) => f,
             Err(e) => {
                 result.error = Some(format!("{e}"));
@@ -106,24 +156,8 @@ pub fn check_case(
             }
         };
         result.kernel = got.kernel.clone();
-        let (want_o, want_lse) = if on_cpu {
-            let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
-            (r.o, r.lse)
-        } else {
-            match backend.forward(problem, ImplChoice::Fixed(Impl::Reference), None, &inputs.q, &inputs.k, &inputs.v) {
-                Ok(r) => {
-                    let lse = r.lse.unwrap_or_default().into_iter().map(f64::from).collect();
-                    (dense_o(problem, &r.o), lse)
-                }
-                Err(e) => {
-                    result.error = Some(format!("reference kernel: {e}"));
-                    result.passed = false;
-                    return result;
-                }
-            }
-        };
         let got_lse: Vec<f64> = got.lse.unwrap_or_default().into_iter().map(f64::from).collect();
-        let cmp = compare(&dense_o(problem, &got.o), &want_o).with_lse(&got_lse, &want_lse);
+        let cmp = compare(&dense_o(problem, &got.o), &want.o).with_lse(&got_lse, &want.lse);
         result.passed &= cmp.passes(&tol);
         result.lse_err = result.lse_err.max(cmp.lse_max_abs.unwrap_or(0.0));
         let worse = result.worst.as_ref().is_none_or(|w| cmp.max_abs > w.max_abs || cmp.nonfinite > w.nonfinite);
@@ -197,7 +231,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut results = Vec::with_capacity(cases.len());
     for (problem, layout) in &cases {
         let (choice, config, _) = args.kernel.resolve(choice, (arch, info.sm_count), problem, tuned.as_ref())?;
-        let r = check_case(backend.as_mut(), &options, Kernel::Planned(choice, config), problem, *layout);
+        // A fresh cache per case: `check` meets each problem once, and keeping its inputs would only
+        // hold memory.
+        let mut cache = ExpectedCache::default();
+        let r = check_case(backend.as_mut(), &options, Kernel::Planned(choice, config), problem, *layout, &mut cache);
         if !args.quiet || !r.passed {
             bar.suspend(|| println!("{}", row(&r)));
         }

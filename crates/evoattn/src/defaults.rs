@@ -37,7 +37,8 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 /// softmax with the GEMMs and take turns at the tensor cores (ping-pong), one tile per block.
 /// Measured on the H100 (2026-11-22, graph mode, bf16, same runs as cuDNN; docs/perf-log.md,
 /// "wgmma step 3"): at hd128 S=16k, 545 TFLOP/s with step 2's loop, 588 with the producer
-/// warpgroup, 604 with overlap, 672 with ping-pong. Persistent blocks: see [`for_problem`].
+/// warpgroup, 604 with overlap, 672 with ping-pong. Per-problem changes (persistent blocks, short causal and small-grid tiles): see
+/// [`for_problem`].
 /// - D=64: 176-key tiles (S 88 registers, O 32): 472 against 463 TFLOP/s for 128 at 16k.
 /// - D=128: 176-key tiles, as FlashAttention-3: 688 against 666 for 128 at 16k (S 88 + P 44
 ///   + O 64 registers of the consumers' 240); shared memory 208 KiB.
@@ -59,31 +60,69 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     }
 }
 
-/// Most keys for which `wgmma` runs persistent blocks: the next tile's loads hide under the
-/// current one's last GEMM and epilogue, which matters while a tile has few key blocks.
+/// Most keys for which `wgmma` runs persistent blocks on unmasked problems: the next tile's
+/// loads hide under the current one's last GEMM and epilogue, which matters while a tile has
+/// few key blocks.
 pub const PERSISTENT_MAX_KEYS: usize = 4096;
-/// Largest head dim for which `wgmma` runs persistent blocks.
+/// Largest head dim for which `wgmma` runs persistent blocks on unmasked problems.
 pub const PERSISTENT_MAX_HEAD_DIM: usize = 128;
+/// Most keys of a "short" causal problem, per head dim (64, 128, 256): up to these, causal
+/// tiles take 128-key blocks with a 3-stage ring on persistent blocks (hd256: persistent
+/// blocks only). See [`for_problem`].
+pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 3] = [(64, 2048), (128, 1024), (256, 1024)];
+/// hd128 causal problems up to this many keys take 128-key blocks (one tile per block).
+pub const MID_CAUSAL_MAX_KEYS_HD128: usize = 2048;
+/// Largest head dim measured for one consumer warpgroup on a near-empty GPU.
+pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
+/// Query rows of a default `wgmma` tile (two consumer warpgroups of 64 rows).
+const WGMMA_TILE_ROWS: usize = 128;
 
-/// The default configuration of `imp` for one problem: [`config`], with `wgmma`'s persistent
-/// scheduler on where it measured faster (H100, 2026-11-22, graph mode, same runs, persistent
-/// against one tile per block; `bench/results/2026-11-22-wgmma-step3-*`):
-/// - no mask, hd <= 128, Sk <= 4k: faster at every S measured (hd64: +29% at S=512, +14% at 1k,
-///   +4% at 4k; hd128: +15%, +8%, +1.5%), but 2% slower at 16k;
-/// - hd256: slower at S <= 1k (-7%, -4%), even at 4k;
-/// - causal: slower (hd128 S=16k: 448 against 687 TFLOP/s with a head's tiles in order, 591
-///   with every head's longest first), so causal problems keep one tile per block, longest
-///   first from the grid.
-pub fn for_problem(imp: crate::config::Impl, arch: Arch, problem: &crate::problem::Problem) -> KernelConfig {
-    match config(imp, arch, problem.shape.d) {
-        KernelConfig::Wgmma(c) => {
-            let persistent = problem.causal == Causal::None
-                && problem.shape.d <= PERSISTENT_MAX_HEAD_DIM
-                && problem.shape.sk <= PERSISTENT_MAX_KEYS;
-            KernelConfig::Wgmma(WgmmaConfig { persistent, ..c })
+/// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: [`config`],
+/// with `wgmma` adapted to the problem where it measured faster (H100, 2026-11-22, graph
+/// mode, medians of 20-30 samples; docs/perf-log.md "short and causal tiles"):
+/// - A grid under half the SMs (128-row tiles), hd <= 64: one consumer warpgroup (64-row
+///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
+///   (S=512) 10.3 against 13.5 µs and 10.6 against 14.1.
+/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, a 3-stage ring,
+///   persistent blocks. A causal tile of a short problem has 1-16 key blocks, the diagonal
+///   one masked: smaller blocks waste less on the diagonal, the deeper ring and the next
+///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k/2k: 50.5,
+///   65.0, 100.0 against 64.7, 84.8, 123.0 µs; hd128 S=512/1k: 39.9 (no third stage), 47.7
+///   against 48.6, 62.0; hd256 (persistent only; 128-key blocks do not fit) S=512/1k: 43.9,
+///   57.4 against 44.5, 59.8.
+/// - hd128 causal up to [`MID_CAUSAL_MAX_KEYS_HD128`]: 128-key blocks, one tile per block:
+///   87.6 against 90.6 µs at 2k (persistent blocks lose there: 94.6).
+/// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`]: persistent
+///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
+///   +15%, +8%, +1.5%), but 2% slower at 16k; hd256 slower at S <= 1k (-7%, -4%), even at 4k.
+///   Longer causal problems keep one tile per block, longest first from the grid: persistent
+///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
+///   the alternating order 640 against 673, and +3.5% at 4k).
+pub fn for_problem(imp: crate::config::Impl, arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> KernelConfig {
+    let KernelConfig::Wgmma(c) = config(imp, arch, problem.shape.d) else {
+        return config(imp, arch, problem.shape.d);
+    };
+    let shape = &problem.shape;
+    let tiles = shape.b * shape.h * shape.sq.div_ceil(WGMMA_TILE_ROWS);
+    let causal = problem.causal != Causal::None;
+    let short_causal_keys =
+        SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
+    let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
+        WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: 128, ..c }
+    } else if causal && shape.sk <= short_causal_keys {
+        if shape.d > PERSISTENT_MAX_HEAD_DIM {
+            WgmmaConfig { persistent: true, ..c }
+        } else {
+            let stages = if shape.d > 64 && shape.sk <= 512 { c.stages } else { 3 };
+            WgmmaConfig { block_n: 128, stages, persistent: true, ..c }
         }
-        other => other,
-    }
+    } else if causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && shape.d > 64 && shape.sk <= MID_CAUSAL_MAX_KEYS_HD128 {
+        WgmmaConfig { block_n: 128, ..c }
+    } else {
+        let persistent = !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && shape.sk <= PERSISTENT_MAX_KEYS;
+        WgmmaConfig { persistent, ..c }
+    };
+    KernelConfig::Wgmma(config)
 }
 
 /// The `splitkv` default for a head dim on an arch.
@@ -120,21 +159,73 @@ mod tests {
     use crate::config::{Impl, KernelSpec};
     use crate::problem::Dtype;
 
+    fn wgmma_for(p: &crate::problem::Problem) -> WgmmaConfig {
+        match for_problem(Impl::Wgmma, Arch::Sm90a, p, H100_SMS) {
+            KernelConfig::Wgmma(c) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    const H100_SMS: u32 = 132;
+
     #[test]
-    fn wgmma_is_persistent_only_without_a_mask_on_short_keys_up_to_hd128() {
+    fn wgmma_is_persistent_without_a_mask_on_short_keys_up_to_hd128() {
         use crate::problem::{Layout, Problem, Shape};
         let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
-        let persistent = |p: &Problem| match for_problem(Impl::Wgmma, Arch::Sm90a, p) {
-            KernelConfig::Wgmma(c) => c.persistent,
-            _ => unreachable!(),
-        };
-        assert!(persistent(&p));
-        assert!(persistent(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)));
-        assert!(!persistent(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)));
-        assert!(!persistent(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)));
-        assert!(!persistent(&p.clone().with_causal(Causal::TopLeft)));
-        assert!(!persistent(&p.clone().with_causal(Causal::BottomRight)));
-        assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p), config(Impl::Mma, Arch::Sm80, 128));
+        assert!(wgmma_for(&p).persistent);
+        assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)).persistent);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
+        assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS), config(Impl::Mma, Arch::Sm80, 128));
+    }
+
+    #[test]
+    fn short_causal_problems_take_128_key_blocks_on_persistent_blocks() {
+        use crate::problem::{Layout, Problem, Shape};
+        let causal = |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        // hd64 up to 2k keys: 128-key blocks, 3 stages, persistent.
+        let c = wgmma_for(&causal(2, 32, 2048, 64));
+        assert_eq!((c.block_n, c.stages, c.persistent), (128, 3, true));
+        // hd128 at 512 keys keeps two stages; at 1k three; at 2k one tile per block.
+        let c = wgmma_for(&causal(32, 16, 512, 128));
+        assert_eq!((c.block_n, c.stages, c.persistent), (128, 2, true));
+        assert_eq!(wgmma_for(&causal(16, 16, 1024, 128)).stages, 3);
+        let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
+        assert_eq!((c.block_n, c.persistent), (128, false));
+        // hd256: persistent blocks, its own key blocks; long causal problems: the default.
+        let c = wgmma_for(&causal(32, 8, 1024, 256));
+        assert_eq!((c.block_n, c.persistent), (wgmma(256).block_n, true));
+        assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
+        assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), wgmma(64));
+    }
+
+    #[test]
+    fn a_near_empty_gpu_gets_one_consumer_warpgroup_at_hd64() {
+        use crate::problem::{Layout, Problem, Shape};
+        // B=2, H=8, S=512: 64 tiles of 128 rows on 132 SMs.
+        let p = Problem::dense(Shape::new(2, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        let c = wgmma_for(&p);
+        assert_eq!((c.consumer_warpgroups, c.pingpong, c.block_n), (1, false, 128));
+        assert_eq!(wgmma_for(&p.clone().with_causal(Causal::TopLeft)).consumer_warpgroups, 1);
+        // B=4, H=8: 128 tiles, at least half the SMs: two consumers; hd128: not measured.
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(4, 8, 512, 64), Dtype::F16, Layout::Bhsd)).consumer_warpgroups, 2);
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(1, 8, 512, 128), Dtype::F16, Layout::Bhsd)).consumer_warpgroups, 2);
+    }
+
+    #[test]
+    fn every_problem_default_passes_validate() {
+        use crate::problem::{Layout, Problem, Shape};
+        for d in [64, 128, 256] {
+            for s in [128, 512, 1024, 2048, 4096, 16384] {
+                for causal in [Causal::None, Causal::TopLeft] {
+                    for (b, h) in [(1, 8), (4, 16), (32, 32)] {
+                        let p = Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(causal);
+                        let spec = KernelSpec { config: KernelConfig::Wgmma(wgmma_for(&p)), dtype: Dtype::Bf16, head_dim: d };
+                        spec.validate(Arch::Sm90a).unwrap_or_else(|e| panic!("{} for {b},{h},{s},{d}: {e}", spec.name()));
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -126,7 +126,7 @@ pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, choice: ImplChoice, co
     };
     let config = match config {
         Some(c) if c.imp() == imp => c,
-        _ => crate::defaults::for_problem(imp, arch, problem),
+        _ => crate::defaults::for_problem(imp, arch, problem, sm_count),
     };
     Plan { spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d }, arch }
 }

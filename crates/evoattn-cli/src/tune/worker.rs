@@ -7,13 +7,14 @@
 use super::evolve::Gate;
 use super::protocol::{Reply, Request};
 use crate::backend::{open_on, Backend, Kernel, TimingOptions, Variant};
-use crate::cmd_check::{check_case, row, CheckOptions};
-use crate::inputs::{random_inputs, Distribution};
+use crate::cmd_check::{check_case, row, CheckOptions, ExpectedCache};
+use crate::inputs::{random_inputs, Distribution, Inputs};
 use anyhow::Context;
 use evoattn::plan::ImplChoice;
 use evoattn::runtime::compile::CompiledKernel;
 use evoattn::runtime::resources::ResourceReport;
 use evoattn::{Arch, Causal, Dtype, Impl, KernelSpec, Layout, Problem, Shape};
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
@@ -45,10 +46,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         &mut out,
         &Reply::Ready { gpu: machine.gpu, driver: machine.driver, arch: info.arch.clone(), sm_count: info.sm_count },
     )?;
+    let mut inputs = WorkerInputs::default();
     for line in std::io::stdin().lock().lines() {
         let request: Request = serde_json::from_str(&line?).context("a tune-worker request")?;
         let id = request.id;
-        let reply = match evaluate(backend.as_mut(), &request, &mut out) {
+        let reply = match evaluate(backend.as_mut(), &request, &mut inputs, &mut out) {
             Ok(Ok(medians_us)) => Reply::Passed { id, medians_us },
             Ok(Err((gate, error))) => Reply::Failed { id, gate: gate.name().to_string(), error },
             Err(e) => Reply::Failed { id, gate: Gate::Correctness.name().to_string(), error: format!("{e:#}") },
@@ -56,6 +58,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         send(&mut out, &reply)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a worker keeps across candidates, per shape: the correctness gate's inputs with the
+/// oracle's answers, and the timing inputs. None depends on the candidate, and drawing them
+/// (plus a float64 or reference-kernel answer) took most of an evaluation's time, leaving the
+/// GPU idle while the CPU worked.
+#[derive(Default)]
+struct WorkerInputs {
+    expected: ExpectedCache,
+    timing: HashMap<String, Inputs>,
 }
 
 /// The request's kernel spec, problems and (for a proposed source) variant.
@@ -103,6 +115,7 @@ fn job(request: &Request) -> anyhow::Result<Job> {
 fn evaluate(
     backend: &mut dyn Backend,
     request: &Request,
+    cached: &mut WorkerInputs,
     out: &mut impl Write,
 ) -> anyhow::Result<Result<Vec<f64>, (Gate, String)>> {
     let job = job(request)?;
@@ -115,7 +128,7 @@ fn evaluate(
     for problem in &job.problems {
         // As `check` does: the LSE output is checked too.
         let problem = problem.clone().with_lse(true);
-        let result = check_case(backend, &CheckOptions::TUNE, kernel, &problem, Layout::Bhsd);
+        let result = check_case(backend, &CheckOptions::TUNE, kernel, &problem, Layout::Bhsd, &mut cached.expected);
         if !result.passed {
             return Ok(Err((Gate::Correctness, row(&result))));
         }
@@ -124,7 +137,10 @@ fn evaluate(
     let options = TimingOptions { warmup: request.warmup, samples: request.samples, mode: TIMING_MODE };
     let mut medians = Vec::with_capacity(job.problems.len());
     for problem in &job.problems {
-        let inputs = random_inputs(problem, Distribution::Normal, TIMING_SEED);
+        let inputs = cached
+            .timing
+            .entry(format!("{problem:?}"))
+            .or_insert_with(|| random_inputs(problem, Distribution::Normal, TIMING_SEED));
         let timed = backend.time_kernel(problem, kernel, &inputs.q, &inputs.k, &inputs.v, options);
         match timed.map(|t| crate::stats::summarize(&t.samples_us)) {
             Ok(Some(s)) => medians.push(s.median),

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Screens wgmma lever sets on a problem set: one graph-mode bench per config (no peers), then a
+# table of medians per case with the fastest config marked. Lever screening only: a claim
+# against a peer needs a same-run bench.
+# usage: CONFIGS="default block_n=64 consumer_warpgroups=1,pingpong=0" \
+#          scripts/gpu-config-sweep.sh NAME [bench args...]
+set -u
+BIN=${EVOATTN_BIN:-target/release/evoattn}
+OUT=${OUT:-out}
+name=$1; shift
+i=0
+for cfg in ${CONFIGS:?CONFIGS lists lever sets, default for none}; do
+  extra=(); [ "$cfg" != default ] && extra=(--config "$cfg")
+  $BIN bench "$@" --impl wgmma "${extra[@]}" --mode graph --reps "${REPS:-20}" --peers none --no-history \
+    --json "$OUT/$name-$i.json" > "$OUT/$name-$i.txt" 2>&1 || echo "config $cfg: exit $? (see $name-$i.txt)"
+  i=$((i + 1))
+done
+python3 - "$OUT" "$name" $CONFIGS <<'PY'
+import json, os, statistics, sys
+out, name, configs = sys.argv[1], sys.argv[2], sys.argv[3:]
+rows = {}
+for i, cfg in enumerate(configs):
+    path = f"{out}/{name}-{i}.json"
+    if not os.path.exists(path):
+        continue
+    for r in json.load(open(path))["results"]:
+        c = r["case"]
+        key = f'{c["b"]},{c["h"]},{c["sq"]},{c["d"]} {c["dtype"]} {c["causal"]}'
+        s = r["ours"].get("samples_us") or []
+        rows.setdefault(key, {})[i] = statistics.median(s) if s and r["ours"]["correct"] else None
+print(f"== {name}: median us per config; * = fastest")
+for i, cfg in enumerate(configs):
+    print(f"  c{i}: {cfg}")
+print(f'{"case":34}' + "".join(f"{'c%d' % i:>9}" for i in range(len(configs))))
+for key, meds in rows.items():
+    ok = [m for m in meds.values() if m is not None]
+    best = min(ok) if ok else None
+    cells = []
+    for i in range(len(configs)):
+        m = meds.get(i)
+        cells.append(f"{'-' if m is None else ('%.1f' % m) + ('*' if m == best else ' '):>9}")
+    print(f"{key:34}" + "".join(cells))
+PY
