@@ -98,15 +98,19 @@ const WGMMA_TILE_ROWS: usize = 128;
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
-pub fn for_problem(imp: crate::config::Impl, arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> KernelConfig {
+pub fn for_problem(
+    imp: crate::config::Impl,
+    arch: Arch,
+    problem: &crate::problem::Problem,
+    sm_count: u32,
+) -> KernelConfig {
     let KernelConfig::Wgmma(c) = config(imp, arch, problem.shape.d) else {
         return config(imp, arch, problem.shape.d);
     };
     let shape = &problem.shape;
     let tiles = shape.b * shape.h * shape.sq.div_ceil(WGMMA_TILE_ROWS);
     let causal = problem.causal != Causal::None;
-    let short_causal_keys =
-        SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
+    let short_causal_keys = SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: 128, ..c }
     } else if causal && shape.sk <= short_causal_keys {
@@ -182,7 +186,8 @@ mod tests {
     #[test]
     fn short_causal_problems_take_128_key_blocks_on_persistent_blocks() {
         use crate::problem::{Layout, Problem, Shape};
-        let causal = |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        let causal =
+            |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         // hd64 up to 2k keys: 128-key blocks, 3 stages, persistent.
         let c = wgmma_for(&causal(2, 32, 2048, 64));
         assert_eq!((c.block_n, c.stages, c.persistent), (128, 3, true));
@@ -208,8 +213,14 @@ mod tests {
         assert_eq!((c.consumer_warpgroups, c.pingpong, c.block_n), (1, false, 128));
         assert_eq!(wgmma_for(&p.clone().with_causal(Causal::TopLeft)).consumer_warpgroups, 1);
         // B=4, H=8: 128 tiles, at least half the SMs: two consumers; hd128: not measured.
-        assert_eq!(wgmma_for(&Problem::dense(Shape::new(4, 8, 512, 64), Dtype::F16, Layout::Bhsd)).consumer_warpgroups, 2);
-        assert_eq!(wgmma_for(&Problem::dense(Shape::new(1, 8, 512, 128), Dtype::F16, Layout::Bhsd)).consumer_warpgroups, 2);
+        assert_eq!(
+            wgmma_for(&Problem::dense(Shape::new(4, 8, 512, 64), Dtype::F16, Layout::Bhsd)).consumer_warpgroups,
+            2
+        );
+        assert_eq!(
+            wgmma_for(&Problem::dense(Shape::new(1, 8, 512, 128), Dtype::F16, Layout::Bhsd)).consumer_warpgroups,
+            2
+        );
     }
 
     #[test]
@@ -220,8 +231,10 @@ mod tests {
                 for causal in [Causal::None, Causal::TopLeft] {
                     for (b, h) in [(1, 8), (4, 16), (32, 32)] {
                         let p = Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(causal);
-                        let spec = KernelSpec { config: KernelConfig::Wgmma(wgmma_for(&p)), dtype: Dtype::Bf16, head_dim: d };
-                        spec.validate(Arch::Sm90a).unwrap_or_else(|e| panic!("{} for {b},{h},{s},{d}: {e}", spec.name()));
+                        let spec =
+                            KernelSpec { config: KernelConfig::Wgmma(wgmma_for(&p)), dtype: Dtype::Bf16, head_dim: d };
+                        spec.validate(Arch::Sm90a)
+                            .unwrap_or_else(|e| panic!("{} for {b},{h},{s},{d}: {e}", spec.name()));
                     }
                 }
             }
