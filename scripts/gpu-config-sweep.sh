@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Screens wgmma lever sets on a problem set: one graph-mode bench per config (no peers), then a
+# Screens lever sets of one kernel (IMPL, default wgmma) on a problem set: one graph-mode bench per config (no peers), then a
 # table of medians per case with the fastest config marked. Lever screening only: a claim
 # against a peer needs a same-run bench.
-# usage: CONFIGS="default block_n=64 consumer_warpgroups=1,pingpong=0" \
+# usage: [IMPL=splitkv] [REPS=20] CONFIGS="default block_n=64 consumer_warpgroups=1,pingpong=0" \
 #          scripts/gpu-config-sweep.sh NAME [bench args...]
+# A config the kernel refuses for one case (validate) aborts that config's whole bench: sweep
+# problems one head dim at a time.
 set -u
 BIN=${EVOATTN_BIN:-target/release/evoattn}
 OUT=${OUT:-out}
@@ -11,7 +13,7 @@ name=$1; shift
 i=0
 for cfg in ${CONFIGS:?CONFIGS lists lever sets, default for none}; do
   extra=(); [ "$cfg" != default ] && extra=(--config "$cfg")
-  $BIN bench "$@" --impl wgmma "${extra[@]}" --mode graph --reps "${REPS:-20}" --peers none --no-history \
+  $BIN bench "$@" --impl "${IMPL:-wgmma}" "${extra[@]}" --mode graph --reps "${REPS:-20}" --peers none --no-history \
     --json "$OUT/$name-$i.json" > "$OUT/$name-$i.txt" 2>&1 || echo "config $cfg: exit $? (see $name-$i.txt)"
   i=$((i + 1))
 done
@@ -25,7 +27,7 @@ for i, cfg in enumerate(configs):
         continue
     for r in json.load(open(path))["results"]:
         c = r["case"]
-        key = f'{c["b"]},{c["h"]},{c["sq"]},{c["d"]} {c["dtype"]} {c["causal"]}'
+        key = f'{c["b"]},{c["h"]},{c["sq"]},{c["d"]},{c["hkv"]},{c["sk"]} {c["dtype"]} {c["causal"]}'
         s = r["ours"].get("samples_us") or []
         rows.setdefault(key, {})[i] = statistics.median(s) if s and r["ours"]["correct"] else None
 print(f"== {name}: median us per config; * = fastest")

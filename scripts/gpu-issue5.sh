@@ -21,32 +21,7 @@ SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bi
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export EVOATTN_BIN="$BIN"
-start=$(date +%s)
-rows=()
-
-# step NAME BUDGET_S LOG CMD...: runs CMD with stdout+stderr to $OUT/LOG, cut at BUDGET_S or at
-# the run's deadline, whichever is first; records "NAME | exit | seconds | last line".
-step() {
-    local name=$1 budget=$2 log=$3
-    shift 3
-    local left=$((BUDGET_S - ($(date +%s) - start)))
-    if ((left < 10)); then
-        rows+=("$name | skipped | 0 s | run deadline reached")
-        return
-    fi
-    ((budget > left)) && budget=$left
-    echo "== $name (budget ${budget} s): $*"
-    local t0=$(date +%s)
-    timeout --kill-after=5 "$budget" "$@" > "$OUT/$log" 2>&1
-    local rc=$?
-    local took=$(($(date +%s) - t0))
-    local status="exit $rc"
-    ((rc == 124 || rc == 137)) && status="CUT at ${budget} s"
-    local last
-    last=$(grep -v '^\s*$' "$OUT/$log" | tail -1 | cut -c1-110)
-    rows+=("$name | $status | ${took} s | $last")
-    echo "   $status in ${took} s: $last"
-}
+source scripts/lib-step.sh
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 "$BIN" info > "$OUT/info.txt" 2>&1
@@ -120,4 +95,4 @@ echo "==== host cost"
 grep -h '^host_cost ' "$OUT"/host-cost-*.txt
 echo
 echo "==== summary (logs in $OUT, $(($(date +%s) - start)) s in all)"
-printf '%s\n' "${rows[@]}" | (column -t -s '|' 2>/dev/null || cat)
+print_rows

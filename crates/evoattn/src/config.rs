@@ -97,6 +97,8 @@ pub struct MmaConfig {
 
 /// Rows of one `mma.sync` tile: each warp owns this many query rows.
 pub const MMA_ROWS_PER_WARP: u32 = 16;
+/// The K of one `mma.sync` m16n8k16: P·V consumes keys in steps of this many.
+pub const MMA_K: u32 = 16;
 /// Padding, in elements, added to each shared-memory row so that 8 rows read by one
 /// `ldmatrix` fall in different banks (16 bytes shift per row).
 pub const SMEM_ROW_PAD: usize = 8;
@@ -123,6 +125,9 @@ pub struct SplitkvConfig {
     pub stages: u32,
     /// Keep Q fragments in registers (else re-read from shared memory each k-step).
     pub q_in_regs: bool,
+    /// Warps that share each 16 packed rows, each taking `block_n / key_warps` keys of every
+    /// key tile; their softmax states merge at the end. Threads = block_m / 16 × key_warps × 32.
+    pub key_warps: u32,
     /// Blocks the keys of one tile are split over; 0 lets the planner choose from the problem
     /// and the SM count (`plan::splits`). A launch-time value: the kernel reads it from its
     /// parameters.
@@ -160,7 +165,10 @@ impl SplitkvCombine {
 impl SplitkvConfig {
     pub const BLOCK_M: [u32; 4] = [16, 32, 64, 128];
     pub const BLOCK_N: [u32; 3] = MmaConfig::BLOCK_N;
-    pub const STAGES: [u32; 3] = MmaConfig::STAGES;
+    /// Deeper than `mma`'s: a bandwidth-bound split wants bytes in flight, and decoding's
+    /// small Q tile leaves the shared memory for them. One stage (no overlap) is left out.
+    pub const STAGES: [u32; 4] = [2, 3, 4, 6];
+    pub const KEY_WARPS: [u32; 3] = [1, 2, 4];
     /// Split counts the tuner tries (0: the planner's choice).
     pub const SPLITS: [u32; 6] = [0, 1, 2, 4, 8, 16];
     /// Most splits a launch uses: bounds the workspace and the combine loop.
@@ -294,6 +302,7 @@ impl KernelConfig {
                 ("block_n", c.block_n.to_string()),
                 ("stages", c.stages.to_string()),
                 ("q_in_regs", u32::from(c.q_in_regs).to_string()),
+                ("key_warps", c.key_warps.to_string()),
                 ("splits", c.splits.to_string()),
                 ("combine", c.combine.name().to_string()),
             ],
@@ -349,6 +358,7 @@ impl KernelConfig {
                     "block_n" => c.block_n = num,
                     "stages" => c.stages = num,
                     "q_in_regs" => c.q_in_regs = num != 0,
+                    "key_warps" => c.key_warps = num,
                     "splits" => c.splits = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -416,7 +426,7 @@ impl KernelSpec {
             KernelConfig::Reference(c) => c.threads,
             KernelConfig::Mma(c) => c.warps() * 32,
             KernelConfig::Wgmma(c) => c.threads(),
-            KernelConfig::Splitkv(c) => c.block_m / MMA_ROWS_PER_WARP * 32,
+            KernelConfig::Splitkv(c) => c.block_m / MMA_ROWS_PER_WARP * c.key_warps * 32,
         }
     }
 
@@ -553,6 +563,24 @@ impl KernelSpec {
                 one_of("block_m", c.block_m, &SplitkvConfig::BLOCK_M)?;
                 one_of("block_n", c.block_n, &SplitkvConfig::BLOCK_N)?;
                 one_of("stages", c.stages, &SplitkvConfig::STAGES)?;
+                one_of("key_warps", c.key_warps, &SplitkvConfig::KEY_WARPS)?;
+                let warp_keys = c.block_n / c.key_warps;
+                if warp_keys % MMA_K != 0 {
+                    return Err(format!(
+                        "block_n={} over key_warps={} gives each warp {warp_keys} keys a tile, not a multiple of {MMA_K}",
+                        c.block_n, c.key_warps
+                    ));
+                }
+                // The key warps merge through the drained K/V ring (kernel: MERGE_FLOATS).
+                let merge_bytes = (c.block_m / MMA_ROWS_PER_WARP) as usize * (self.head_dim / 2 + 4) * 32 * 4;
+                let ring_bytes =
+                    2 * (c.stages * c.block_n) as usize * (self.head_dim + SMEM_ROW_PAD) * self.dtype.size_bytes();
+                if c.key_warps > 1 && merge_bytes > ring_bytes {
+                    return Err(format!(
+                        "key_warps={} merges {merge_bytes} bytes of softmax state through a {ring_bytes}-byte K/V ring",
+                        c.key_warps
+                    ));
+                }
                 if c.splits > SplitkvConfig::MAX_SPLITS {
                     return Err(format!("splits={} must be at most {}", c.splits, SplitkvConfig::MAX_SPLITS));
                 }
@@ -622,9 +650,20 @@ impl KernelSpec {
                         for stages in SplitkvConfig::STAGES {
                             for q_in_regs in [true, false] {
                                 for combine in SplitkvCombine::ALL {
-                                    // The split count is a launch-time value: one compile serves all.
-                                    let c = SplitkvConfig { block_m, block_n, stages, q_in_regs, splits: 0, combine };
-                                    v.push(KernelConfig::Splitkv(c));
+                                    for key_warps in SplitkvConfig::KEY_WARPS {
+                                        // The split count is a launch-time value: one compile
+                                        // serves all.
+                                        let c = SplitkvConfig {
+                                            block_m,
+                                            block_n,
+                                            stages,
+                                            q_in_regs,
+                                            key_warps,
+                                            splits: 0,
+                                            combine,
+                                        };
+                                        v.push(KernelConfig::Splitkv(c));
+                                    }
                                 }
                             }
                         }
@@ -660,6 +699,7 @@ fn short_key(key: &str) -> &str {
         "pingpong" => "pp",
         "persistent" => "pe",
         "splits" => "sp",
+        "key_warps" => "kw",
         "combine" => "cb",
         other => other,
     }
@@ -858,14 +898,22 @@ mod tests {
     }
 
     fn splitkv(block_m: u32, block_n: u32, stages: u32, splits: u32, head_dim: usize) -> KernelSpec {
-        let c = SplitkvConfig { block_m, block_n, stages, q_in_regs: true, splits, combine: SplitkvCombine::Fused };
+        let c = SplitkvConfig {
+            block_m,
+            block_n,
+            stages,
+            q_in_regs: true,
+            key_warps: 1,
+            splits,
+            combine: SplitkvCombine::Fused,
+        };
         KernelSpec { config: KernelConfig::Splitkv(c), dtype: Dtype::Bf16, head_dim }
     }
 
     #[test]
     fn splitkv_name_grid_smem_and_validate() {
         let spec = splitkv(64, 64, 2, 0, 128);
-        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0_cbfused");
+        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbfused");
         assert_eq!(spec.combine_kernel_name(), None);
         assert_eq!(spec.threads(), 128);
         // The mma tile layout: (64 + 2 * 2 * 64) rows of (128 + 8) elements.
@@ -880,18 +928,36 @@ mod tests {
         }
         assert!(splitkv(48, 64, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_m=48"));
         assert!(splitkv(64, 96, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_n=96"));
-        assert!(splitkv(64, 64, 4, 0, 128).validate(Arch::Sm80).unwrap_err().contains("stages=4"));
+        assert!(splitkv(64, 64, 5, 0, 128).validate(Arch::Sm80).unwrap_err().contains("stages=5"));
+        // Key warps: each warp's slice of a tile is whole k16 steps, and the merge fits the ring.
+        let key_warps = |spec: KernelSpec, kw: u32| KernelSpec {
+            config: spec.config.with_overrides(&format!("key_warps={kw}")).unwrap(),
+            ..spec
+        };
+        let kw4 = key_warps(splitkv(16, 64, 4, 0, 128), 4);
+        assert_eq!(kw4.threads(), 128);
+        assert!(kw4.validate(Arch::Sm90a).is_ok());
+        assert!(key_warps(splitkv(16, 32, 4, 0, 128), 4).validate(Arch::Sm90a).unwrap_err().contains("8 keys a tile"));
+        assert!(key_warps(splitkv(16, 64, 2, 0, 128), 3).validate(Arch::Sm90a).unwrap_err().contains("key_warps=3"));
+        // 128 rows of D=128 state (8 x 132 x 32 floats, 135 KiB) against a 2 x 2 x 32-row ring (35 KiB).
+        assert!(key_warps(splitkv(128, 32, 2, 0, 128), 2)
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .contains("through a 34816-byte K/V ring"));
         assert!(splitkv(64, 64, 2, 129, 128).validate(Arch::Sm80).unwrap_err().contains("splits=129"));
         assert!(splitkv(128, 128, 3, 0, 256).validate(Arch::Sm90a).unwrap_err().contains("shared memory"));
         let changed = spec.config.with_overrides("splits=8,block_m=16").unwrap();
         assert_eq!(changed, splitkv(16, 64, 2, 8, 128).config);
-        assert_eq!(changed.to_string(), "block_m=16,block_n=64,stages=2,q_in_regs=1,splits=8,combine=fused");
+        assert_eq!(
+            changed.to_string(),
+            "block_m=16,block_n=64,stages=2,q_in_regs=1,key_warps=1,splits=8,combine=fused"
+        );
         assert!(spec.config.with_overrides("loads=tma").is_err());
         assert!(spec.config.with_overrides("combine=atomic").unwrap_err().contains("combine is one of fused, kernel"));
-        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 3 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 4 * 2 * 2 * 3);
         // The second kernel's name and the defines that select it.
         let two = KernelSpec { config: spec.config.with_overrides("combine=kernel").unwrap(), ..spec };
-        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_sp0_cbkernel";
+        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbkernel";
         assert_eq!(two.combine_kernel_name().as_deref(), Some(&*format!("{name}_combine")));
         let defines = two.defines();
         let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());

@@ -78,7 +78,8 @@ pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
 const WGMMA_TILE_ROWS: usize = 128;
 
 /// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: [`config`],
-/// with `wgmma` adapted to the problem where it measured faster (H100, 2026-11-22, graph
+/// with `splitkv`'s row groups sized to the packed rows (the block's other warps on key
+/// slices), and `wgmma` adapted to the problem where it measured faster (H100, 2026-11-22, graph
 /// mode, medians of 20-30 samples; docs/perf-log.md "short and causal tiles"):
 /// - A grid under half the SMs (128-row tiles), hd <= 64: one consumer warpgroup (64-row
 ///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
@@ -104,10 +105,17 @@ pub fn for_problem(
     problem: &crate::problem::Problem,
     sm_count: u32,
 ) -> KernelConfig {
-    let KernelConfig::Wgmma(c) = config(imp, arch, problem.shape.d) else {
-        return config(imp, arch, problem.shape.d);
-    };
     let shape = &problem.shape;
+    if imp == crate::config::Impl::Splitkv {
+        // Row groups for the packed rows (Sq × group), up to the 64 of 4 warps.
+        let rows = (shape.sq * shape.group()) as u32;
+        let widest = SPLITKV_WARPS * crate::config::MMA_ROWS_PER_WARP;
+        let block_m = SplitkvConfig::BLOCK_M.iter().copied().find(|&m| m >= rows).unwrap_or(widest).min(widest);
+        return KernelConfig::Splitkv(splitkv_rows(arch, shape.d, block_m));
+    }
+    let KernelConfig::Wgmma(c) = config(imp, arch, shape.d) else {
+        return config(imp, arch, shape.d);
+    };
     let tiles = shape.b * shape.h * shape.sq.div_ceil(WGMMA_TILE_ROWS);
     let causal = problem.causal != Causal::None;
     let short_causal_keys = SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
@@ -129,22 +137,61 @@ pub fn for_problem(
     KernelConfig::Wgmma(config)
 }
 
-/// The `splitkv` default for a head dim on an arch.
+/// Deepest K/V ring the `splitkv` default takes with the `mma` default's key tiles: past four
+/// stages (three tiles in flight while one is computed) nothing was left to gain.
+pub const SPLITKV_MAX_DEFAULT_STAGES: u32 = 4;
+/// The `splitkv` default's key tile where two stages of it fit: 32 keys per key warp.
+pub const SPLITKV_WIDE_BLOCK_N: u32 = 128;
+/// Warps of a default `splitkv` block: as many as the 64-row `mma` tile has, now spent on key
+/// slices when the problem has fewer rows.
+const SPLITKV_WARPS: u32 = 4;
+
+/// The `splitkv` default for a head dim on an arch, for decoding (few packed rows).
 ///
-/// - 64 packed rows (4 warps): decoding has few rows (Sq × group, 8 for GQA 8:1 at Sq = 1),
-///   but the block's K/V loads are spread over more threads, and the MMA work of 64 rows
-///   still hides under the loads of a bandwidth-bound split (a 64-key tile at D=128 is 32 KiB
-///   of K/V for 2 MFLOP).
-/// - Key tiles, stages and Q in registers follow the `mma` default of the head dim on the
-///   arch (`mma` above): the same main loop with at most as many rows, so the same shared
-///   memory and register budget holds.
-/// - splits = 0: the planner chooses from the problem and the SM count.
-/// - combine fused into the last split of each tile: one launch per call instead of two (one
-///   `cuLaunchKernel` of host time, and no gap between two grids on the GPU), and the merge
-///   of one tile overlaps the other tiles' splits. Unmeasured against `kernel` so far.
+/// - 16 packed rows (one `mma` row group) with 4 key warps, each taking a quarter of every key
+///   tile: decoding has 1-8 packed rows at Sq = 1 (Sq × group), so a 64-row tile would do
+///   4-64× the MMA work and hold 4× the Q tile in shared memory, and one warp alone would
+///   issue a whole tile's loads. [`for_problem`] widens the row groups for more rows.
+/// - 128-key tiles, two stages, where they fit (hd64, hd128 on sm_80/sm_90): each warp's
+///   online-softmax bookkeeping (max, rescale, shuffles) is per tile, so wider tiles spend
+///   fewer instructions per byte. Otherwise the `mma` default's key tiles with the deepest
+///   ring up to [`SPLITKV_MAX_DEFAULT_STAGES`] that fits. H100, bf16 hd128, graph mode, one
+///   wave (`bench/results/2026-11-22-s4-splitkv-sweep.txt`): 128 keys × 2 stages was fastest
+///   or within 1% on 8 of 9 decode shapes (1,32,1,128,4,32768: 47.6 µs against 48.2 with 64
+///   keys × 4 stages and 53.2 with 64 × 3; Sq=4: 54.4 against 71.7).
+/// - Q in registers follows the `mma` default of the head dim.
+/// - splits = 0: the planner chooses from the problem, the SM count and the occupancy.
+/// - combine fused into the last split of each tile: one launch per call instead of two; a
+///   second kernel measured the same or up to 3% slower.
 pub fn splitkv(arch: Arch, head_dim: usize) -> SplitkvConfig {
-    let MmaConfig { block_n, stages, q_in_regs, .. } = mma(arch, head_dim);
-    SplitkvConfig { block_m: 64, block_n, stages, q_in_regs, splits: 0, combine: SplitkvCombine::Fused }
+    splitkv_rows(arch, head_dim, crate::config::MMA_ROWS_PER_WARP)
+}
+
+/// The `splitkv` default with row groups for `block_m` rows, the rest of the block's 4 warps
+/// on key slices: 128-key tiles with two stages where they fit, else the `mma` default's key
+/// tiles with the deepest ring that fits.
+fn splitkv_rows(arch: Arch, head_dim: usize, block_m: u32) -> SplitkvConfig {
+    use crate::config::{KernelSpec, MMA_K, MMA_ROWS_PER_WARP};
+    let MmaConfig { block_n: mma_block_n, q_in_regs, .. } = mma(arch, head_dim);
+    let with = |block_n: u32, stages| SplitkvConfig {
+        block_m,
+        block_n,
+        stages,
+        q_in_regs,
+        key_warps: (SPLITKV_WARPS / (block_m / MMA_ROWS_PER_WARP)).clamp(1, block_n / MMA_K),
+        splits: 0,
+        combine: SplitkvCombine::Fused,
+    };
+    let fits = |c: &SplitkvConfig| {
+        // Element size is what matters here; f16 and bf16 are both 2 bytes.
+        let spec = KernelSpec { config: KernelConfig::Splitkv(*c), dtype: crate::problem::Dtype::F16, head_dim };
+        spec.validate(arch).is_ok()
+    };
+    let narrow = SplitkvConfig::STAGES.iter().rev().filter(|&&s| s <= SPLITKV_MAX_DEFAULT_STAGES);
+    std::iter::once(with(SPLITKV_WIDE_BLOCK_N, SplitkvConfig::STAGES[0]))
+        .chain(narrow.map(|&stages| with(mma_block_n, stages)))
+        .find(fits)
+        .unwrap_or_else(|| with(mma_block_n, SplitkvConfig::STAGES[0]))
 }
 
 /// The default configuration of `imp` for a head dim on an arch.

@@ -58,12 +58,15 @@ pub struct Plan {
 /// 2026-11-22-issue5-*`): at Sk <= 8k `splitkv` lost to cuDNN and FlashAttention-2 on every
 /// decode shape, and at the seed shapes (Sk = 512) it took 30-48 µs where `wgmma` takes 12-23.
 pub const SPLITKV_MIN_KEYS: usize = 16384;
+/// Fewest keys for which `auto` splits the keys of a decoding problem whose `splitkv` tiles
+/// alone leave SMs idle. H100, bf16 hd128, graph mode (`bench/results/2026-11-22-s4-*`):
+/// 1,32,1,128,4,1024 12.9 µs against `wgmma`'s 19.2; at 8k keys 22.5 against 98.7, and B=8
+/// 66.8 against 196.7; no GQA, B=1, 8k: 65.0 against 100.3. With B=8 and no GQA (256 tiles
+/// of one row) `wgmma` stayed ahead at 1k keys (63.4 against 65.2): that grid fills the GPU.
+pub const SPLITKV_MIN_DECODE_KEYS: usize = 1024;
 /// Most query rows per KV head (Sq x GQA group) for which `auto` splits the keys: decoding.
 /// Past this the whole-row kernel's tiles are full and it has blocks enough.
 pub const SPLITKV_MAX_PACKED_ROWS: usize = 64;
-/// Resident blocks per SM the planner's split count aims for: two, so that one block's loads
-/// are in flight while the other computes or combines.
-pub const SPLITKV_BLOCKS_PER_SM: usize = 2;
 /// Fewest key tiles one split walks: fewer, and the split's Q load, partial write and share of
 /// the combine outweigh its keys.
 pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
@@ -72,7 +75,8 @@ pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
 ///
 /// - `splitkv` when the problem is decoding (at most [`SPLITKV_MAX_PACKED_ROWS`] query rows per
 ///   KV head) against at least [`SPLITKV_MIN_KEYS`] keys, or the whole-row kernel would launch
-///   fewer blocks than there are SMs on such keys: the whole-row kernels give each head a
+///   fewer blocks than there are SMs on such keys, or it is decoding against at least
+///   [`SPLITKV_MIN_DECODE_KEYS`] keys with fewer `splitkv` tiles than SMs: the whole-row kernels give each head a
 ///   128-row tile however few its queries (B=8, H=32, Sq=1, 32k keys: `wgmma` took 915 µs,
 ///   cuDNN 194), and too few blocks leave most SMs idle; splitting the keys fills both the SMs
 ///   and, with the GQA group packed into its rows, the MMA rows, at the price of one float32
@@ -92,18 +96,28 @@ pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
     };
     let blocks: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
     let decoding = problem.shape.sq * problem.shape.group() <= SPLITKV_MAX_PACKED_ROWS;
-    if (decoding || blocks < sm_count as usize) && problem.shape.sk >= SPLITKV_MIN_KEYS {
+    let split_spec = KernelSpec {
+        config: crate::defaults::for_problem(Impl::Splitkv, arch, problem, sm_count),
+        dtype: problem.dtype,
+        head_dim: problem.shape.d,
+    };
+    let split_tiles: usize = split_spec.grid(&problem.shape, 1, sm_count).iter().product();
+    let sparse_decode = decoding && split_tiles < sm_count as usize && problem.shape.sk >= SPLITKV_MIN_DECODE_KEYS;
+    if sparse_decode || ((decoding || blocks < sm_count as usize) && problem.shape.sk >= SPLITKV_MIN_KEYS) {
         Impl::Splitkv
     } else {
         whole_rows
     }
 }
 
-/// How many splits a `splitkv` launch of `problem` uses on `sm_count` SMs: the config's
-/// `splits` when set, else enough to give every SM [`SPLITKV_BLOCKS_PER_SM`] blocks, but no
-/// split shorter than [`SPLITKV_MIN_TILES_PER_SPLIT`] key tiles; always within 1 ..= the key
-/// tiles and [`SplitkvConfig::MAX_SPLITS`].
-pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32) -> usize {
+/// How many splits a `splitkv` launch of `problem` uses on `sm_count` SMs that each hold
+/// `resident_per_sm` of its blocks: the config's `splits` when set, else as many as fit every
+/// tile's splits in one wave (sm_count × resident_per_sm blocks), but no split shorter than
+/// [`SPLITKV_MIN_TILES_PER_SPLIT`] key tiles; always within 1 ..= the key tiles and
+/// [`SplitkvConfig::MAX_SPLITS`]. One wave, rounded down: a second, partial wave leaves most
+/// SMs idle while it runs (H100, 2026-11-22: 1,32,4,128,4,32768 took 97.8 µs with 264 blocks of
+/// one per SM, 65.3 with the same 264 blocks at two per SM).
+pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32, resident_per_sm: u32) -> usize {
     let key_tiles = problem.shape.sk.div_ceil(config.block_n as usize).max(1);
     let wanted = if config.splits > 0 {
         config.splits as usize
@@ -111,8 +125,8 @@ pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32) -> usize
         let spec =
             KernelSpec { config: KernelConfig::Splitkv(*config), dtype: problem.dtype, head_dim: problem.shape.d };
         let tiles: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
-        let to_fill = (sm_count as usize * SPLITKV_BLOCKS_PER_SM).div_ceil(tiles.max(1));
-        to_fill.min(key_tiles / SPLITKV_MIN_TILES_PER_SPLIT)
+        let slots = sm_count as usize * resident_per_sm.max(1) as usize;
+        (slots / tiles.max(1)).min(key_tiles / SPLITKV_MIN_TILES_PER_SPLIT)
     };
     wanted.clamp(1, key_tiles.min(SplitkvConfig::MAX_SPLITS as usize))
 }
@@ -246,8 +260,12 @@ mod tests {
         assert_eq!(choose_impl(&decode(8, 32, 32, 1024, 32768), Arch::Sm80, 108), Impl::Mma);
         // B=4 x H=32 = 128 blocks < 132: still split.
         assert_eq!(choose_impl(&decode(4, 32, 32, 1, 16384), Arch::Sm90a, H100_SMS), Impl::Splitkv);
-        // Too few keys to split (measured: splitkv lost at 8k): the whole-row kernel.
-        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        // Decoding at 1k-8k keys with fewer splitkv tiles (4) than SMs: split.
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 8192), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 1024), Arch::Sm90a, H100_SMS), Impl::Splitkv);
+        // ... but not below 1k keys, nor when 256 one-row tiles already fill the GPU.
+        assert_eq!(choose_impl(&decode(1, 32, 4, 1, 512), Arch::Sm90a, H100_SMS), Impl::Wgmma);
+        assert_eq!(choose_impl(&decode(8, 32, 32, 1, 1024), Arch::Sm90a, H100_SMS), Impl::Wgmma);
         // Not decoding (128 query rows per KV head), but 32 blocks on 132 SMs: split.
         assert_eq!(choose_impl(&decode(1, 32, 32, 128, 32768), Arch::Sm90a, H100_SMS), Impl::Splitkv);
         // The seed shape B=1, H=8, S=512: 32 blocks, but 512 queries and keys: whole rows.
@@ -263,24 +281,29 @@ mod tests {
     #[test]
     fn split_count_worked_examples() {
         let cfg = crate::defaults::splitkv(Arch::Sm90a, 128);
-        assert_eq!((cfg.block_m, cfg.block_n), (64, 64));
-        // GQA 8:1, Sq=1, B=1: 8 packed rows -> one tile per KV head, 4 tiles. To give 132 SMs
-        // two blocks each: ceil(264 / 4) = 66 splits; 32k keys are 512 tiles, 7.75 per split.
-        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &cfg, H100_SMS), 66);
-        // 1k keys are 16 tiles: at most 16 / 2 = 8 splits of 2 tiles.
-        assert_eq!(splits(&decode(1, 32, 4, 1, 1024), &cfg, H100_SMS), 8);
-        // No GQA, B=8, Sq=4: 4 packed rows, 8 x 32 = 256 tiles: ceil(264 / 256) = 2.
-        assert_eq!(splits(&decode(8, 32, 32, 4, 8192), &cfg, H100_SMS), 2);
-        // Enough tiles already: 1 split.
-        assert_eq!(splits(&decode(8, 32, 32, 512, 8192), &cfg, H100_SMS), 1);
+        assert_eq!((cfg.block_m, cfg.block_n), (16, 128));
+        // GQA 8:1, Sq=1, B=1: 8 packed rows -> one tile per KV head, 4 tiles. 132 SMs holding
+        // two blocks each: 264 / 4 = 66 splits; 32k keys are 256 tiles, 3.9 per split.
+        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &cfg, H100_SMS, 2), 66);
+        // One block per SM: 132 / 4 = 33.
+        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &cfg, H100_SMS, 1), 33);
+        // 1k keys are 8 tiles: at most 8 / 2 = 4 splits of 2 tiles.
+        assert_eq!(splits(&decode(1, 32, 4, 1, 1024), &cfg, H100_SMS, 2), 4);
+        // GQA 8:1, Sq=4, B=8: 32 rows, two 16-row tiles per KV head, 64 tiles: 264 / 64 = 4
+        // (rounded down: a fifth split would start a second wave).
+        assert_eq!(splits(&decode(8, 32, 4, 4, 8192), &cfg, H100_SMS, 2), 4);
+        // No GQA, B=8, Sq=4: 8 x 32 = 256 tiles already fill the 264 slots: 1 split.
+        assert_eq!(splits(&decode(8, 32, 32, 4, 8192), &cfg, H100_SMS, 2), 1);
+        // More tiles than slots: 1 split.
+        assert_eq!(splits(&decode(8, 32, 32, 512, 8192), &cfg, H100_SMS, 2), 1);
         // One key: one split, whatever the grid.
-        assert_eq!(splits(&decode(1, 1, 1, 1, 1), &cfg, H100_SMS), 1);
+        assert_eq!(splits(&decode(1, 1, 1, 1, 1), &cfg, H100_SMS, 2), 1);
         // An explicit count wins, within the key tiles and MAX_SPLITS.
         let three = SplitkvConfig { splits: 3, ..cfg };
-        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &three, H100_SMS), 3);
-        assert_eq!(splits(&decode(1, 32, 4, 1, 100), &three, H100_SMS), 2);
+        assert_eq!(splits(&decode(1, 32, 4, 1, 32768), &three, H100_SMS, 2), 3);
+        assert_eq!(splits(&decode(1, 32, 4, 1, 200), &three, H100_SMS, 2), 2);
         let many = SplitkvConfig { splits: 1000, ..cfg };
-        assert_eq!(splits(&decode(1, 1, 1, 1, 1 << 20), &many, H100_SMS), SplitkvConfig::MAX_SPLITS as usize);
+        assert_eq!(splits(&decode(1, 1, 1, 1, 1 << 20), &many, H100_SMS, 2), SplitkvConfig::MAX_SPLITS as usize);
     }
 
     struct Fixed(KernelConfig);

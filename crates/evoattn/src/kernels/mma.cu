@@ -1,6 +1,8 @@
 // The `mma` kernel (FlashAttention-2 class, sm_80+). One block owns BM query rows of one
 // (batch, head); its WARPS warps own 16 rows each and stream the visible keys in BN-key tiles
 // through a STAGES-deep cp.async ring: S = Q·Kᵀ, mask, online softmax, O += P·V, epilogue.
+// Every warp owns its 16 rows' whole key tiles (splitkv may split them between warps).
+#define EVOATTN_KEY_WARPS 1
 #include "mma_epilogue.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
@@ -30,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     start_pipeline(ring, q_frag, sQ, warp);
     float acc[O_TILES][4];
     RowState st;
-    attend_keys(p, ring, q_frag, m0 + warp * 16 + lane / 4, 1, first_row_keys, acc, st);
+    attend_keys(p, ring, q_frag, m0 + warp * 16 + lane / 4, 1, first_row_keys, 0, acc, st);
     __syncthreads();  // the epilogue stages O in the Q tile
     epilogue(p, acc, st, sQ, o, m0, batch, head);
 }

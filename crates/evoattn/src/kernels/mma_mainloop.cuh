@@ -10,34 +10,48 @@
 #define BM EVOATTN_BLOCK_M
 #define BN EVOATTN_BLOCK_N
 #define STAGES EVOATTN_STAGES
-#define WARPS (BM / 16)
+#ifndef EVOATTN_KEY_WARPS
+#error "EVOATTN_KEY_WARPS must be defined: warps that share 16 query rows and split each key tile"
+#endif
+#define KEY_WARPS EVOATTN_KEY_WARPS
+#define ROW_WARPS (BM / 16)     // warps with distinct query rows
+#define WARPS (ROW_WARPS * KEY_WARPS)
 #define THREADS (WARPS * 32)
+#define WARP_KEYS (BN / KEY_WARPS)  // keys of each tile one warp attends to
 #define SMEM_ROW (D + 8)        // padded row: 8 ldmatrix rows land 16 bytes apart, on distinct banks
 #define CHUNK 8                 // elements per 16-byte cp.async
 #define K_STEPS (D / 16)        // k-steps of Q·Kᵀ
-#define S_TILES (BN / 8)        // n-tiles of S per warp
+#define S_TILES (WARP_KEYS / 8) // n-tiles of S per warp
 #define O_TILES (D / 8)         // n-tiles of O per warp
-#define PV_STEPS (BN / 16)      // k-steps of P·V
+#define PV_STEPS (WARP_KEYS / 16) // k-steps of P·V
 #define Q_IN_REGS EVOATTN_Q_IN_REGS
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
 static_assert(D % 16 == 0 && BN % 16 == 0 && BM % 16 == 0, "tiles must be multiples of 16");
-static_assert(STAGES >= 1 && STAGES <= 3, "1 to 3 K/V stages");
+static_assert(WARP_KEYS % 16 == 0, "each key warp's slice of a tile is a whole P·V k-step");
+static_assert(STAGES >= 1 && STAGES <= 6, "1 to 6 K/V stages");
 
 // Copies ROWS rows of D elements, rows `row0`.. of a tensor whose row `r` starts at
 // `row_ptr(r)`, into a padded shared tile; rows at or past `row_end` are zero-filled, so masked
-// keys multiply a finite V and padded queries produce finite scores.
+// keys multiply a finite V and padded queries produce finite scores. Each thread keeps one
+// 16-byte column of the rows it copies, so the unrolled loop's addresses step by constants
+// (a bandwidth-bound split issues these copies for every byte it reads).
 template <int ROWS, typename RowPtr>
 __device__ __forceinline__ void load_rows(elem_t* smem, RowPtr row_ptr, int row0, int row_end) {
     constexpr int CHUNKS_PER_ROW = D / CHUNK;
-    constexpr int TOTAL = ROWS * CHUNKS_PER_ROW;
-    for (int i = threadIdx.x; i < TOTAL; i += THREADS) {
-        const int r = i / CHUNKS_PER_ROW, c = (i % CHUNKS_PER_ROW) * CHUNK;
-        const int row = row0 + r;
-        const bool inside = row < row_end;
-        // A zero-byte copy reads nothing; its source is the tensor's base.
-        const elem_t* src = inside ? row_ptr(row) + c : row_ptr(0);
-        cp_async_16(smem + r * SMEM_ROW + c, src, inside ? 16 : 0);
+    static_assert(THREADS % CHUNKS_PER_ROW == 0, "a thread copies the same column of every row it takes");
+    constexpr int ROWS_PER_PASS = THREADS / CHUNKS_PER_ROW;
+    const int c = (threadIdx.x % CHUNKS_PER_ROW) * CHUNK, r_first = threadIdx.x / CHUNKS_PER_ROW;
+#pragma unroll
+    for (int pass = 0; pass < (ROWS + ROWS_PER_PASS - 1) / ROWS_PER_PASS; ++pass) {
+        const int r = r_first + pass * ROWS_PER_PASS;
+        if (ROWS % ROWS_PER_PASS == 0 || r < ROWS) {
+            const int row = row0 + r;
+            const bool inside = row < row_end;
+            // A zero-byte copy reads nothing; its source is the tensor's base.
+            const elem_t* src = inside ? row_ptr(row) + c : row_ptr(0);
+            cp_async_16(smem + r * SMEM_ROW + c, src, inside ? 16 : 0);
+        }
     }
 }
 
@@ -47,10 +61,10 @@ __device__ __forceinline__ void load_tile(elem_t* smem, const elem_t* gmem, i64 
     load_rows<ROWS>(smem, [=](int row) { return gmem + (i64)row * row_stride; }, row0, row_end);
 }
 
-// A fragments of this warp's 16 query rows for k-step `ks`.
-__device__ __forceinline__ void load_q_frag(u32 (&a)[4], const elem_t* sQ, int warp, int ks) {
+// A fragments of row group `row_warp`'s 16 query rows for k-step `ks`.
+__device__ __forceinline__ void load_q_frag(u32 (&a)[4], const elem_t* sQ, int row_warp, int ks) {
     const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
-    const int row = warp * 16 + (mat % 2) * 8 + r, col = ks * 16 + (mat / 2) * 8;
+    const int row = row_warp * 16 + (mat % 2) * 8 + r, col = ks * 16 + (mat / 2) * 8;
     ldmatrix_x4(a, sQ + row * SMEM_ROW + col);
 }
 
@@ -88,18 +102,18 @@ struct KvRing {
 // the shared Q tile with ldmatrix at every k-step (fewer registers, more shared traffic).
 struct QFrags {
     const elem_t* sQ;
-    int warp;
+    int row_warp;
 #if Q_IN_REGS
     u32 regs[K_STEPS][4];
 #endif
 
     // Call after the Q tile has landed in shared memory.
-    __device__ __forceinline__ void init(const elem_t* sQ_, int warp_) {
+    __device__ __forceinline__ void init(const elem_t* sQ_, int row_warp_) {
         sQ = sQ_;
-        warp = warp_;
+        row_warp = row_warp_;
 #if Q_IN_REGS
 #pragma unroll
-        for (int ks = 0; ks < K_STEPS; ++ks) load_q_frag(regs[ks], sQ, warp, ks);
+        for (int ks = 0; ks < K_STEPS; ++ks) load_q_frag(regs[ks], sQ, row_warp, ks);
 #endif
     }
 
@@ -108,22 +122,22 @@ struct QFrags {
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[i] = regs[ks][i];
 #else
-        load_q_frag(a, sQ, warp, ks);
+        load_q_frag(a, sQ, row_warp, ks);
 #endif
     }
 };
 
 // Once the Q tile's copies are issued: commits them, starts the K/V ring, waits for Q alone
-// and takes this warp's Q fragments.
-__device__ __forceinline__ void start_pipeline(const KvRing& ring, QFrags& q_frag, const elem_t* sQ, int warp) {
+// and takes the Q fragments of row group `row_warp`.
+__device__ __forceinline__ void start_pipeline(const KvRing& ring, QFrags& q_frag, const elem_t* sQ, int row_warp) {
     cp_async_commit();
     ring.prefetch();
     cp_async_wait<STAGES - 1>();  // the Q group
     __syncthreads();
-    q_frag.init(sQ, warp);
+    q_frag.init(sQ, row_warp);
 }
 
-// S(16 x BN) = Q(16 x D) · K_tileᵀ, accumulated from zero. `q_frag(ks, a)` supplies Q.
+// S(16 x WARP_KEYS) = Q(16 x D) · K_sliceᵀ, accumulated from zero; `sK` is the warp's first key. `q_frag(ks, a)` supplies Q.
 template <typename QFrag>
 __device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, const QFrag& q_frag) {
     const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
@@ -145,7 +159,7 @@ __device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK
     }
 }
 
-// O(16 x D) += P(16 x BN) · V_tile, with P packed from the S accumulators: two adjacent
+// O(16 x D) += P(16 x WARP_KEYS) · V_slice (`sV` at the warp's first key), with P packed from the S accumulators: two adjacent
 // n-tiles of S are exactly one A fragment of P.
 __device__ __forceinline__ void gemm_pv(float (&o)[O_TILES][4], const float (&p)[S_TILES][4], const elem_t* sV) {
     const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;

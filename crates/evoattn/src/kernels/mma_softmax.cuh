@@ -30,8 +30,12 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[S_TILES][4], const Att
 }
 
 // Turns scaled scores into probabilities relative to the new running max, and rescales the
-// output accumulator and the running sum by exp2(m_old - m_new).
+// output accumulator and the running sum by exp2(m_old - m_new). Once the maxima settle most
+// tiles leave every row's max unchanged (correction exactly 1): the warp then skips the O
+// rescale, D/2 multiplies a thread that a decode split, with few keys per warp and tile, pays
+// per tile.
 __device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o)[O_TILES][4], RowState& st) {
+    float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = st.m[r];
@@ -41,7 +45,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o
         // A row with every key masked so far keeps m = -inf; subtract 0 instead of -inf so
         // exp2 gives 0, not NaN.
         const float base = mx == NEG_INF ? 0.f : mx;
-        const float correction = fast_exp2(st.m[r] - base);
+        correction[r] = fast_exp2(st.m[r] - base);
         st.m[r] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -50,21 +54,24 @@ __device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o
             s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - base);
             sum += s[nt][2 * r] + s[nt][2 * r + 1];
         }
-        st.l[r] = st.l[r] * correction + sum;
+        st.l[r] = st.l[r] * correction[r] + sum;
+    }
+    if (!__all_sync(0xffffffffu, correction[0] == 1.f && correction[1] == 1.f)) {
 #pragma unroll
         for (int nt = 0; nt < O_TILES; ++nt) {
-            o[nt][2 * r] *= correction;
-            o[nt][2 * r + 1] *= correction;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) o[nt][i] *= correction[i / 2];
         }
     }
 }
 
 // The main loop over the ring's key blocks: S = Q·Kᵀ, mask, online softmax, O += P·V, from a
-// zero accumulator, after `start_pipeline`; returns with no copy in flight. Tiles whose keys
-// are all below `first_row_keys` (what the block's first query sees) skip the mask.
+// zero accumulator, after `start_pipeline`; returns with no copy in flight. The warp attends to
+// keys [key_lo, key_lo + WARP_KEYS) of every tile (all of them unless KEY_WARPS > 1). Tiles
+// whose keys are all below `first_row_keys` (what the block's first query sees) skip the mask.
 __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& ring, const QFrags& q_frag, int row0,
-                                            int rows_per_query, int first_row_keys, float (&acc)[O_TILES][4],
-                                            RowState& st) {
+                                            int rows_per_query, int first_row_keys, int key_lo,
+                                            float (&acc)[O_TILES][4], RowState& st) {
 #pragma unroll
     for (int nt = 0; nt < O_TILES; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
     row_state_init(st);
@@ -73,14 +80,14 @@ __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& r
         cp_async_wait<STAGES - 1>();
         __syncthreads();
         float s[S_TILES][4];
-        gemm_qk(s, ring.k_tile(j), q_frag);
+        gemm_qk(s, ring.k_tile(j) + key_lo * SMEM_ROW, q_frag);
         if ((j + 1) * BN > first_row_keys) {
-            scale_and_mask<true>(s, p, row0, j * BN, rows_per_query);
+            scale_and_mask<true>(s, p, row0, j * BN + key_lo, rows_per_query);
         } else {
-            scale_and_mask<false>(s, p, row0, j * BN, rows_per_query);
+            scale_and_mask<false>(s, p, row0, j * BN + key_lo, rows_per_query);
         }
         online_softmax(s, acc, st);
-        gemm_pv(acc, s, ring.v_tile(j));
+        gemm_pv(acc, s, ring.v_tile(j) + key_lo * SMEM_ROW);
         __syncthreads();  // the next iteration's prefetch overwrites this stage
     }
     cp_async_wait<0>();

@@ -62,3 +62,10 @@ __device__ __forceinline__ float ld_cg(const float* p) {
     asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(x) : "l"(p));
     return x;
 }
+
+// ld_cg of four consecutive floats (16-byte aligned).
+__device__ __forceinline__ float4 ld_cg4(const float* p) {
+    float4 x;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w) : "l"(p));
+    return x;
+}

@@ -2,10 +2,14 @@
 // grids that cannot fill the GPU (small B·H, short Sq, decoding). Block (m_block, split) of
 // one (batch, KV head) attends its BM packed rows to key blocks of split `split`, writes a
 // partial output; the tile's last split merges them (splitkv_combine.cuh), or, with
-// EVOATTN_COMBINE_KERNEL, a second kernel launched after this grid does.
+// EVOATTN_COMBINE_KERNEL, a second kernel launched after this grid does. KEY_WARPS warps
+// share each 16 rows and take disjoint slices of every key tile: decoding has few rows (8 at
+// Sq = 1 with GQA 8:1), which alone would leave the block one warp to load and compute with.
 #include "splitkv_combine.cuh"
 
 static_assert(D % 32 == 0, "the combine step spreads D over a warp's lanes");
+static_assert(KEY_WARPS == 1 || ROW_WARPS * MERGE_FLOATS * 4 <= 2 * STAGES * BN * SMEM_ROW * 2,
+              "the key-warp merge's scratch fits in the drained K/V ring");
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ SplitParams sp) {
@@ -18,6 +22,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const int kv_head = blockIdx.y, batch = blockIdx.z;
     const int group = p.h / p.hkv, rows = p.sq * group, m0 = m_block * BM;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row_warp = warp % ROW_WARPS, key_warp = warp / ROW_WARPS;
 
     const elem_t* q = p.q + batch * p.q_batch + (i64)kv_head * group * p.q_head;
     const elem_t* k = p.k + batch * p.k_batch + kv_head * p.k_head;
@@ -34,12 +39,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const auto q_row = [&](int row) { return q + (i64)(row / group) * p.q_seq + (i64)(row % group) * p.q_head; };
     load_rows<BM>(sQ, q_row, m0, rows);
     QFrags q_frag;
-    start_pipeline(ring, q_frag, sQ, warp);
+    start_pipeline(ring, q_frag, sQ, row_warp);
     float acc[O_TILES][4];
     RowState st;
-    const int row0 = m0 + warp * 16 + lane / 4;
-    attend_keys(p, ring, q_frag, row0, group, first_row_keys, acc, st);
-    write_partial(p, sp, acc, st, split, batch, kv_head, rows, row0);
+    const int row0 = m0 + row_warp * 16 + lane / 4;
+    attend_keys(p, ring, q_frag, row0, group, first_row_keys, key_warp * WARP_KEYS, acc, st);
+    merge_key_warps(acc, st, (float*)sK, row_warp, key_warp);
+    if (key_warp == 0) write_partial(p, sp, acc, st, split, batch, kv_head, rows, row0);
 #if !EVOATTN_COMBINE_KERNEL
     if (arrive_last(sp, batch, kv_head, p.hkv, m_block)) combine(p, sp, batch, kv_head, group, rows, m0);
 #endif

@@ -156,8 +156,8 @@ impl Gpu {
         &self.ctx
     }
 
-    /// Loads a compiled kernel and raises its dynamic shared-memory limit when it needs more
-    /// than the default.
+    /// Loads a compiled kernel, raises its dynamic shared-memory limit when it needs more than
+    /// the default, and asks the driver how many of its blocks one SM holds at once.
     pub fn load(&self, kernel: &CompiledKernel) -> Result<LoadedKernel> {
         let module = self
             .ctx
@@ -171,11 +171,15 @@ impl Gpu {
                 .set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)
                 .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         }
+        // Registers, shared memory and threads together: what `plan::splits` sizes a wave by.
+        let resident_per_sm = function
+            .occupancy_max_active_blocks_per_multiprocessor(kernel.spec.threads(), smem, None)
+            .map_err(|e| Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
         let combine = match kernel.spec.combine_kernel_name() {
             Some(name) => Some(module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?),
             None => None,
         };
-        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem })
+        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem, resident_per_sm })
     }
 }
 
@@ -214,6 +218,7 @@ pub struct LoadedKernel {
     combine: Option<CudaFunction>,
     spec: KernelSpec,
     smem: usize,
+    resident_per_sm: u32,
 }
 
 /// The tensors of one forward pass, as device views (whole allocations or sub-slices).
@@ -242,6 +247,11 @@ impl LoadedKernel {
     /// Dynamic shared memory the kernel is launched with.
     pub fn smem(&self) -> usize {
         self.smem
+    }
+
+    /// Blocks of this kernel one SM holds at once (the driver's occupancy calculator).
+    pub fn resident_per_sm(&self) -> u32 {
+        self.resident_per_sm
     }
 }
 

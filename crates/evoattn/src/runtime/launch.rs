@@ -124,7 +124,7 @@ impl PreparedLaunch {
         let spec = *kernel.spec();
         let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
         let splits = match spec.config {
-            KernelConfig::Splitkv(c) => crate::plan::splits(problem, &c, gpu.sm_count()),
+            KernelConfig::Splitkv(c) => crate::plan::splits(problem, &c, gpu.sm_count(), kernel.resident_per_sm()),
             _ => 1,
         };
         let grid = spec.grid(&problem.shape, splits, gpu.sm_count());

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Decoding on one GPU, in one device call: `splitkv` correctness (compute-sanitizer, the grid,
+# the key-warp variants), a lever sweep on decode shapes, and same-run benches against SDPA.
+# Logs and JSON go to $OUT; a short table is printed last.
+#
+# usage (on the GPU machine, from the repo root; no Rust needed):
+#   OUT=/some/dir scripts/gpu-decode.sh [steps...]
+# steps: correct sweep ncu bench gputests (default: correct sweep)
+# expects .gpu/evoattn (the release binary); gputests also .gpu/gpu-tests.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BIN=${EVOATTN_BIN:-.gpu/evoattn}
+TESTS=${EVOATTN_GPU_TESTS:-.gpu/gpu-tests}
+OUT=${OUT:-out}
+BUDGET_S=${BUDGET_S:-560}
+SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export EVOATTN_BIN="$BIN"
+source scripts/lib-step.sh
+steps=${*:-correct sweep}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
+
+# Decode shapes whose inputs the host draws in seconds (the preset's B=8 no-GQA cases take
+# 10-45 s each): GQA 8:1 at B=1 over every Sk, Sq=4, B=8, and no GQA at 1k and 8k.
+sweep_shapes=()
+for sk in 1024 8192 32768 131072; do sweep_shapes+=(--shape "1,32,1,128,4,$sk"); done
+sweep_shapes+=(--shape 1,32,4,128,4,32768 --shape 8,32,1,128,4,8192 --shape 8,32,1,128,4,32768)
+sweep_shapes+=(--shape 1,32,1,128,32,8192 --shape 8,32,1,128,32,1024)
+
+for step_name in $steps; do
+  case $step_name in
+    correct)
+      # Key warps 4 (the default), 2 and 1 (the v1 layout), with the new combine.
+      for tool in memcheck racecheck; do
+        step "sanitizer $tool" 60 "sanitize-$tool.txt" "$SANITIZER" --tool "$tool" --error-exitcode 9 \
+          "$BIN" check --impl splitkv --preset sanitize --shape 1,8,1,128,2,1000 --shape 1,4,3,64,1,300 \
+          --causal all --dtype all --seeds 1 --quiet
+      done
+      for cfg in key_warps=2,block_m=32 key_warps=1,block_m=64,stages=2 combine=kernel; do
+        step "check sanitize ($cfg)" 40 "check-sanitize-${cfg//[=,]/_}.txt" "$BIN" check --impl splitkv --config "$cfg" \
+          --preset sanitize --shape 1,8,1,128,2,1000 --shape 1,4,3,64,1,300 --causal all --dtype all --seeds 1 --quiet
+      done
+      step "check grid (mma, 1 seed)" 100 check-grid-mma.txt "$BIN" check --preset grid --impl mma --seeds 1 --quiet
+      step "check grid (splitkv, 1 seed)" 150 check-grid-splitkv.txt "$BIN" check --preset grid --impl splitkv \
+        --seeds 1 --quiet
+      step "check decode subset (auto)" 60 check-decode-auto.txt "$BIN" check "${sweep_shapes[@]}" --dtype bf16 \
+        --seeds 1 ;;
+    sweep)
+      step "bench decode subset (auto, planner of this build)" 60 sweep-auto.txt "$BIN" bench "${sweep_shapes[@]}" \
+        --dtype bf16 --peers none --mode graph --reps 15 --no-history --json "$OUT/sweep-auto.json"
+      export IMPL=splitkv REPS=15
+      export CONFIGS=${SWEEP_CONFIGS:-"default stages=3 stages=2 key_warps=2 block_n=128,stages=2 combine=kernel
+        block_m=64,key_warps=1,stages=2"}
+      step "lever sweep (splitkv)" 330 sweep.txt scripts/gpu-config-sweep.sh sweep "${sweep_shapes[@]}" --dtype bf16 ;;
+    ncu)
+      # Nsight Compute on the default splitkv (its caches flushed clean, unlike the bench's
+      # memset, which leaves L2 dirty): DRAM bytes and throughput, occupancy, warp stalls.
+      for shape in ${NCU_SHAPES:-1,32,1,128,4,32768 1,32,1,128,32,8192}; do
+        step "ncu splitkv $shape" 60 "ncu-${shape//,/x}.txt" ncu --clock-control none --section SpeedOfLight \
+          --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats \
+          --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,smsp__inst_executed.sum -k regex:evoattn_splitkv -c 1 \
+          "$BIN" bench --shape "$shape" --dtype bf16 --impl splitkv --peers none --reps 1 --warmup 1 --no-history
+        grep -E "Duration|DRAM Throughput|dram__bytes|lts__t|inst_executed|Achieved Occupancy|Grid Size|Registers Per|Warp Cycles Per Issued|Memory Throughput" "$OUT/ncu-${shape//,/x}.txt" | head -30
+      done ;;
+    bench)
+      for mode in eager graph; do
+        step "bench decode ($mode)" 120 "bench-decode-$mode.txt" "$BIN" bench "${sweep_shapes[@]}" --dtype bf16 \
+          --peers sdpa-cudnn,sdpa-flash --mode "$mode" --reps 50 --json "$OUT/decode-$mode.json"
+      done ;;
+    gputests)
+      step "gpu tests (splitkv, host cost, mma)" 120 gpu-tests.txt \
+        "$TESTS" --test-threads 1 --nocapture splitkv five_microseconds mma_passes non_default_mma ;;
+  esac
+done
+
+echo
+for f in "$OUT"/sweep.txt "$OUT"/sweep-auto.txt "$OUT"/bench-decode-*.txt; do
+  [ -f "$f" ] || continue
+  echo "-- $(basename "$f" .txt)"
+  grep -E '^(==|  c[0-9]|case|[0-9]+,)' "$f"
+done
+[ -f "$OUT/check-grid-splitkv.txt" ] && tail -3 "$OUT/check-grid-splitkv.txt"
+echo
+echo "==== summary (logs in $OUT, $(($(date +%s) - start)) s in all)"
+print_rows
