@@ -78,8 +78,7 @@ pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
 const WGMMA_TILE_ROWS: usize = 128;
 
 /// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: [`config`],
-/// with `splitkv`'s row groups sized to the packed rows (the block's other warps on key
-/// slices), and `wgmma` adapted to the problem where it measured faster (H100, 2026-11-22, graph
+/// with `wgmma` adapted to the problem where it measured faster (H100, 2026-11-22, graph
 /// mode, medians of 20-30 samples; docs/perf-log.md "short and causal tiles"):
 /// - A grid under half the SMs (128-row tiles), hd <= 64: one consumer warpgroup (64-row
 ///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
@@ -106,13 +105,6 @@ pub fn for_problem(
     sm_count: u32,
 ) -> KernelConfig {
     let shape = &problem.shape;
-    if imp == crate::config::Impl::Splitkv {
-        // Row groups for the packed rows (Sq × group), up to the 64 of 4 warps.
-        let rows = (shape.sq * shape.group()) as u32;
-        let widest = SPLITKV_WARPS * crate::config::MMA_ROWS_PER_WARP;
-        let block_m = SplitkvConfig::BLOCK_M.iter().copied().find(|&m| m >= rows).unwrap_or(widest).min(widest);
-        return KernelConfig::Splitkv(splitkv_rows(arch, shape.d, block_m));
-    }
     let KernelConfig::Wgmma(c) = config(imp, arch, shape.d) else {
         return config(imp, arch, shape.d);
     };
@@ -142,8 +134,8 @@ pub fn for_problem(
 pub const SPLITKV_MAX_DEFAULT_STAGES: u32 = 4;
 /// The `splitkv` default's key tile where two stages of it fit: 32 keys per key warp.
 pub const SPLITKV_WIDE_BLOCK_N: u32 = 128;
-/// Warps of a default `splitkv` block: as many as the 64-row `mma` tile has, now spent on key
-/// slices when the problem has fewer rows.
+/// Warps of a default `splitkv` block: as many as the 64-row `mma` tile has, spent on key
+/// slices of one 16-row tile.
 const SPLITKV_WARPS: u32 = 4;
 
 /// The `splitkv` default for a head dim on an arch, for decoding (few packed rows).
@@ -151,7 +143,10 @@ const SPLITKV_WARPS: u32 = 4;
 /// - 16 packed rows (one `mma` row group) with 4 key warps, each taking a quarter of every key
 ///   tile: decoding has 1-8 packed rows at Sq = 1 (Sq × group), so a 64-row tile would do
 ///   4-64× the MMA work and hold 4× the Q tile in shared memory, and one warp alone would
-///   issue a whole tile's loads. [`for_problem`] widens the row groups for more rows.
+///   issue a whole tile's loads. More packed rows take more 16-row tiles, not wider ones: at
+///   Sq=4 with GQA 8:1 (32 rows) two 16-row tiles per KV head took 54.4 µs against 71.4 for
+///   one 32-row tile with 2 key warps (1,32,4,128,4,32768); the tiles of one KV head read the
+///   same keys at the same time, so the second read hits L2.
 /// - 128-key tiles, two stages, where they fit (hd64, hd128 on sm_80/sm_90): each warp's
 ///   online-softmax bookkeeping (max, rescale, shuffles) is per tile, so wider tiles spend
 ///   fewer instructions per byte. Otherwise the `mma` default's key tiles with the deepest
@@ -164,21 +159,14 @@ const SPLITKV_WARPS: u32 = 4;
 /// - combine fused into the last split of each tile: one launch per call instead of two; a
 ///   second kernel measured the same or up to 3% slower.
 pub fn splitkv(arch: Arch, head_dim: usize) -> SplitkvConfig {
-    splitkv_rows(arch, head_dim, crate::config::MMA_ROWS_PER_WARP)
-}
-
-/// The `splitkv` default with row groups for `block_m` rows, the rest of the block's 4 warps
-/// on key slices: 128-key tiles with two stages where they fit, else the `mma` default's key
-/// tiles with the deepest ring that fits.
-fn splitkv_rows(arch: Arch, head_dim: usize, block_m: u32) -> SplitkvConfig {
     use crate::config::{KernelSpec, MMA_K, MMA_ROWS_PER_WARP};
     let MmaConfig { block_n: mma_block_n, q_in_regs, .. } = mma(arch, head_dim);
     let with = |block_n: u32, stages| SplitkvConfig {
-        block_m,
+        block_m: MMA_ROWS_PER_WARP,
         block_n,
         stages,
         q_in_regs,
-        key_warps: (SPLITKV_WARPS / (block_m / MMA_ROWS_PER_WARP)).clamp(1, block_n / MMA_K),
+        key_warps: SPLITKV_WARPS.min(block_n / MMA_K),
         splits: 0,
         combine: SplitkvCombine::Fused,
     };

@@ -35,6 +35,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("block_n", nums(&SplitkvConfig::BLOCK_N)),
             ("stages", nums(&SplitkvConfig::STAGES)),
             ("q_in_regs", nums(&[0, 1])),
+            ("key_warps", nums(&SplitkvConfig::KEY_WARPS)),
             ("splits", nums(&SplitkvConfig::SPLITS)),
             ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
         ],
