@@ -126,9 +126,13 @@ fn splitkv_passes_decode_and_tail_shapes() {
 #[test]
 fn splitkv_levers_and_forced_split_counts_are_correct() {
     require_gpu!();
-    for config in
-        ["splits=3", "splits=1", "block_m=16,block_n=32,stages=1,splits=7", "block_m=128,q_in_regs=0,splits=128"]
-    {
+    for config in [
+        "splits=3",
+        "splits=1",
+        "block_m=16,block_n=32,stages=2,key_warps=2,splits=7",
+        "block_n=64,stages=6,key_warps=4,splits=5",
+        "block_m=128,block_n=64,key_warps=1,q_in_regs=0,splits=128",
+    ] {
         let out = check_splitkv(&["1,8,5,128,2,1023"], &["--seeds", "1", "--config", config]);
         assert!(out.status.success(), "{config}: {}", stdout(&out));
     }
