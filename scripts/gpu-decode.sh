@@ -9,14 +9,7 @@
 # expects .gpu/evoattn (the release binary); gputests also .gpu/gpu-tests.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BIN=${EVOATTN_BIN:-.gpu/evoattn}
-TESTS=${EVOATTN_GPU_TESTS:-.gpu/gpu-tests}
-OUT=${OUT:-out}
 BUDGET_S=${BUDGET_S:-560}
-SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-export EVOATTN_BIN="$BIN"
 source scripts/lib-step.sh
 steps=${*:-correct sweep}
 

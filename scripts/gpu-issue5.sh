@@ -13,14 +13,7 @@
 # short says so in the table. Steps run in priority order: what decides correctness first.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BIN=${EVOATTN_BIN:-.gpu/evoattn}
-TESTS=${EVOATTN_GPU_TESTS:-.gpu/gpu-tests}
-OUT=${OUT:-out}
 BUDGET_S=${BUDGET_S:-530}
-SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-export EVOATTN_BIN="$BIN"
 source scripts/lib-step.sh
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/gpu.txt" 2>&1

@@ -1,7 +1,16 @@
-# Sourced by the device scripts: `step NAME BUDGET_S LOG CMD...` runs CMD with stdout+stderr to
+# Sourced by the device scripts from the repo root, after they set BUDGET_S. Sets their common
+# environment: BIN (.gpu/evoattn), TESTS (.gpu/gpu-tests), OUT, SANITIZER, PYTHONPATH for the
+# oracle. Then `step NAME BUDGET_S LOG CMD...` runs CMD with stdout+stderr to
 # $OUT/LOG, cut at BUDGET_S or at the run's deadline (BUDGET_S seconds after sourcing, the
 # caller's BUDGET_S), whichever is first, and records "NAME | exit | seconds | last line" in
 # `rows` for the caller's summary table.
+BIN=${EVOATTN_BIN:-.gpu/evoattn}
+TESTS=${EVOATTN_GPU_TESTS:-.gpu/gpu-tests}
+OUT=${OUT:-out}
+SANITIZER=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export EVOATTN_BIN="$BIN"
 start=$(date +%s)
 rows=()
 
