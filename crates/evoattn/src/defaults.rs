@@ -129,8 +129,9 @@ pub fn for_problem(
     KernelConfig::Wgmma(config)
 }
 
-/// Deepest K/V ring the `splitkv` default takes with the `mma` default's key tiles: past four
-/// stages (three tiles in flight while one is computed) nothing was left to gain.
+/// Deepest K/V ring the `splitkv` default takes with the `mma` default's key tiles (hd256, the
+/// 99 KiB parts): three tiles in flight while one is computed. A cap, not a measured optimum:
+/// the sweeps measured 2-4 stages of 64-key tiles at hd128 only, where 4 was best.
 pub const SPLITKV_MAX_DEFAULT_STAGES: u32 = 4;
 /// The `splitkv` default's key tile where two stages of it fit: 32 keys per key warp.
 pub const SPLITKV_WIDE_BLOCK_N: u32 = 128;
@@ -156,8 +157,9 @@ const SPLITKV_WARPS: u32 = 4;
 ///   keys × 4 stages and 53.2 with 64 × 3; Sq=4: 54.4 against 71.7).
 /// - Q in registers follows the `mma` default of the head dim.
 /// - splits = 0: the planner chooses from the problem, the SM count and the occupancy.
-/// - combine fused into the last split of each tile: one launch per call instead of two; a
-///   second kernel measured the same or up to 3% slower.
+/// - combine fused into the last split of each tile: one launch per call instead of two. With
+///   64-key tiles a second kernel measured within 3% of it on 8 of 9 decode shapes and faster
+///   at Sq=4 (57.7 against 70.8 µs); not yet measured against the 128-key default.
 pub fn splitkv(arch: Arch, head_dim: usize) -> SplitkvConfig {
     use crate::config::{KernelSpec, MMA_K, MMA_ROWS_PER_WARP};
     let MmaConfig { block_n: mma_block_n, q_in_regs, .. } = mma(arch, head_dim);

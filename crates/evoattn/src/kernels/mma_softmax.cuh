@@ -31,9 +31,9 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[S_TILES][4], const Att
 
 // Turns scaled scores into probabilities relative to the new running max, and rescales the
 // output accumulator and the running sum by exp2(m_old - m_new). Once the maxima settle most
-// tiles leave every row's max unchanged (correction exactly 1): the warp then skips the O
-// rescale, D/2 multiplies a thread that a decode split, with few keys per warp and tile, pays
-// per tile.
+// tiles leave every row's max unchanged (correction exactly 1), and the warp skips the O
+// rescale: D/2 multiplies per thread and tile, a large share of a decode split's work when each
+// warp sees few keys per tile.
 __device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o)[O_TILES][4], RowState& st) {
     float correction[2];
 #pragma unroll
