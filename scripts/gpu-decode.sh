@@ -5,8 +5,10 @@
 #
 # usage (on the GPU machine, from the repo root; no Rust needed):
 #   OUT=/some/dir scripts/gpu-decode.sh [steps...]
-# steps: correct sweep ncu bench gputests (default: correct sweep)
+# steps: correct sweep ncu bench full gputests (default: correct sweep)
 # expects .gpu/evoattn (the release binary); gputests also .gpu/gpu-tests.
+# SPLITKV_CONFIG (e.g. loads=tma) is added to every splitkv config the correct step checks;
+# SKIP_MMA=1 leaves out the mma grid (when the shared main loop did not change).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUDGET_S=${BUDGET_S:-560}
@@ -25,19 +27,23 @@ sweep_shapes+=(--shape 1,32,1,128,32,8192 --shape 8,32,1,128,32,1024)
 for step_name in $steps; do
   case $step_name in
     correct)
+      base=${SPLITKV_CONFIG:-}
+      with_base=(); [ -n "$base" ] && with_base=(--config "$base")
       # Key warps 4 (the default), 2 and 1 (the v1 layout), with the new combine.
       for tool in memcheck racecheck; do
-        step "sanitizer $tool" 60 "sanitize-$tool.txt" "$SANITIZER" --tool "$tool" --error-exitcode 9 \
-          "$BIN" check --impl splitkv --preset sanitize --shape 1,8,1,128,2,1000 --shape 1,4,3,64,1,300 \
-          --causal all --dtype all --seeds 1 --quiet
+        step "sanitizer $tool ${base}" 60 "sanitize-$tool.txt" "$SANITIZER" --tool "$tool" --error-exitcode 9 \
+          "$BIN" check --impl splitkv "${with_base[@]}" --preset sanitize --shape 1,8,1,128,2,1000 \
+          --shape 1,4,3,64,1,300 --causal all --dtype all --seeds 1 --quiet
       done
       for cfg in key_warps=2,block_m=32 key_warps=1,block_m=64,stages=2 combine=kernel; do
+        cfg=${base:+$base,}$cfg
         step "check sanitize ($cfg)" 40 "check-sanitize-${cfg//[=,]/_}.txt" "$BIN" check --impl splitkv --config "$cfg" \
           --preset sanitize --shape 1,8,1,128,2,1000 --shape 1,4,3,64,1,300 --causal all --dtype all --seeds 1 --quiet
       done
-      step "check grid (mma, 1 seed)" 100 check-grid-mma.txt "$BIN" check --preset grid --impl mma --seeds 1 --quiet
-      step "check grid (splitkv, 1 seed)" 150 check-grid-splitkv.txt "$BIN" check --preset grid --impl splitkv \
-        --seeds 1 --quiet
+      [ "${SKIP_MMA:-0}" = 1 ] || step "check grid (mma, 1 seed)" 100 check-grid-mma.txt "$BIN" check --preset grid \
+        --impl mma --seeds 1 --quiet
+      step "check grid (splitkv ${base}, 1 seed)" 150 check-grid-splitkv.txt "$BIN" check --preset grid --impl splitkv \
+        "${with_base[@]}" --seeds 1 --quiet
       step "check decode subset (auto)" 60 check-decode-auto.txt "$BIN" check "${sweep_shapes[@]}" --dtype bf16 \
         --seeds 1 ;;
     sweep)
@@ -62,9 +68,13 @@ for step_name in $steps; do
         step "bench decode ($mode)" 120 "bench-decode-$mode.txt" "$BIN" bench "${sweep_shapes[@]}" --dtype bf16 \
           --peers sdpa-cudnn,sdpa-flash --mode "$mode" --reps 50 --json "$OUT/decode-$mode.json"
       done ;;
+    full)
+      # The whole decode preset (30 shapes, B=8 no-GQA inputs take the host 10-45 s each), eager.
+      step "bench decode preset (eager)" 420 bench-decode-full-eager.txt "$BIN" bench --preset decode --dtype bf16 \
+        --peers sdpa-cudnn,sdpa-flash --mode eager --reps 30 --json "$OUT/decode-full-eager.json" ;;
     gputests)
       step "gpu tests (splitkv, host cost, mma)" 120 gpu-tests.txt \
-        "$TESTS" --test-threads 1 --nocapture splitkv five_microseconds mma_passes non_default_mma ;;
+        "$TESTS" --test-threads 1 --nocapture ${GPU_TESTS:-splitkv five_microseconds mma_passes non_default_mma} ;;
   esac
 done
 

@@ -139,6 +139,30 @@ fn splitkv_levers_and_forced_split_counts_are_correct() {
 }
 
 #[test]
+fn splitkv_tma_loads_are_correct_on_hopper() {
+    require_gpu!();
+    let info = stdout(&evoattn(&["info"]));
+    if !info.contains("(sm_90") {
+        println!("skipped: loads=tma needs sm_90; this GPU is not one: {}", info.lines().nth(2).unwrap_or(""));
+        return;
+    }
+    // Every head dim with the default tiles and the narrowest (two key warps of 16 keys); up
+    // to hd128 (where they fit) 6 stages, 64-row tiles and the combine kernel.
+    let all = ["2,8,1,128,1,1000", "1,32,4,128,4,4097", "1,4,17,64,2,113", "2,2,130,256,1,77", "1,8,1,64,8,1"];
+    for (config, shapes) in [
+        ("loads=tma", &all[..]),
+        ("loads=tma,block_n=32,key_warps=2,splits=7", &all[..]),
+        ("loads=tma,block_n=64,stages=6,splits=5", &all[..3]),
+        ("loads=tma,block_m=64,key_warps=1,q_in_regs=0,combine=kernel", &all[..3]),
+    ] {
+        let out = check_splitkv(shapes, &["--seeds", "1", "--config", config]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("_ldtma"), "{config}: {text}");
+    }
+}
+
+#[test]
 fn auto_runs_decoding_with_splitkv() {
     require_gpu!();
     let out = evoattn(&["check", "--shape", "1,32,1,128,4,16384", "--dtype", "bf16", "--seeds", "1"]);

@@ -134,6 +134,10 @@ pub struct SplitkvConfig {
     pub splits: u32,
     /// How the partials are merged: by the last split of each tile, or by a second kernel.
     pub combine: SplitkvCombine,
+    /// K/V tiles by `cp_async` (every thread, padded rows) or `tma` (one thread, 2-D boxes of
+    /// up to 16 KiB into swizzled tiles; sm_90): a bandwidth-bound split's copies per SM are
+    /// capped by how many 16-byte requests its threads keep in flight, a TMA box is one request.
+    pub loads: Loads,
 }
 
 /// Where `splitkv` merges the splits' partial outputs.
@@ -175,28 +179,29 @@ impl SplitkvConfig {
     pub const MAX_SPLITS: u32 = 128;
 }
 
-/// How the `wgmma` kernel fills its shared-memory tiles.
+/// How a kernel fills its shared-memory K/V tiles (`wgmma`: and its Q tile).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WgmmaLoads {
-    /// Every thread issues 16-byte `cp.async` copies into the swizzled tiles (step 1).
+pub enum Loads {
+    /// Every thread issues 16-byte `cp.async` copies (`wgmma`: step 1).
     CpAsync,
-    /// One thread issues `cp.async.bulk.tensor` (TMA) boxes that complete on per-stage
-    /// mbarriers; the kernel takes tensor maps of Q, K and V besides its `AttnParams`.
+    /// One thread issues `cp.async.bulk.tensor` (TMA) boxes into 128-byte-swizzled tiles that
+    /// complete on per-stage mbarriers; the kernel takes tensor maps besides its `AttnParams`
+    /// (`wgmma`: Q, K and V; `splitkv`: K and V). sm_90 and later.
     Tma,
 }
 
-impl WgmmaLoads {
-    pub const ALL: [WgmmaLoads; 2] = [WgmmaLoads::CpAsync, WgmmaLoads::Tma];
+impl Loads {
+    pub const ALL: [Loads; 2] = [Loads::CpAsync, Loads::Tma];
 
     pub fn name(self) -> &'static str {
         match self {
-            WgmmaLoads::CpAsync => "cp_async",
-            WgmmaLoads::Tma => "tma",
+            Loads::CpAsync => "cp_async",
+            Loads::Tma => "tma",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        WgmmaLoads::ALL.into_iter().find(|l| l.name() == s.to_ascii_lowercase())
+        Loads::ALL.into_iter().find(|l| l.name() == s.to_ascii_lowercase())
     }
 }
 
@@ -211,7 +216,7 @@ pub struct WgmmaConfig {
     /// Warpgroups (128 threads each) that compute; each owns 64 query rows.
     pub consumer_warpgroups: u32,
     /// `cp_async` (every thread) or `tma` (bulk tensor copies on an mbarrier ring).
-    pub loads: WgmmaLoads,
+    pub loads: Loads,
     /// A producer warpgroup issues the TMA loads and gives its registers to the consumers
     /// (`setmaxnreg`); K and V get rings of their own. Needs `loads=tma`.
     pub warp_specialized: bool,
@@ -305,6 +310,7 @@ impl KernelConfig {
                 ("key_warps", c.key_warps.to_string()),
                 ("splits", c.splits.to_string()),
                 ("combine", c.combine.name().to_string()),
+                ("loads", c.loads.name().to_string()),
             ],
         }
     }
@@ -314,8 +320,16 @@ impl KernelConfig {
         for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (key, value) = item.split_once('=').ok_or_else(|| format!("config item '{item}' is not key=value"))?;
             let key = key.trim();
-            if let (KernelConfig::Wgmma(c), "loads") = (&mut self, key) {
-                c.loads = WgmmaLoads::parse(value.trim()).ok_or_else(|| {
+            let loads = match &mut self {
+                KernelConfig::Wgmma(WgmmaConfig { loads, .. }) | KernelConfig::Splitkv(SplitkvConfig { loads, .. })
+                    if key == "loads" =>
+                {
+                    Some(loads)
+                }
+                _ => None,
+            };
+            if let Some(loads) = loads {
+                *loads = Loads::parse(value.trim()).ok_or_else(|| {
                     format!("config item '{item}': loads is one of cp_async, tma, not '{}'", value.trim())
                 })?;
                 continue;
@@ -411,11 +425,13 @@ impl KernelSpec {
         }
     }
 
-    /// Box rows of the TMA tensor maps the kernel takes after its `AttnParams`, as
-    /// (Q rows, K and V rows), or `None` for kernels that take `AttnParams` alone.
-    pub fn tensor_map_rows(&self) -> Option<(u32, u32)> {
+    /// Box rows of the TMA tensor maps the kernel takes after its other parameters, as
+    /// (Q rows, K and V rows), Q's `None` when Q is not loaded by TMA (`splitkv` packs the query
+    /// heads of a KV head into its rows); `None` for kernels that take no tensor maps.
+    pub fn tensor_map_rows(&self) -> Option<(Option<u32>, u32)> {
         match self.config {
-            KernelConfig::Wgmma(c) if c.loads == WgmmaLoads::Tma => Some((c.block_m(), c.block_n)),
+            KernelConfig::Wgmma(c) if c.loads == Loads::Tma => Some((Some(c.block_m()), c.block_n)),
+            KernelConfig::Splitkv(c) if c.loads == Loads::Tma => Some((None, c.block_n)),
             _ => None,
         }
     }
@@ -457,10 +473,13 @@ impl KernelSpec {
         match self.config {
             // q row (float) + one score per thread (float)
             KernelConfig::Reference(c) => 4 * (self.head_dim + c.threads as usize),
+            // Q (padded rows) + the K/V ring, plus for TMA the slack that lets the kernel align
+            // the ring to the swizzle atom.
             KernelConfig::Mma(MmaConfig { block_m, block_n, stages, .. })
             | KernelConfig::Splitkv(SplitkvConfig { block_m, block_n, stages, .. }) => {
-                let row = (self.head_dim + SMEM_ROW_PAD) * elem;
-                (block_m as usize + 2 * (stages * block_n) as usize) * row
+                let q = block_m as usize * (self.head_dim + SMEM_ROW_PAD) * elem;
+                let slack = if self.tensor_map_rows().is_some() { SWIZZLE_ATOM_BYTES } else { 0 };
+                q + self.kv_ring_bytes(stages, block_n) + slack
             }
             // Q tile + K and V rings, unpadded (the 128-byte swizzle spreads the banks), plus
             // the slack that lets the kernel align its base to the swizzle atom. The mbarriers
@@ -470,6 +489,13 @@ impl KernelSpec {
                 SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row
             }
         }
+    }
+
+    /// Bytes of an `mma`-style K/V ring of `stages` stages of `block_n` keys (K and V): padded
+    /// rows for cp.async, unpadded swizzled tiles for TMA.
+    fn kv_ring_bytes(&self, stages: u32, block_n: u32) -> usize {
+        let row = if self.tensor_map_rows().is_some() { self.head_dim } else { self.head_dim + SMEM_ROW_PAD };
+        2 * (stages * block_n) as usize * row * self.dtype.size_bytes()
     }
 
     /// The `-D` defines the kernel source reads; the only place a config becomes source.
@@ -483,7 +509,10 @@ impl KernelSpec {
         for (key, value) in self.config.levers() {
             let (key, value) = match (self.config, key) {
                 // The preprocessor compares numbers, not names.
-                (KernelConfig::Wgmma(c), "loads") => ("loads_tma", u32::from(c.loads == WgmmaLoads::Tma).to_string()),
+                (
+                    KernelConfig::Wgmma(WgmmaConfig { loads, .. }) | KernelConfig::Splitkv(SplitkvConfig { loads, .. }),
+                    "loads",
+                ) => ("loads_tma", u32::from(loads == Loads::Tma).to_string()),
                 (KernelConfig::Splitkv(c), "combine") => {
                     ("combine_kernel", u32::from(c.combine == SplitkvCombine::Kernel).to_string())
                 }
@@ -498,7 +527,7 @@ impl KernelSpec {
         if let Some(name) = self.combine_kernel_name() {
             d.push(("EVOATTN_COMBINE_NAME".to_string(), name));
         }
-        if let KernelConfig::Wgmma(_) = self.config {
+        if matches!(self.config, KernelConfig::Wgmma(_)) || self.tensor_map_rows().is_some() {
             // The kernel checks its own shared-memory layout against what the host reserves.
             d.push(("EVOATTN_DYNAMIC_SMEM".to_string(), self.dynamic_smem_bytes().to_string()));
         }
@@ -534,7 +563,7 @@ impl KernelSpec {
                 one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;
                 one_of("stages", c.stages, &WgmmaConfig::STAGES)?;
                 one_of("consumer_warpgroups", c.consumer_warpgroups, &WgmmaConfig::CONSUMER_WARPGROUPS)?;
-                if c.warp_specialized && c.loads != WgmmaLoads::Tma {
+                if c.warp_specialized && c.loads != Loads::Tma {
                     return Err("warp_specialized=1 needs loads=tma: the producer warpgroup issues TMA loads".into());
                 }
                 if c.overlap && !c.warp_specialized {
@@ -571,10 +600,12 @@ impl KernelSpec {
                         c.block_n, c.key_warps
                     ));
                 }
+                if c.loads == Loads::Tma && !matches!(arch, Arch::Sm90 | Arch::Sm90a) {
+                    return Err(format!("loads=tma needs the tensor memory accelerator of sm_90, not {arch}"));
+                }
                 // The key warps merge through the drained K/V ring (kernel: MERGE_FLOATS).
                 let merge_bytes = (c.block_m / MMA_ROWS_PER_WARP) as usize * (self.head_dim / 2 + 4) * 32 * 4;
-                let ring_bytes =
-                    2 * (c.stages * c.block_n) as usize * (self.head_dim + SMEM_ROW_PAD) * self.dtype.size_bytes();
+                let ring_bytes = self.kv_ring_bytes(c.stages, c.block_n);
                 if c.key_warps > 1 && merge_bytes > ring_bytes {
                     return Err(format!(
                         "key_warps={} merges {merge_bytes} bytes of softmax state through a {ring_bytes}-byte K/V ring",
@@ -619,7 +650,7 @@ impl KernelSpec {
                 for block_n in WgmmaConfig::BLOCK_N {
                     for stages in WgmmaConfig::STAGES {
                         for consumer_warpgroups in WgmmaConfig::CONSUMER_WARPGROUPS {
-                            for loads in WgmmaLoads::ALL {
+                            for loads in Loads::ALL {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
                                 for bits in 0..16u32 {
@@ -651,18 +682,21 @@ impl KernelSpec {
                             for q_in_regs in [true, false] {
                                 for combine in SplitkvCombine::ALL {
                                     for key_warps in SplitkvConfig::KEY_WARPS {
-                                        // The split count is a launch-time value: one compile
-                                        // serves all.
-                                        let c = SplitkvConfig {
-                                            block_m,
-                                            block_n,
-                                            stages,
-                                            q_in_regs,
-                                            key_warps,
-                                            splits: 0,
-                                            combine,
-                                        };
-                                        v.push(KernelConfig::Splitkv(c));
+                                        for loads in Loads::ALL {
+                                            // The split count is a launch-time value: one
+                                            // compile serves all.
+                                            let c = SplitkvConfig {
+                                                block_m,
+                                                block_n,
+                                                stages,
+                                                q_in_regs,
+                                                key_warps,
+                                                splits: 0,
+                                                combine,
+                                                loads,
+                                            };
+                                            v.push(KernelConfig::Splitkv(c));
+                                        }
                                     }
                                 }
                             }
@@ -770,7 +804,7 @@ mod tests {
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
         assert!(valid.len() > wgmma.len() / 10 && valid.len() < wgmma.len() / 4, "{}", valid.len());
-        for loads in WgmmaLoads::ALL {
+        for loads in Loads::ALL {
             assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
         }
         // The six valid pipelines: each switch needs the ones before it.
@@ -794,7 +828,7 @@ mod tests {
                 block_n,
                 stages,
                 consumer_warpgroups,
-                loads: WgmmaLoads::CpAsync,
+                loads: Loads::CpAsync,
                 warp_specialized: false,
                 overlap: false,
                 pingpong: false,
@@ -807,7 +841,7 @@ mod tests {
 
     fn with_tma(mut spec: KernelSpec) -> KernelSpec {
         if let KernelConfig::Wgmma(c) = &mut spec.config {
-            c.loads = WgmmaLoads::Tma;
+            c.loads = Loads::Tma;
         }
         spec
     }
@@ -835,8 +869,8 @@ mod tests {
         let tma = with_tma(spec).defines();
         assert!(tma.contains(&("EVOATTN_LOADS_TMA".to_string(), "1".to_string())));
         assert_eq!(spec.tensor_map_rows(), None);
-        assert_eq!(with_tma(spec).tensor_map_rows(), Some((128, 128)));
-        assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), Some((64, 96)));
+        assert_eq!(with_tma(spec).tensor_map_rows(), Some((Some(128), 128)));
+        assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), Some((Some(64), 96)));
         assert_eq!(mma(128, 64, 2, true).tensor_map_rows(), None);
         // Each define appears once.
         let mut names: Vec<&String> = defines.iter().map(|(n, _)| n).collect();
@@ -906,6 +940,7 @@ mod tests {
             key_warps: 1,
             splits,
             combine: SplitkvCombine::Fused,
+            loads: Loads::CpAsync,
         };
         KernelSpec { config: KernelConfig::Splitkv(c), dtype: Dtype::Bf16, head_dim }
     }
@@ -913,7 +948,7 @@ mod tests {
     #[test]
     fn splitkv_name_grid_smem_and_validate() {
         let spec = splitkv(64, 64, 2, 0, 128);
-        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbfused");
+        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbfused_ldcp_async");
         assert_eq!(spec.combine_kernel_name(), None);
         assert_eq!(spec.threads(), 128);
         // The mma tile layout: (64 + 2 * 2 * 64) rows of (128 + 8) elements.
@@ -950,14 +985,14 @@ mod tests {
         assert_eq!(changed, splitkv(16, 64, 2, 8, 128).config);
         assert_eq!(
             changed.to_string(),
-            "block_m=16,block_n=64,stages=2,q_in_regs=1,key_warps=1,splits=8,combine=fused"
+            "block_m=16,block_n=64,stages=2,q_in_regs=1,key_warps=1,splits=8,combine=fused,loads=cp_async"
         );
-        assert!(spec.config.with_overrides("loads=tma").is_err());
+        assert!(spec.config.with_overrides("loads=bulk").unwrap_err().contains("loads is one of cp_async, tma"));
         assert!(spec.config.with_overrides("combine=atomic").unwrap_err().contains("combine is one of fused, kernel"));
-        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 4 * 2 * 2 * 3);
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 4 * 2 * 2 * 3 * 2);
         // The second kernel's name and the defines that select it.
         let two = KernelSpec { config: spec.config.with_overrides("combine=kernel").unwrap(), ..spec };
-        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbkernel";
+        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbkernel_ldcp_async";
         assert_eq!(two.combine_kernel_name().as_deref(), Some(&*format!("{name}_combine")));
         let defines = two.defines();
         let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
@@ -965,6 +1000,29 @@ mod tests {
         assert_eq!(get("EVOATTN_COMBINE_NAME"), Some(format!("{name}_combine")));
         assert_eq!(get("EVOATTN_COMBINE"), None);
         assert!(spec.defines().contains(&("EVOATTN_COMBINE_KERNEL".to_string(), "0".to_string())));
+    }
+
+    #[test]
+    fn splitkv_tma_loads_take_swizzled_tiles_and_two_maps_on_hopper_only() {
+        let cp = splitkv(16, 128, 2, 0, 128);
+        let tma = KernelSpec { config: cp.config.with_overrides("loads=tma").unwrap(), ..cp };
+        assert!(tma.name().ends_with("_cbfused_ldtma"), "{}", tma.name());
+        // K and V by TMA, Q not (its rows are packed query heads).
+        assert_eq!(tma.tensor_map_rows(), Some((None, 128)));
+        assert_eq!(cp.tensor_map_rows(), None);
+        // Q: 16 padded rows; the ring: 2 stages x (K, V) x 128 unpadded rows of 256 bytes, plus
+        // the swizzle atom's alignment slack. cp.async pads the ring's rows too.
+        assert_eq!(tma.dynamic_smem_bytes(), 16 * 136 * 2 + 4 * 128 * 256 + 1024);
+        assert_eq!(cp.dynamic_smem_bytes(), (16 + 4 * 128) * 136 * 2);
+        let defines = tma.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_LOADS_TMA").as_deref(), Some("1"));
+        assert_eq!(get("EVOATTN_DYNAMIC_SMEM"), Some(tma.dynamic_smem_bytes().to_string()));
+        assert_eq!(cp.defines().iter().find(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"), None);
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89] {
+            assert!(tma.validate(arch).unwrap_err().contains("loads=tma needs"), "{arch}");
+        }
+        assert!(tma.validate(Arch::Sm90).is_ok() && tma.validate(Arch::Sm90a).is_ok());
     }
 
     #[test]
@@ -977,7 +1035,7 @@ mod tests {
                 block_n: 128,
                 stages: 3,
                 consumer_warpgroups: 1,
-                loads: WgmmaLoads::Tma,
+                loads: Loads::Tma,
                 warp_specialized: false,
                 overlap: false,
                 pingpong: false,

@@ -23,7 +23,7 @@ pub mod runtime;
 pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors};
 pub use config::{
-    Impl, KernelConfig, KernelSpec, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads,
+    Impl, KernelConfig, KernelSpec, Loads, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
 pub use problem::{Causal, Dtype, Layout, Problem, Shape, Strides, TensorName};

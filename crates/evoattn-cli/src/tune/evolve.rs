@@ -339,7 +339,7 @@ fn sort_best_first(elites: &mut Vec<Candidate>, keep: usize) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use evoattn::config::{Impl, WgmmaConfig, WgmmaLoads};
+    use evoattn::config::{Impl, Loads, WgmmaConfig};
     use evoattn::problem::Dtype;
 
     /// Speed is a known function of the levers: fastest at block_n=128, stages=3, two
@@ -376,7 +376,7 @@ pub(crate) mod tests {
         t += (c.block_n as f64 - 128.0).abs() / 32.0 * 20.0;
         t += (c.stages as f64 - 3.0).abs() * 15.0;
         t += if c.consumer_warpgroups == 2 { 0.0 } else { 30.0 };
-        t += if c.loads == WgmmaLoads::Tma { 0.0 } else { 40.0 };
+        t += if c.loads == Loads::Tma { 0.0 } else { 40.0 };
         // Each pipeline switch costs more than the 10% discard margin, so the optimum is unique
         // (all off) and every neighbour of it is discarded.
         t += 15.0 * [c.warp_specialized, c.overlap, c.pingpong, c.persistent].iter().filter(|on| **on).count() as f64;
@@ -407,7 +407,7 @@ pub(crate) mod tests {
             block_n: 64,
             stages: 1,
             consumer_warpgroups: 1,
-            loads: WgmmaLoads::CpAsync,
+            loads: Loads::CpAsync,
             warp_specialized: false,
             overlap: false,
             pingpong: false,

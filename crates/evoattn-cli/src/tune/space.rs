@@ -1,9 +1,7 @@
 //! The tuner's search space: each kernel's levers and their allowed values, taken from the
 //! constants in `evoattn::config` so the tuner never proposes a value the kernel does not know.
 
-use evoattn::config::{
-    Impl, KernelConfig, KernelSpec, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig, WgmmaLoads,
-};
+use evoattn::config::{Impl, KernelConfig, KernelSpec, Loads, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig};
 use evoattn::problem::Dtype;
 use rand::seq::IndexedRandom;
 use rand::Rng;
@@ -24,7 +22,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("block_n", nums(&WgmmaConfig::BLOCK_N)),
             ("stages", nums(&WgmmaConfig::STAGES)),
             ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
-            ("loads", WgmmaLoads::ALL.iter().map(|l| l.name().to_string()).collect()),
+            ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
             ("warp_specialized", nums(&[0, 1])),
             ("overlap", nums(&[0, 1])),
             ("pingpong", nums(&[0, 1])),
@@ -38,6 +36,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("key_warps", nums(&SplitkvConfig::KEY_WARPS)),
             ("splits", nums(&SplitkvConfig::SPLITS)),
             ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
+            ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
         ],
     }
 }

@@ -3,13 +3,14 @@
 // through a STAGES-deep cp.async ring: S = Q·Kᵀ, mask, online softmax, O += P·V, epilogue.
 // Every warp owns its 16 rows' whole key tiles (splitkv may split them between warps).
 #define EVOATTN_KEY_WARPS 1
+#define EVOATTN_LOADS_TMA 0
 #include "mma_epilogue.cuh"
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     elem_t* sQ = (elem_t*)smem_raw;                  // [BM][SMEM_ROW]
-    elem_t* sK = sQ + BM * SMEM_ROW;                 // [STAGES][BN][SMEM_ROW]
-    elem_t* sV = sK + STAGES * BN * SMEM_ROW;        // [STAGES][BN][SMEM_ROW]
+    elem_t* sK = sQ + BM * SMEM_ROW;                 // [STAGES][KV_TILE]
+    elem_t* sV = sK + STAGES * KV_TILE;              // [STAGES][KV_TILE]
 
     // Under a causal mask later query blocks see more keys: schedule them first.
     const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -25,7 +26,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     const int key_end = block_key_end(p, m0, BM);
     // Tiles whose every key is visible to every row of the block need no mask.
     const int first_row_keys = p.causal ? min(m0 + p.causal_offset + 1, p.sk) : p.sk;
-    const KvRing ring{sK, sV, k, v, p.k_seq, p.v_seq, p.sk, 0, (key_end + BN - 1) / BN};
+    const KvRing ring{sK, sV, KvSource{k, v, p.k_seq, p.v_seq}, p.sk, 0, (key_end + BN - 1) / BN};
 
     load_tile<BM>(sQ, q, p.q_seq, m0, p.sq);
     QFrags q_frag;

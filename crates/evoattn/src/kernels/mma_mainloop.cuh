@@ -3,8 +3,18 @@
 //
 // Fragment ownership (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4*g + t holds
 // rows g and g+8 of a 16-row tile, columns 2t and 2t+1 of each 8-column n-tile.
+//
+// K/V tiles come by cp.async into padded rows, or (EVOATTN_LOADS_TMA, `splitkv` on sm_90) by
+// TMA boxes into the 128-byte-swizzled layout of ptx_sm90.cuh; `kv_offset` hides which.
 #pragma once
+#ifndef EVOATTN_LOADS_TMA
+#error "EVOATTN_LOADS_TMA must be defined: 1 when K/V tiles come by TMA"
+#endif
+#if EVOATTN_LOADS_TMA
+#include "ptx_sm90.cuh"
+#else
 #include "ptx.cuh"
+#endif
 
 #define D EVOATTN_HEAD_DIM
 #define BM EVOATTN_BLOCK_M
@@ -30,6 +40,39 @@ static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block
 static_assert(D % 16 == 0 && BN % 16 == 0 && BM % 16 == 0, "tiles must be multiples of 16");
 static_assert(WARP_KEYS % 16 == 0, "each key warp's slice of a tile is a whole P·V k-step");
 static_assert(STAGES >= 1 && STAGES <= 6, "1 to 6 K/V stages");
+
+#if EVOATTN_LOADS_TMA
+#define SWIZZLE_ELEMS 64      // 16-bit elements per 128-byte swizzled row: one TMA box's width
+#define SWIZZLE_ATOM 1024     // bytes of the swizzle pattern (8 rows); tiles start on it
+#define KV_TILE (BN * D)      // elements of one K or V tile: D/64 boxes of [BN][64]
+static_assert(D % SWIZZLE_ELEMS == 0, "TMA tiles are whole 64-column boxes");
+static_assert(BN % 8 == 0 && BN <= 256, "a box has at most 256 rows, a whole number of swizzle atoms");
+static_assert(2 * KV_TILE * 2 < (1 << 20), "an mbarrier's transaction count is 20 bits");
+
+// Element offset of elements [col, col + 8) of key `key` (col a multiple of 8) in a K/V tile:
+// box col / 64, its rows 128 bytes apart, the 16-byte chunk permuted by the key's index mod 8
+// (what CU_TENSOR_MAP_SWIZZLE_128B writes). The 8 keys one ldmatrix reads land in 8 chunks.
+__device__ __forceinline__ int kv_offset(int key, int col) {
+    const int chunk = (col % SWIZZLE_ELEMS) / CHUNK;
+    return (col / SWIZZLE_ELEMS) * BN * SWIZZLE_ELEMS + key * SWIZZLE_ELEMS + ((chunk ^ (key % 8)) * CHUNK);
+}
+#else
+#define KV_TILE (BN * SMEM_ROW)
+
+// Element offset of elements [col, col + 8) of key `key` in a padded K/V tile.
+__device__ __forceinline__ int kv_offset(int key, int col) { return key * SMEM_ROW + col; }
+#endif
+
+// Where `splitkv`'s K/V ring starts in dynamic shared memory (its Q tile follows): TMA's
+// swizzled tiles on the next 1024-byte boundary (the host reserves the slack), cp.async's at
+// the base.
+__device__ __forceinline__ elem_t* kv_ring_base(unsigned char* smem) {
+#if EVOATTN_LOADS_TMA
+    return (elem_t*)(smem + (SWIZZLE_ATOM - smem_addr(smem) % SWIZZLE_ATOM) % SWIZZLE_ATOM);
+#else
+    return (elem_t*)smem;
+#endif
+}
 
 // Copies ROWS rows of D elements, rows `row0`.. of a tensor whose row `r` starts at
 // `row_ptr(r)`, into a padded shared tile; rows at or past `row_end` are zero-filled, so masked
@@ -68,34 +111,98 @@ __device__ __forceinline__ void load_q_frag(u32 (&a)[4], const elem_t* sQ, int r
     ldmatrix_x4(a, sQ + row * SMEM_ROW + col);
 }
 
-// The K/V shared-memory ring over key blocks [begin, end) of one (batch, KV head): block j
-// lives in stage (j - begin) % STAGES.
-struct KvRing {
-    elem_t* sK;  // [STAGES][BN][SMEM_ROW]
-    elem_t* sV;  // [STAGES][BN][SMEM_ROW]
+#if EVOATTN_LOADS_TMA
+// Where K/V tiles come from: (D, S, H, B) tensor maps, this block's KV head and batch, and one
+// mbarrier per stage (`STAGES` in shared memory) that completes when both boxes have landed.
+struct KvSource {
+    const TmaMap* k;
+    const TmaMap* v;
+    int kv_head, batch;
+    u64* full;
+};
+#else
+// Where K/V tiles come from: this block's K and V rows and their strides.
+struct KvSource {
     const elem_t* k;
     const elem_t* v;
     i64 k_seq, v_seq;
+};
+#endif
+
+// The K/V shared-memory ring over key blocks [begin, end) of one (batch, KV head): block j
+// lives in stage (j - begin) % STAGES.
+struct KvRing {
+    elem_t* sK;  // [STAGES][KV_TILE]
+    elem_t* sV;  // [STAGES][KV_TILE]
+    KvSource src;
     int sk, begin, end;
 
-    __device__ __forceinline__ int stage_offset(int block) const { return ((block - begin) % STAGES) * BN * SMEM_ROW; }
-    __device__ __forceinline__ const elem_t* k_tile(int block) const { return sK + stage_offset(block); }
-    __device__ __forceinline__ const elem_t* v_tile(int block) const { return sV + stage_offset(block); }
+    __device__ __forceinline__ int stage(int block) const { return (block - begin) % STAGES; }
+    __device__ __forceinline__ const elem_t* k_tile(int block) const { return sK + stage(block) * KV_TILE; }
+    __device__ __forceinline__ const elem_t* v_tile(int block) const { return sV + stage(block) * KV_TILE; }
 
+#if EVOATTN_LOADS_TMA
+    // Thread 0 issues block `block`'s K and V boxes on its stage's mbarrier (nothing past
+    // `end`). Rows past Sk are outside the tensor and land as zeros.
+    __device__ __forceinline__ void load(int block) const {
+        if (threadIdx.x != 0 || block >= end) return;
+        u64* bar = &src.full[stage(block)];
+        mbarrier_arrive_expect_tx(bar, 2 * KV_TILE * sizeof(elem_t));
+        elem_t* k_dst = sK + stage(block) * KV_TILE;
+        elem_t* v_dst = sV + stage(block) * KV_TILE;
+#pragma unroll
+        for (int b = 0; b < D / SWIZZLE_ELEMS; ++b) {
+            const int col = b * SWIZZLE_ELEMS, off = b * BN * SWIZZLE_ELEMS;
+            tma_load_4d(k_dst + off, src.k, bar, col, block * BN, src.kv_head, src.batch);
+            tma_load_4d(v_dst + off, src.v, bar, col, block * BN, src.kv_head, src.batch);
+        }
+    }
+
+    // Block `block` has landed: its stage's barrier completed the phase of this round.
+    __device__ __forceinline__ void wait(int block) const {
+        mbarrier_wait(&src.full[stage(block)], ((block - begin) / STAGES) % 2);
+    }
+
+    // The first STAGES - 1 blocks, in flight before the main loop starts. Every thread calls
+    // it: the barriers are initialised (fenced for the TMA unit) and the block synchronises
+    // before anyone arrives on or waits for them.
+    __device__ __forceinline__ void prefetch() const {
+        if (threadIdx.x == 0) {
+            tma_prefetch_map(src.k);
+            tma_prefetch_map(src.v);
+            for (int s = 0; s < STAGES; ++s) mbarrier_init(&src.full[s], 1);
+            mbarrier_init_fence();
+        }
+        __syncthreads();
+        for (int s = 0; s < STAGES - 1; ++s) load(begin + s);
+    }
+
+    // cp.async groups the ring keeps in flight beside the Q tile's: none.
+    static constexpr int GROUPS_IN_FLIGHT = 0;
+#else
     // Issues block `block`'s K and V copies as one commit group (an empty group past `end`
     // keeps the wait count uniform).
     __device__ __forceinline__ void load(int block) const {
         if (block < end) {
-            load_tile<BN>(sK + stage_offset(block), k, k_seq, block * BN, sk);
-            load_tile<BN>(sV + stage_offset(block), v, v_seq, block * BN, sk);
+            load_tile<BN>(sK + stage(block) * KV_TILE, src.k, src.k_seq, block * BN, sk);
+            load_tile<BN>(sV + stage(block) * KV_TILE, src.v, src.v_seq, block * BN, sk);
         }
         cp_async_commit();
+    }
+
+    // Block `block` has landed for every thread (the STAGES - 1 later groups may be in flight).
+    __device__ __forceinline__ void wait(int) const {
+        cp_async_wait<STAGES - 1>();
+        __syncthreads();
     }
 
     // The first STAGES - 1 blocks, in flight before the main loop starts.
     __device__ __forceinline__ void prefetch() const {
         for (int s = 0; s < STAGES - 1; ++s) load(begin + s);
     }
+
+    static constexpr int GROUPS_IN_FLIGHT = STAGES - 1;
+#endif
 };
 
 // This warp's Q fragments: held in registers for the whole loop (Q_IN_REGS), or re-read from
@@ -132,14 +239,15 @@ struct QFrags {
 __device__ __forceinline__ void start_pipeline(const KvRing& ring, QFrags& q_frag, const elem_t* sQ, int row_warp) {
     cp_async_commit();
     ring.prefetch();
-    cp_async_wait<STAGES - 1>();  // the Q group
+    cp_async_wait<KvRing::GROUPS_IN_FLIGHT>();  // the Q group
     __syncthreads();
     q_frag.init(sQ, row_warp);
 }
 
-// S(16 x WARP_KEYS) = Q(16 x D) · K_sliceᵀ, accumulated from zero; `sK` is the warp's first key. `q_frag(ks, a)` supplies Q.
+// S(16 x WARP_KEYS) = Q(16 x D) · K_sliceᵀ, accumulated from zero, for keys [key_lo, key_lo +
+// WARP_KEYS) of the K tile `sK`. `q_frag(ks, a)` supplies Q.
 template <typename QFrag>
-__device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, const QFrag& q_frag) {
+__device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK, int key_lo, const QFrag& q_frag) {
     const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
 #pragma unroll
     for (int nt = 0; nt < S_TILES; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
@@ -150,18 +258,20 @@ __device__ __forceinline__ void gemm_qk(float (&s)[S_TILES][4], const elem_t* sK
 #pragma unroll
         for (int nt = 0; nt < S_TILES; nt += 2) {
             // matrices: keys nt*8.. x (d lo, d hi), keys (nt+1)*8.. x (d lo, d hi)
-            const int key = nt * 8 + (mat / 2) * 8 + r, col = ks * 16 + (mat % 2) * 8;
+            const int key = key_lo + nt * 8 + (mat / 2) * 8 + r, col = ks * 16 + (mat % 2) * 8;
             u32 b[4];
-            ldmatrix_x4(b, sK + key * SMEM_ROW + col);
+            ldmatrix_x4(b, sK + kv_offset(key, col));
             mma_16816(s[nt], a, b[0], b[1]);
             mma_16816(s[nt + 1], a, b[2], b[3]);
         }
     }
 }
 
-// O(16 x D) += P(16 x WARP_KEYS) · V_slice (`sV` at the warp's first key), with P packed from the S accumulators: two adjacent
-// n-tiles of S are exactly one A fragment of P.
-__device__ __forceinline__ void gemm_pv(float (&o)[O_TILES][4], const float (&p)[S_TILES][4], const elem_t* sV) {
+// O(16 x D) += P(16 x WARP_KEYS) · V_slice, keys [key_lo, key_lo + WARP_KEYS) of the V tile
+// `sV`, with P packed from the S accumulators: two adjacent n-tiles of S are exactly one A
+// fragment of P.
+__device__ __forceinline__ void gemm_pv(float (&o)[O_TILES][4], const float (&p)[S_TILES][4], const elem_t* sV,
+                                        int key_lo) {
     const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
 #pragma unroll
     for (int kk = 0; kk < PV_STEPS; ++kk) {
@@ -173,9 +283,9 @@ __device__ __forceinline__ void gemm_pv(float (&o)[O_TILES][4], const float (&p)
 #pragma unroll
         for (int nt = 0; nt < O_TILES; nt += 2) {
             // matrices (transposed): keys lo/hi x d of n-tile nt, then of n-tile nt+1
-            const int key = kk * 16 + (mat % 2) * 8 + r, col = nt * 8 + (mat / 2) * 8;
+            const int key = key_lo + kk * 16 + (mat % 2) * 8 + r, col = nt * 8 + (mat / 2) * 8;
             u32 b[4];
-            ldmatrix_x4_trans(b, sV + key * SMEM_ROW + col);
+            ldmatrix_x4_trans(b, sV + kv_offset(key, col));
             mma_16816(o[nt], a, b[0], b[1]);
             mma_16816(o[nt + 1], a, b[2], b[3]);
         }

@@ -77,18 +77,17 @@ __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& r
     row_state_init(st);
     for (int j = ring.begin; j < ring.end; ++j) {
         ring.load(j + STAGES - 1);
-        cp_async_wait<STAGES - 1>();
-        __syncthreads();
+        ring.wait(j);
         float s[S_TILES][4];
-        gemm_qk(s, ring.k_tile(j) + key_lo * SMEM_ROW, q_frag);
+        gemm_qk(s, ring.k_tile(j), key_lo, q_frag);
         if ((j + 1) * BN > first_row_keys) {
             scale_and_mask<true>(s, p, row0, j * BN + key_lo, rows_per_query);
         } else {
             scale_and_mask<false>(s, p, row0, j * BN + key_lo, rows_per_query);
         }
         online_softmax(s, acc, st);
-        gemm_pv(acc, s, ring.v_tile(j) + key_lo * SMEM_ROW);
+        gemm_pv(acc, s, ring.v_tile(j), key_lo);
         __syncthreads();  // the next iteration's prefetch overwrites this stage
     }
-    cp_async_wait<0>();
+    cp_async_wait<0>();  // (cp.async) the empty groups past `end`
 }

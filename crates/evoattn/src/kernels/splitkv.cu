@@ -5,18 +5,28 @@
 // EVOATTN_COMBINE_KERNEL, a second kernel launched after this grid does. KEY_WARPS warps
 // share each 16 rows and take disjoint slices of every key tile: decoding has few rows (8 at
 // Sq = 1 with GQA 8:1), which alone would leave the block one warp to load and compute with.
+// With EVOATTN_LOADS_TMA (sm_90) thread 0 fills the K/V ring with TMA boxes on mbarriers
+// instead of every thread issuing 16-byte cp.async copies.
 #include "splitkv_combine.cuh"
 
 static_assert(D % 32 == 0, "the combine step spreads D over a warp's lanes");
-static_assert(KEY_WARPS == 1 || ROW_WARPS * MERGE_FLOATS * 4 <= 2 * STAGES * BN * SMEM_ROW * 2,
+static_assert(KEY_WARPS == 1 || ROW_WARPS * MERGE_FLOATS * 4 <= 2 * STAGES * KV_TILE * 2,
               "the key-warp merge's scratch fits in the drained K/V ring");
 
+#if EVOATTN_LOADS_TMA
+static_assert(2 * STAGES * KV_TILE * 2 + BM * SMEM_ROW * 2 + SWIZZLE_ATOM <= EVOATTN_DYNAMIC_SMEM,
+              "the host reserves too little shared memory");
+#define KV_MAPS , const __grid_constant__ TmaMap k_map, const __grid_constant__ TmaMap v_map
+#else
+#define KV_MAPS
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ SplitParams sp) {
+    EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ SplitParams sp KV_MAPS) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    elem_t* sQ = (elem_t*)smem_raw;                  // [BM][SMEM_ROW]
-    elem_t* sK = sQ + BM * SMEM_ROW;                 // [STAGES][BN][SMEM_ROW]
-    elem_t* sV = sK + STAGES * BN * SMEM_ROW;        // [STAGES][BN][SMEM_ROW]
+    elem_t* sK = kv_ring_base(smem_raw);             // [STAGES][KV_TILE]
+    elem_t* sV = sK + STAGES * KV_TILE;              // [STAGES][KV_TILE]
+    elem_t* sQ = sV + STAGES * KV_TILE;              // [BM][SMEM_ROW]
 
     const int m_block = blockIdx.x / sp.splits, split = blockIdx.x % sp.splits;
     const int kv_head = blockIdx.y, batch = blockIdx.z;
@@ -25,8 +35,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const int row_warp = warp % ROW_WARPS, key_warp = warp / ROW_WARPS;
 
     const elem_t* q = p.q + batch * p.q_batch + (i64)kv_head * group * p.q_head;
-    const elem_t* k = p.k + batch * p.k_batch + kv_head * p.k_head;
-    const elem_t* v = p.v + batch * p.v_batch + kv_head * p.v_head;
 
     // Keys the tile's last query sees, cut into `splits` equal runs of BN-key blocks.
     const int last_query = (min(m0 + BM, rows) - 1) / group;
@@ -34,7 +42,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const int per_split = (key_blocks + sp.splits - 1) / sp.splits;
     const int begin = min(split * per_split, key_blocks);
     const int first_row_keys = p.causal ? min(m0 / group + p.causal_offset + 1, p.sk) : p.sk;
-    const KvRing ring{sK, sV, k, v, p.k_seq, p.v_seq, p.sk, begin, min(begin + per_split, key_blocks)};
+#if EVOATTN_LOADS_TMA
+    __shared__ __align__(8) u64 kv_full[STAGES];
+    const KvSource src{&k_map, &v_map, kv_head, batch, kv_full};
+#else
+    const elem_t* k = p.k + batch * p.k_batch + kv_head * p.k_head;
+    const elem_t* v = p.v + batch * p.v_batch + kv_head * p.v_head;
+    const KvSource src{k, v, p.k_seq, p.v_seq};
+#endif
+    const KvRing ring{sK, sV, src, p.sk, begin, min(begin + per_split, key_blocks)};
 
     const auto q_row = [&](int row) { return q + (i64)(row / group) * p.q_seq + (i64)(row % group) * p.q_head; };
     load_rows<BM>(sQ, q_row, m0, rows);

@@ -4,7 +4,7 @@
 //! addresses and calls `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
-use crate::config::{KernelConfig, KernelSpec};
+use crate::config::{Impl, KernelConfig, KernelSpec};
 use crate::error::{Error, Result};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
@@ -68,37 +68,42 @@ impl Workspace {
     }
 }
 
-/// TMA maps of Q, K and V: the geometry is fixed by the problem, the maps are re-encoded only
-/// when a call brings different base addresses.
+/// TMA maps of the tensors a kernel loads by TMA (Q, K and V for `wgmma`; K and V for
+/// `splitkv`), in its parameter order: the geometry is fixed by the problem, the maps are
+/// re-encoded only when a call brings different base addresses.
 struct MapCache {
-    geometry: [TensorMapGeometry; 3],
+    /// Each map's geometry and the index of its tensor in the (Q, K, V) addresses.
+    geometry: Vec<(TensorMapGeometry, usize)>,
+    imp: Impl,
     bf16: bool,
     addrs: Option<[u64; 3]>,
     maps: [TensorMap; 3],
 }
 
 impl MapCache {
-    fn new(problem: &Problem, q_rows: u32, kv_rows: u32) -> Result<Self> {
-        let geometry = [
-            TensorMapGeometry::new(problem, TensorName::Q, q_rows)?,
-            TensorMapGeometry::new(problem, TensorName::K, kv_rows)?,
-            TensorMapGeometry::new(problem, TensorName::V, kv_rows)?,
-        ];
+    fn new(problem: &Problem, imp: Impl, q_rows: Option<u32>, kv_rows: u32) -> Result<Self> {
+        let mut geometry = Vec::with_capacity(3);
+        if let Some(rows) = q_rows {
+            geometry.push((TensorMapGeometry::new(problem, TensorName::Q, rows, imp)?, 0));
+        }
+        geometry.push((TensorMapGeometry::new(problem, TensorName::K, kv_rows, imp)?, 1));
+        geometry.push((TensorMapGeometry::new(problem, TensorName::V, kv_rows, imp)?, 2));
         let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
         let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
-        Ok(MapCache { geometry, bf16, addrs: None, maps: [empty; 3] })
+        Ok(MapCache { geometry, imp, bf16, addrs: None, maps: [empty; 3] })
     }
 
-    fn maps_for(&mut self, addrs: [u64; 3]) -> Result<&mut [TensorMap; 3]> {
+    /// The maps over tensors at `addrs` (Q, K, V), as many as the kernel takes.
+    fn maps_for(&mut self, addrs: [u64; 3]) -> Result<&mut [TensorMap]> {
         if self.addrs != Some(addrs) {
             // Forget the old maps first, so a failed encode never leaves stale ones marked valid.
             self.addrs = None;
-            for ((map, geometry), addr) in self.maps.iter_mut().zip(&self.geometry).zip(addrs) {
-                *map = tma::encode(geometry, addr, self.bf16)?;
+            for (map, (geometry, tensor)) in self.maps.iter_mut().zip(&self.geometry) {
+                *map = tma::encode(geometry, addrs[*tensor], self.bf16, self.imp)?;
             }
             self.addrs = Some(addrs);
         }
-        Ok(&mut self.maps)
+        Ok(&mut self.maps[..self.geometry.len()])
     }
 }
 
@@ -138,7 +143,9 @@ impl PreparedLaunch {
             _ => None,
         };
         let maps = match spec.tensor_map_rows() {
-            Some((q_rows, kv_rows)) if !problem.is_empty() => Some(MapCache::new(problem, q_rows, kv_rows)?),
+            Some((q_rows, kv_rows)) if !problem.is_empty() => {
+                Some(MapCache::new(problem, spec.imp(), q_rows, kv_rows)?)
+            }
             _ => None,
         };
         let combine = kernel
@@ -202,7 +209,7 @@ impl PreparedLaunch {
         }
         let params = &mut self.params;
         (params.q, params.k, params.v, params.o, params.lse) = (q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr);
-        // The kernel's argument list: `AttnParams`, then `SplitParams` (splitkv) or the three
+        // The kernel's argument list: `AttnParams`, then `SplitParams` (splitkv), then the
         // `TmaMap`s (TMA loads); argument pointers on the stack, no heap.
         let mut args: [*mut c_void; 4] = [std::ptr::null_mut(); 4];
         args[0] = params as *mut KernelParams as *mut c_void;
@@ -212,16 +219,16 @@ impl PreparedLaunch {
             n_args = 2;
         }
         if let Some(cache) = self.maps.as_mut() {
-            for (slot, map) in args[1..].iter_mut().zip(cache.maps_for([q_ptr, k_ptr, v_ptr])?.iter_mut()) {
-                *slot = map as *mut TensorMap as *mut c_void;
+            for map in cache.maps_for([q_ptr, k_ptr, v_ptr])?.iter_mut() {
+                args[n_args] = map as *mut TensorMap as *mut c_void;
+                n_args += 1;
             }
-            n_args = 4;
         }
         stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         // Safety: the function was loaded into this stream's context with the dynamic shared
         // memory limit `smem` needs (`Gpu::load`); the argument list matches the kernel's
-        // parameters (`AttnParams`, then `SplitParams` for splitkv or the three `TmaMap`s when
-        // `tensor_map_rows` says so), each pointer to a live `repr(C)` value owned by `self`.
+        // parameters (`AttnParams`, then `SplitParams` for splitkv, then a `TmaMap` per tensor
+        // `tensor_map_rows` names), each pointer to a live `repr(C)` value owned by `self`.
         // The addresses in `params` come from views borrowed for this call, whose sizes,
         // alignment and disjointness `validate_buffers` checked against the validated problem;
         // the maps cover exactly their tensors' extents (TMA never reads outside them); the

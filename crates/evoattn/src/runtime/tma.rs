@@ -1,4 +1,4 @@
-//! TMA tensor maps (`cuTensorMapEncodeTiled`) for the `wgmma` kernel's `loads=tma` path.
+//! TMA tensor maps (`cuTensorMapEncodeTiled`) for the `loads=tma` paths of `wgmma` and `splitkv`.
 //!
 //! Each of Q, K and V is described as a 4-D tensor over (D, S, H, B), innermost first, with
 //! the problem's own strides, so BHSD, BSHD and GQA (K/V over `hkv` heads) need no copies. A
@@ -8,6 +8,7 @@
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 
+use crate::config::Impl;
 use crate::error::{Error, Result};
 use crate::problem::{Problem, TensorName};
 use cudarc::driver::sys::{
@@ -36,9 +37,10 @@ pub struct TensorMapGeometry {
 }
 
 impl TensorMapGeometry {
-    /// The geometry of tensor `t` (Q, K or V) of a validated problem with boxes of `rows` rows.
-    pub fn new(problem: &Problem, t: TensorName, rows: u32) -> Result<Self> {
-        let unsupported = |reason: String| Error::Unsupported { imp: "wgmma".into(), reason };
+    /// The geometry of tensor `t` (Q, K or V) of a validated problem with boxes of `rows` rows,
+    /// for kernel `imp` (named in the errors).
+    pub fn new(problem: &Problem, t: TensorName, rows: u32, imp: Impl) -> Result<Self> {
+        let unsupported = |reason: String| Error::Unsupported { imp: imp.to_string(), reason };
         let s = problem.shape;
         let (seq, heads) = match t {
             TensorName::Q => (s.sq, s.h),
@@ -92,11 +94,12 @@ pub struct TensorMap(pub CUtensorMap);
 unsafe impl DeviceRepr for TensorMap {}
 
 /// Encodes the tensor map of `geometry` over the 16-bit tensor at device address `addr`
-/// (16-byte aligned): 128-byte swizzle, zero fill outside the tensor, 256-byte L2 promotion.
-pub fn encode(geometry: &TensorMapGeometry, addr: u64, bf16: bool) -> Result<TensorMap> {
+/// (16-byte aligned) for kernel `imp`: 128-byte swizzle, zero fill outside the tensor, 256-byte
+/// L2 promotion.
+pub fn encode(geometry: &TensorMapGeometry, addr: u64, bf16: bool, imp: Impl) -> Result<TensorMap> {
     if !addr.is_multiple_of(STRIDE_ALIGN) {
         return Err(Error::Unsupported {
-            imp: "wgmma".into(),
+            imp: imp.to_string(),
             reason: format!("TMA needs 16-byte aligned tensors, not {addr:#x}"),
         });
     }
@@ -148,12 +151,12 @@ mod tests {
     fn bhsd_maps_walk_d_then_s_then_h_then_b() {
         let shape = Shape { b: 2, h: 3, hkv: 3, sq: 100, sk: 70, d: 128 };
         let p = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd);
-        let q = TensorMapGeometry::new(&p, TensorName::Q, 128).unwrap();
+        let q = TensorMapGeometry::new(&p, TensorName::Q, 128, Impl::Wgmma).unwrap();
         assert_eq!(q.dims, [128, 100, 3, 2]);
         assert_eq!(q.strides_bytes, [128 * 2, 100 * 128 * 2, 3 * 100 * 128 * 2]);
         assert_eq!(q.box_dims, [64, 128, 1, 1]);
         assert_eq!(q.box_bytes(2), 64 * 128 * 2);
-        let k = TensorMapGeometry::new(&p, TensorName::K, 96).unwrap();
+        let k = TensorMapGeometry::new(&p, TensorName::K, 96, Impl::Wgmma).unwrap();
         assert_eq!(k.dims, [128, 70, 3, 2]);
         assert_eq!(k.strides_bytes, [256, 70 * 256, 3 * 70 * 256]);
         assert_eq!(k.box_dims, [64, 96, 1, 1]);
@@ -163,11 +166,11 @@ mod tests {
     fn bshd_and_gqa_use_the_problem_strides() {
         let shape = Shape { b: 2, h: 8, hkv: 2, sq: 33, sk: 65, d: 64 };
         let p = Problem::dense(shape, Dtype::F16, Layout::Bshd);
-        let q = TensorMapGeometry::new(&p, TensorName::Q, 64).unwrap();
+        let q = TensorMapGeometry::new(&p, TensorName::Q, 64, Impl::Wgmma).unwrap();
         assert_eq!(q.dims, [64, 33, 8, 2]);
         // seq steps over all heads, head over one row of D, batch over the whole sequence.
         assert_eq!(q.strides_bytes, [8 * 64 * 2, 64 * 2, 33 * 8 * 64 * 2]);
-        let v = TensorMapGeometry::new(&p, TensorName::V, 128).unwrap();
+        let v = TensorMapGeometry::new(&p, TensorName::V, 128, Impl::Splitkv).unwrap();
         assert_eq!(v.dims, [64, 65, 2, 2]);
         assert_eq!(v.strides_bytes, [2 * 64 * 2, 64 * 2, 65 * 2 * 64 * 2]);
     }
@@ -176,13 +179,15 @@ mod tests {
     fn impossible_maps_are_typed_errors() {
         let shape = Shape { b: 1, h: 1, hkv: 1, sq: 8, sk: 8, d: 64 };
         let p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
-        let err = |t, rows| TensorMapGeometry::new(&p, t, rows).unwrap_err().to_string();
+        let err = |t, rows| TensorMapGeometry::new(&p, t, rows, Impl::Wgmma).unwrap_err().to_string();
         assert!(err(TensorName::Q, 512).contains("1..=256 rows"));
         assert!(err(TensorName::Q, 0).contains("1..=256 rows"));
         assert!(err(TensorName::O, 64).contains("no tensor map"));
         let odd = Problem::dense(Shape { d: 96, ..shape }, Dtype::F16, Layout::Bhsd);
-        assert!(TensorMapGeometry::new(&odd, TensorName::K, 64).unwrap_err().to_string().contains("multiple of 64"));
-        let misaligned = encode(&TensorMapGeometry::new(&p, TensorName::Q, 64).unwrap(), 0x1008, false);
+        let odd_err = TensorMapGeometry::new(&odd, TensorName::K, 64, Impl::Splitkv).unwrap_err().to_string();
+        assert!(odd_err.contains("multiple of 64") && odd_err.contains("splitkv"), "{odd_err}");
+        let misaligned =
+            encode(&TensorMapGeometry::new(&p, TensorName::Q, 64, Impl::Wgmma).unwrap(), 0x1008, false, Impl::Wgmma);
         assert!(misaligned.unwrap_err().to_string().contains("16-byte aligned"));
     }
 
