@@ -2,7 +2,7 @@
 //! problem and kernel family (see `history::CaseKey`), per case. Pure: the history is reached
 //! through a lookup function, so the rule and the report are tested without a database.
 
-use crate::gate::{aligned, markdown_table, Outcome};
+use crate::gate::{aligned, markdown_table, Outcome, Tally};
 use crate::history::{CaseKey, Row};
 use crate::record::{BenchRecord, Mode, ResultRecord};
 use crate::stats::{bootstrap_median_change, summarize, Interval, Summary, DEFAULT_RESAMPLES, DEFAULT_SEED};
@@ -170,23 +170,13 @@ pub fn evaluate(
 }
 
 impl HistoryReport {
-    fn count(&self, outcome: Outcome) -> usize {
-        self.cases.iter().filter(|c| c.outcome == outcome).count()
-    }
-
     pub fn summary(&self) -> String {
         if self.cases.is_empty() {
             return "gate against history: could not run: the record has no cases".into();
         }
         let new = self.cases.iter().filter(|c| c.best.is_none() && c.current_us.is_some()).count();
-        format!(
-            "gate against history: {} ({} of {} cases pass, {} regressed or failed, {} could not run; {new} with no history)",
-            self.outcome.name(),
-            self.count(Outcome::Pass),
-            self.cases.len(),
-            self.count(Outcome::Fail),
-            self.count(Outcome::CouldNotRun),
-        )
+        let counts = Tally::of(self.cases.iter().map(|c| c.outcome)).describe("regressed or failed");
+        format!("gate against history: {} ({counts}; {new} with no history)", self.outcome.name())
     }
 
     fn rule(&self) -> String {
@@ -413,7 +403,10 @@ mod tests {
         let new = gate(100.0, Some(true), None);
         assert_eq!(new.outcome, Outcome::Pass);
         assert_eq!(new.cases[0].notes, ["no history"]);
-        assert!(new.summary().ends_with("1 with no history)"), "{}", new.summary());
+        assert_eq!(
+            new.summary(),
+            "gate against history: pass (1 of 1 cases pass, 0 regressed or failed, 0 could not run; 1 with no history)"
+        );
         assert_eq!(gate(80.0, Some(false), Some(100.0)).outcome, Outcome::Fail);
     }
 
