@@ -567,7 +567,8 @@ pub fn render_json(report: &GateReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CaseRecord, Environment, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
+    use crate::record::tests::{gate_case, ok_measurement};
+    use crate::record::{Environment, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
     use crate::stats::tests::lognormal_samples;
 
     /// Samples per kernel, as `bench`'s default.
@@ -577,13 +578,9 @@ mod tests {
 
     fn measurement(name: &str, median_us: f64, seed: u64) -> Measurement {
         Measurement {
-            name: name.into(),
-            status: STATUS_OK.into(),
-            reason: None,
-            samples_us: lognormal_samples(median_us, SIGMA, N, seed),
             max_abs: Some(1e-3),
             rel_l2: Some(1e-4),
-            correct: Some(true),
+            ..ok_measurement(name, &lognormal_samples(median_us, SIGMA, N, seed), Some(true))
         }
     }
 
@@ -597,19 +594,7 @@ mod tests {
     }
 
     fn result(ours: Measurement, peers: Vec<Measurement>) -> ResultRecord {
-        let case = CaseRecord {
-            b: 1,
-            h: 8,
-            hkv: 8,
-            sq: 512,
-            sk: 512,
-            d: 64,
-            dtype: "f16".into(),
-            causal: "none".into(),
-            layout: "bhsd".into(),
-            flops: 4.0 * 8.0 * 512.0 * 512.0 * 64.0,
-        };
-        ResultRecord { case, ours, peers }
+        ResultRecord { case: gate_case(), ours, peers }
     }
 
     fn record(results: Vec<ResultRecord>) -> BenchRecord {

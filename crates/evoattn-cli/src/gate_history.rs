@@ -284,7 +284,8 @@ pub fn render_json(report: &HistoryReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CaseRecord, Environment, Measurement, SCHEMA, STATUS_OK};
+    use crate::record::tests::{gate_case, ok_measurement};
+    use crate::record::{Environment, SCHEMA};
     use crate::stats::tests::lognormal_samples;
 
     fn interval(estimate: f64, lo: f64, hi: f64) -> Interval {
@@ -328,27 +329,11 @@ mod tests {
     const N: usize = 100;
 
     fn record(ours_median: f64, correct: Option<bool>) -> BenchRecord {
-        let case = CaseRecord {
-            b: 1,
-            h: 8,
-            hkv: 8,
-            sq: 512,
-            sk: 512,
-            d: 64,
-            dtype: "f16".into(),
-            causal: "none".into(),
-            layout: "bhsd".into(),
-            flops: 1e9,
-        };
-        let ours = Measurement {
-            name: "evoattn_mma_f16_d64_bm128_bn64_s3_qr1".into(),
-            status: STATUS_OK.into(),
-            reason: None,
-            samples_us: lognormal_samples(ours_median, 0.03, N, 1),
-            max_abs: None,
-            rel_l2: None,
+        let ours = ok_measurement(
+            "evoattn_mma_f16_d64_bm128_bn64_s3_qr1",
+            &lognormal_samples(ours_median, 0.03, N, 1),
             correct,
-        };
+        );
         let env = Environment {
             gpu: "NVIDIA H100 80GB HBM3".into(),
             mode: Some(Mode::Eager),
@@ -356,7 +341,11 @@ mod tests {
             date_utc: "2026-11-22T15:00:00Z".into(),
             ..Environment::default()
         };
-        BenchRecord { schema: SCHEMA.into(), env, results: vec![ResultRecord { case, ours, peers: vec![] }] }
+        BenchRecord {
+            schema: SCHEMA.into(),
+            env,
+            results: vec![ResultRecord { case: gate_case(), ours, peers: vec![] }],
+        }
     }
 
     fn best_row(median: f64) -> Row {
