@@ -12,7 +12,7 @@ from typing import Any
 
 from . import PEERS, safetensors_io
 from .case import CaseSpec, read_case
-from .protocol import KernelLaunch, RequestError, missing, ran, refused
+from .protocol import KernelLaunch, RequestError, Timing, missing, ran, refused
 
 FAKE_GPU = "fake GPU (EVOATTN_ORACLE_FAKE)"
 FAKE_COMPUTE_CAPABILITY = "9.0"
@@ -76,13 +76,13 @@ class FakeBackend:
             return refused(FLASH_REFUSES)
         return None
 
-    def time(self, case_id: str, peer: str, mode: str, warmup: int, samples: int, flush_bytes: int) -> dict[str, Any]:
+    def time(self, case_id: str, peer: str, timing: Timing) -> dict[str, Any]:
         spec, _ = self.cases[case_id]
         status = self._status(spec, peer)
         if status is not None:
             return status
-        base = FAKE_CALL_US[mode] + spec.flops() / (FAKE_PEER_TFLOPS[peer] * 1e6)
-        return ran(samples_us=_samples(f"{spec}/{peer}/{mode}", base, samples))
+        base = FAKE_CALL_US[timing.mode] + spec.flops() / (FAKE_PEER_TFLOPS[peer] * 1e6)
+        return ran(samples_us=_samples(f"{spec}/{peer}/{timing.mode}", base, timing.samples))
 
     def output(self, case_id: str, peer: str, path: str) -> dict[str, Any]:
         spec, q = self.cases[case_id]
@@ -98,20 +98,11 @@ class FakeBackend:
     def copy_samples(self, nbytes: int, samples: int) -> list[float]:
         return _samples(f"copy/{nbytes}", 2.0 * nbytes / (FAKE_COPY_GBPS * 1e3), samples)
 
-    def time_kernel(
-        self,
-        launch: KernelLaunch,
-        case_id: str,
-        mode: str,
-        warmup: int,
-        samples: int,
-        flush_bytes: int,
-        output: str | None,
-    ) -> list[float]:
+    def time_kernel(self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None) -> list[float]:
         spec, q = self.cases[case_id]
         if not Path(launch.cubin_path).is_file():
             raise RequestError(f"cannot read the CUBIN {launch.cubin_path}")
         if output is not None:
             safetensors_io.write(output, {"o": q})
-        base = FAKE_CALL_US[mode] + spec.flops() / (FAKE_KERNEL_TFLOPS * 1e6)
-        return _samples(f"{spec}/{launch.kernel}/{mode}", base, samples)
+        base = FAKE_CALL_US[timing.mode] + spec.flops() / (FAKE_KERNEL_TFLOPS * 1e6)
+        return _samples(f"{spec}/{launch.kernel}/{timing.mode}", base, timing.samples)

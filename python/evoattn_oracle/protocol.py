@@ -87,6 +87,26 @@ def missing(reason: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """How a `time` or `time_kernel` request asks for its samples: `warmup` untimed calls, then
+    `samples` timed ones in `mode`, each after overwriting a buffer of `flush_bytes`."""
+
+    mode: str
+    warmup: int
+    samples: int
+    flush_bytes: int
+
+    @staticmethod
+    def parse(req: Request) -> Timing:
+        return Timing(
+            mode=req.choice("mode", MODES),
+            warmup=req.integer("warmup"),
+            samples=req.integer("samples", minimum=1),
+            flush_bytes=req.integer("flush_bytes"),
+        )
+
+
+@dataclass(frozen=True)
 class KernelLaunch:
     """A raw launch of one kernel of a CUBIN with a single by-value struct parameter."""
 

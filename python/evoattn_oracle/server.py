@@ -13,7 +13,7 @@ from typing import Any, Protocol, TextIO
 
 from . import PEERS, PROTOCOL_VERSION
 from .case import CAUSAL, LAYOUTS, CaseSpec
-from .protocol import MODES, KernelLaunch, Request, RequestError
+from .protocol import KernelLaunch, Request, RequestError, Timing
 
 MATMUL_DTYPES = ("f16", "bf16")
 
@@ -29,9 +29,7 @@ class Backend(Protocol):
 
     def unload(self, case_id: str) -> None: ...
 
-    def time(
-        self, case_id: str, peer: str, mode: str, warmup: int, samples: int, flush_bytes: int
-    ) -> dict[str, Any]: ...
+    def time(self, case_id: str, peer: str, timing: Timing) -> dict[str, Any]: ...
 
     def output(self, case_id: str, peer: str, path: str) -> dict[str, Any]: ...
 
@@ -39,16 +37,7 @@ class Backend(Protocol):
 
     def copy_samples(self, nbytes: int, samples: int) -> list[float]: ...
 
-    def time_kernel(
-        self,
-        launch: KernelLaunch,
-        case_id: str,
-        mode: str,
-        warmup: int,
-        samples: int,
-        flush_bytes: int,
-        output: str | None,
-    ) -> list[float]: ...
+    def time_kernel(self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None) -> list[float]: ...
 
 
 class Server:
@@ -139,14 +128,7 @@ class Server:
         return {}
 
     def time(self, req: Request) -> dict[str, Any]:
-        return self.backend.time(
-            self._case(req),
-            self._peer(req),
-            req.choice("mode", MODES),
-            req.integer("warmup"),
-            req.integer("samples", minimum=1),
-            req.integer("flush_bytes"),
-        )
+        return self.backend.time(self._case(req), self._peer(req), Timing.parse(req))
 
     def output(self, req: Request) -> dict[str, Any]:
         return self.backend.output(self._case(req), self._peer(req), req.text("path"))
@@ -168,12 +150,6 @@ class Server:
 
     def time_kernel(self, req: Request) -> dict[str, Any]:
         samples = self.backend.time_kernel(
-            KernelLaunch.parse(req),
-            self._case(req),
-            req.choice("mode", MODES),
-            req.integer("warmup"),
-            req.integer("samples", minimum=1),
-            req.integer("flush_bytes"),
-            req.optional_text("output"),
+            KernelLaunch.parse(req), self._case(req), Timing.parse(req), req.optional_text("output")
         )
         return {"samples_us": samples}

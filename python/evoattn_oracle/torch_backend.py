@@ -23,7 +23,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from . import PEERS, safetensors_io
 from .case import CaseSpec, read_case
-from .protocol import KernelLaunch, RequestError, missing, ran, refused
+from .protocol import KernelLaunch, RequestError, Timing, missing, ran, refused
 
 # GPU cycles the graph-mode hold lasts per sample: 200k cycles is 100 µs at the H100's 2 GHz
 # boost clock (longer at lower clocks), well above the host's ~30 µs to enqueue one sample.
@@ -217,7 +217,7 @@ class TorchBackend:
         context = sdpa_kernel(SDPA_BACKENDS[peer]) if peer in SDPA_BACKENDS else contextlib.nullcontext()
         return context, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), "bhsd"
 
-    def time(self, case_id: str, peer: str, mode: str, warmup: int, samples: int, flush_bytes: int) -> dict[str, Any]:
+    def time(self, case_id: str, peer: str, timing: Timing) -> dict[str, Any]:
         prepared = self._prepare(self.cases[case_id], peer)
         if isinstance(prepared, dict):
             return prepared
@@ -229,7 +229,7 @@ class TorchBackend:
             if reason is not None:
                 return refused(reason)
             try:
-                return ran(samples_us=self._time_calls(call, mode, warmup, samples, flush_bytes))
+                return ran(samples_us=self._time_calls(call, timing))
             except GraphCaptureError as e:
                 return refused(str(e))
 
@@ -253,22 +253,13 @@ class TorchBackend:
 
     def matmul_samples(self, n: int, dtype: str, samples: int) -> list[float]:
         a, b, c = (torch.randn(n, n, device=self.device, dtype=TORCH_DTYPES[dtype]) for _ in range(3))
-        return self._time_calls(lambda: torch.mm(a, b, out=c), "eager", CEILING_WARMUP, samples, 0)
+        return self._time_calls(lambda: torch.mm(a, b, out=c), Timing("eager", CEILING_WARMUP, samples, 0))
 
     def copy_samples(self, nbytes: int, samples: int) -> list[float]:
         src, dst = (torch.zeros(nbytes, dtype=torch.uint8, device=self.device) for _ in range(2))
-        return self._time_calls(lambda: dst.copy_(src), "eager", CEILING_WARMUP, samples, 0)
+        return self._time_calls(lambda: dst.copy_(src), Timing("eager", CEILING_WARMUP, samples, 0))
 
-    def time_kernel(
-        self,
-        launch: KernelLaunch,
-        case_id: str,
-        mode: str,
-        warmup: int,
-        samples: int,
-        flush_bytes: int,
-        output: str | None,
-    ) -> list[float]:
+    def time_kernel(self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None) -> list[float]:
         try:
             from .kernel_launch import Module
         except ImportError as e:
@@ -288,7 +279,7 @@ class TorchBackend:
                 kernel(torch.cuda.current_stream().cuda_stream)  # the capture stream in graph mode
 
             try:
-                result = self._time_calls(call, mode, warmup, samples, flush_bytes)
+                result = self._time_calls(call, timing)
             except GraphCaptureError as e:
                 raise RuntimeError(f"{launch.kernel} {e}") from None
         if output is not None:
@@ -321,27 +312,27 @@ class TorchBackend:
             raise GraphCaptureError(f"cannot be captured in a CUDA graph ({_first_line(e)})") from None
         return graph, static_out
 
-    def _time_calls(
-        self, call: Callable[[], Any], mode: str, warmup: int, samples: int, flush_bytes: int
-    ) -> list[float]:
+    def _time_calls(self, call: Callable[[], Any], timing: Timing) -> list[float]:
         """The measurement: in eager mode `warmup` calls, in graph mode `warmup` calls on the
         capture stream, the capture, `warmup` replays and a GPU-side hold while the host
         enqueues; then per sample a flush, a start event, one call (or replay), an end event;
         one synchronisation; µs per sample."""
-        flush = self._flush_buffer(flush_bytes)
-        if mode == "graph":
-            graph, _static_out = self._capture(call, warmup)
+        flush = self._flush_buffer(timing.flush_bytes)
+        if timing.mode == "graph":
+            graph, _static_out = self._capture(call, timing.warmup)
             run: Callable[[], Any] = graph.replay
         else:
             run = call
-        for _ in range(warmup):
+        for _ in range(timing.warmup):
             run()
-        if mode == "graph":
+        if timing.mode == "graph":
             # Hold the stream on the GPU while the host enqueues every sample, so no host gap
             # between a start event and its replay enters a sample (the Rust timer does the same).
-            torch.cuda._sleep(GRAPH_HOLD_CYCLES_PER_SAMPLE * samples)
+            torch.cuda._sleep(GRAPH_HOLD_CYCLES_PER_SAMPLE * timing.samples)
         stream = torch.cuda.current_stream()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(samples)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(timing.samples)
+        ]
         for start, end in events:
             if flush is not None:
                 flush.zero_()

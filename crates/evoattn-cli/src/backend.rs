@@ -66,33 +66,35 @@ pub struct Timing {
 pub trait Backend {
     fn info(&self) -> BackendInfo;
 
-    /// Runs the chosen implementation (`auto`: the planner's) on host inputs laid out by the problem's strides. The output buffer is
+    /// Runs `kernel` on host inputs laid out by the problem's strides. The output buffer is
     /// filled with NaN before the launch so that unwritten elements are caught.
     fn forward(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        kernel: Kernel,
         q: &[u16],
         k: &[u16],
         v: &[u16],
     ) -> evoattn::Result<Forward>;
 
-    /// Times `samples` launches with device events, each after overwriting a buffer larger
-    /// than L2 so no launch reads another's cache. Backends that cannot time say so.
+    /// Times `samples` launches of `kernel` with device events, each after overwriting a buffer
+    /// larger than L2 so no launch reads another's cache. Backends that cannot time say so.
     #[allow(clippy::too_many_arguments)]
     fn time(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        kernel: Kernel,
         q: &[u16],
         k: &[u16],
         v: &[u16],
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
-        let _ = (problem, choice, config, q, k, v, options);
-        Err(evoattn::Error::NoGpu(format!("the {} backend cannot time kernels", self.info().gpu)))
+        let _ = (problem, q, k, v, options);
+        let what = match kernel {
+            Kernel::Planned(..) => "time kernels",
+            Kernel::Variant(_) => "run source variants",
+        };
+        Err(evoattn::Error::NoGpu(format!("the {} backend cannot {what}", self.info().gpu)))
     }
 
     /// Host (CPU) time in microseconds of each of `calls` calls of the library's launch path
@@ -120,59 +122,6 @@ pub trait Backend {
     ) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
         let _ = (problem, choice, config);
         Err(evoattn::Error::NoGpu(format!("the {} backend has no compiled kernels", self.info().gpu)))
-    }
-
-    /// As [`Backend::forward`], for a source variant. Backends that cannot load one say so.
-    fn forward_variant(
-        &mut self,
-        problem: &Problem,
-        variant: &Variant,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> evoattn::Result<Forward> {
-        let _ = (problem, variant, q, k, v);
-        Err(evoattn::Error::NoGpu(format!("the {} backend cannot run source variants", self.info().gpu)))
-    }
-
-    /// As [`Backend::time`], for a source variant.
-    #[allow(clippy::too_many_arguments)]
-    fn time_variant(
-        &mut self,
-        problem: &Problem,
-        variant: &Variant,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-        options: TimingOptions,
-    ) -> evoattn::Result<Timing> {
-        let _ = (problem, variant, q, k, v, options);
-        Err(evoattn::Error::NoGpu(format!("the {} backend cannot run source variants", self.info().gpu)))
-    }
-
-    /// Runs `kernel`, whichever kind it is.
-    fn run(&mut self, problem: &Problem, kernel: Kernel, q: &[u16], k: &[u16], v: &[u16]) -> evoattn::Result<Forward> {
-        match kernel {
-            Kernel::Planned(choice, config) => self.forward(problem, choice, config, q, k, v),
-            Kernel::Variant(variant) => self.forward_variant(problem, variant, q, k, v),
-        }
-    }
-
-    /// Times `kernel`, whichever kind it is.
-    #[allow(clippy::too_many_arguments)]
-    fn time_kernel(
-        &mut self,
-        problem: &Problem,
-        kernel: Kernel,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-        options: TimingOptions,
-    ) -> evoattn::Result<Timing> {
-        match kernel {
-            Kernel::Planned(choice, config) => self.time(problem, choice, config, q, k, v, options),
-            Kernel::Variant(variant) => self.time_variant(problem, variant, q, k, v, options),
-        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions, Variant};
+use crate::backend::{Backend, BackendInfo, Forward, Kernel, Timing, TimingOptions, Variant};
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
@@ -218,61 +218,46 @@ impl Backend for GpuBackend {
     fn forward(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        kernel: Kernel,
         q: &[u16],
         k: &[u16],
         v: &[u16],
     ) -> evoattn::Result<Forward> {
-        self.forward_with(problem, q, k, v, |attention, tensors| {
-            Ok(attention.forward(problem, choice, config, tensors)?.name())
-        })
+        match kernel {
+            Kernel::Planned(choice, config) => self.forward_with(problem, q, k, v, |attention, tensors| {
+                Ok(attention.forward(problem, choice, config, tensors)?.name())
+            }),
+            Kernel::Variant(variant) => {
+                let loaded = load_variant(&self.attention, problem, variant)?;
+                let stream = self.attention.gpu().stream().clone();
+                self.forward_with(problem, q, k, v, |attention, tensors| {
+                    PreparedLaunch::new(attention.gpu(), &loaded, problem)?.run(&stream, tensors)?;
+                    Ok(loaded.spec().name())
+                })
+            }
+        }
     }
 
     fn time(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        kernel: Kernel,
         q: &[u16],
         k: &[u16],
         v: &[u16],
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
-        self.time_with(problem, q, k, v, options, |attention, tensors| {
-            attention.forward(problem, choice, config, tensors).map(|_| ())
-        })
-    }
-
-    fn forward_variant(
-        &mut self,
-        problem: &Problem,
-        variant: &Variant,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> evoattn::Result<Forward> {
-        let kernel = load_variant(&self.attention, problem, variant)?;
-        let stream = self.attention.gpu().stream().clone();
-        self.forward_with(problem, q, k, v, |attention, tensors| {
-            PreparedLaunch::new(attention.gpu(), &kernel, problem)?.run(&stream, tensors)?;
-            Ok(kernel.spec().name())
-        })
-    }
-
-    fn time_variant(
-        &mut self,
-        problem: &Problem,
-        variant: &Variant,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-        options: TimingOptions,
-    ) -> evoattn::Result<Timing> {
-        let kernel = load_variant(&self.attention, problem, variant)?;
-        let stream = self.attention.gpu().stream().clone();
-        let mut prepared = PreparedLaunch::new(self.attention.gpu(), &kernel, problem)?;
-        self.time_with(problem, q, k, v, options, |_, tensors| prepared.run(&stream, tensors))
+        match kernel {
+            Kernel::Planned(choice, config) => self.time_with(problem, q, k, v, options, |attention, tensors| {
+                attention.forward(problem, choice, config, tensors).map(|_| ())
+            }),
+            Kernel::Variant(variant) => {
+                let loaded = load_variant(&self.attention, problem, variant)?;
+                let stream = self.attention.gpu().stream().clone();
+                let mut prepared = PreparedLaunch::new(self.attention.gpu(), &loaded, problem)?;
+                self.time_with(problem, q, k, v, options, |_, tensors| prepared.run(&stream, tensors))
+            }
+        }
     }
 
     fn host_cost(

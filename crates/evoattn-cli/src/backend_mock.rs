@@ -3,7 +3,7 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
-use crate::backend::{Backend, BackendInfo, Forward, Timing, TimingOptions, Variant};
+use crate::backend::{Backend, BackendInfo, Forward, Kernel, Timing, TimingOptions, Variant};
 use crate::inputs::nan_bits;
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::reference::{attention_f64, logical_offsets};
@@ -115,12 +115,12 @@ impl Backend for MockBackend {
     fn forward(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        kernel: Kernel,
         q: &[u16],
         k: &[u16],
         v: &[u16],
     ) -> evoattn::Result<Forward> {
+        let (choice, config) = planned(kernel);
         problem.validate()?;
         let plan = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config);
         plan.spec
@@ -159,13 +159,13 @@ impl Backend for MockBackend {
     fn time(
         &mut self,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        kernel: Kernel,
         _q: &[u16],
         _k: &[u16],
         _v: &[u16],
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
+        let (choice, config) = planned(kernel);
         problem.validate()?;
         let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
         let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6)) * relative_cost(spec.config, spec.head_dim);
@@ -174,34 +174,19 @@ impl Backend for MockBackend {
         let samples_us = (0..options.samples).map(|i| base * (1.0 + spread(i))).collect();
         Ok(Timing { samples_us })
     }
+}
 
-    /// The mock cannot execute CUDA: a variant computes as its config would, unless it carries
-    /// a planted-fault marker ([`PLANTED_HANG`], [`PLANTED_CRASH`]).
-    fn forward_variant(
-        &mut self,
-        problem: &Problem,
-        variant: &Variant,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> evoattn::Result<Forward> {
-        planted_faults(variant);
-        let spec = variant.compiled.spec;
-        self.forward(problem, ImplChoice::Fixed(spec.imp()), Some(spec.config), q, k, v)
-    }
-
-    fn time_variant(
-        &mut self,
-        problem: &Problem,
-        variant: &Variant,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-        options: TimingOptions,
-    ) -> evoattn::Result<Timing> {
-        planted_faults(variant);
-        let spec = variant.compiled.spec;
-        self.time(problem, ImplChoice::Fixed(spec.imp()), Some(spec.config), q, k, v, options)
+/// The choice and config the mock computes `kernel` as. The mock cannot execute CUDA: a variant
+/// computes as its config would, once its planted fault ([`PLANTED_HANG`], [`PLANTED_CRASH`]),
+/// if any, is acted out.
+fn planned(kernel: Kernel) -> (ImplChoice, Option<KernelConfig>) {
+    match kernel {
+        Kernel::Planned(choice, config) => (choice, config),
+        Kernel::Variant(variant) => {
+            planted_faults(variant);
+            let spec = variant.compiled.spec;
+            (ImplChoice::Fixed(spec.imp()), Some(spec.config))
+        }
     }
 }
 
@@ -232,7 +217,8 @@ mod tests {
 
     fn run(fault: Option<Fault>, problem: &Problem, choice: ImplChoice) -> evoattn::Result<(Forward, Vec<f64>)> {
         let inputs = random_inputs(problem, Distribution::Wide, 11);
-        let forward = MockBackend { fault }.forward(problem, choice, None, &inputs.q, &inputs.k, &inputs.v)?;
+        let forward =
+            MockBackend { fault }.forward(problem, Kernel::Planned(choice, None), &inputs.q, &inputs.k, &inputs.v)?;
         let reference = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
         let rounded = reference.o.iter().map(|&x| problem.dtype.round(x)).collect();
         Ok((forward, rounded))
@@ -297,7 +283,9 @@ mod tests {
         let err = run(None, &p, ImplChoice::Auto).unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{err}");
         let p = Problem::dense(Shape::new(1, 1, 4, 64), Dtype::Bf16, Layout::Bhsd);
-        let err = MockBackend { fault: None }.forward(&p, ImplChoice::Auto, None, &[0; 64], &[], &[]).unwrap_err();
+        let err = MockBackend { fault: None }
+            .forward(&p, Kernel::Planned(ImplChoice::Auto, None), &[0; 64], &[], &[])
+            .unwrap_err();
         assert!(err.to_string().contains("tensor q: buffer holds 64 elements, the problem needs 256"), "{err}");
     }
 
@@ -307,7 +295,10 @@ mod tests {
         let options = TimingOptions { warmup: 0, samples: 4, mode: crate::record::Mode::Eager };
         let time = |config: Option<KernelConfig>| {
             let choice = ImplChoice::Fixed(Impl::Mma);
-            MockBackend { fault: None }.time(&p, choice, config, &[], &[], &[], options).unwrap().samples_us[0]
+            MockBackend { fault: None }
+                .time(&p, Kernel::Planned(choice, config), &[], &[], &[], options)
+                .unwrap()
+                .samples_us[0]
         };
         let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, 64);
         assert_eq!(relative_cost(default, 64), 1.0);

@@ -105,7 +105,13 @@ impl ExpectedCache {
                 (r.o, r.lse)
             } else {
                 let r = backend
-                    .forward(problem, ImplChoice::Fixed(Impl::Reference), None, &inputs.q, &inputs.k, &inputs.v)
+                    .forward(
+                        problem,
+                        Kernel::Planned(ImplChoice::Fixed(Impl::Reference), None),
+                        &inputs.q,
+                        &inputs.k,
+                        &inputs.v,
+                    )
                     .map_err(|e| format!("reference kernel: {e}"))?;
                 (dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect())
             };
@@ -147,7 +153,7 @@ pub fn check_case(
                 return result;
             }
         };
-        let got = match backend.run(problem, kernel, &want.inputs.q, &want.inputs.k, &want.inputs.v) {
+        let got = match backend.forward(problem, kernel, &want.inputs.q, &want.inputs.k, &want.inputs.v) {
             Ok(f) => f,
             Err(e) => {
                 result.error = Some(format!("{e}"));

@@ -2,7 +2,7 @@
 //! another. Every input problem is a typed error naming the tensor, raised before the backend
 //! is opened; `main` turns it into one line on stderr and exit 2.
 
-use crate::backend::{open, Forward};
+use crate::backend::{open, Forward, Kernel};
 use crate::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
 use anyhow::{anyhow, Context};
 use evoattn::plan::{plan, ImplChoice};
@@ -84,7 +84,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let forward = backend.forward(&problem, choice, config, &inputs.q, &inputs.k, &inputs.v)?;
+    let forward = backend.forward(&problem, Kernel::Planned(choice, config), &inputs.q, &inputs.k, &inputs.v)?;
     write_output(&args.output, &problem, args.layout, &forward)?;
     eprintln!(
         "evoattn run: {} on {} {} {}, causal {}, scale {}{} -> {}",

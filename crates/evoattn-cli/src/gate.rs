@@ -151,20 +151,13 @@ impl Outcome {
     /// whatever else could not be judged), else could-not-run if any case (or the whole run, when
     /// it has none) could not be judged, else pass.
     pub fn overall(cases: impl IntoIterator<Item = Outcome>) -> Outcome {
-        let mut any = false;
-        let mut worst = Outcome::Pass;
-        for case in cases {
-            any = true;
-            worst = match (worst, case) {
-                (Outcome::Fail, _) | (_, Outcome::Fail) => Outcome::Fail,
-                (Outcome::CouldNotRun, _) | (_, Outcome::CouldNotRun) => Outcome::CouldNotRun,
-                _ => Outcome::Pass,
-            };
-        }
-        if any {
-            worst
-        } else {
+        let tally = Tally::of(cases);
+        if tally.fail > 0 {
+            Outcome::Fail
+        } else if tally.could_not_run > 0 || tally.pass == 0 {
             Outcome::CouldNotRun
+        } else {
+            Outcome::Pass
         }
     }
 
@@ -174,6 +167,34 @@ impl Outcome {
             Outcome::Fail => "❌",
             Outcome::CouldNotRun => "⚠️",
         }
+    }
+}
+
+/// How many cases had each outcome: what a run's outcome and its summary line are made of.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally {
+    pub pass: usize,
+    pub fail: usize,
+    pub could_not_run: usize,
+}
+
+impl Tally {
+    pub fn of(outcomes: impl IntoIterator<Item = Outcome>) -> Tally {
+        let mut tally = Tally::default();
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Pass => tally.pass += 1,
+                Outcome::Fail => tally.fail += 1,
+                Outcome::CouldNotRun => tally.could_not_run += 1,
+            }
+        }
+        tally
+    }
+
+    /// The counts as a summary line says them, `failed` naming the failures.
+    pub fn describe(&self, failed: &str) -> String {
+        let total = self.pass + self.fail + self.could_not_run;
+        format!("{} of {total} cases pass, {} {failed}, {} could not run", self.pass, self.fail, self.could_not_run)
     }
 }
 
@@ -358,24 +379,13 @@ pub fn evaluate(record: &BenchRecord, opts: &GateOptions) -> GateReport {
 }
 
 impl GateReport {
-    fn count(&self, outcome: Outcome) -> usize {
-        self.cases.iter().filter(|c| c.outcome == outcome).count()
-    }
-
     /// One line: the outcome and the counts behind it.
     pub fn summary(&self) -> String {
         if self.cases.is_empty() {
             return "gate: could not run: the record has no cases".into();
         }
-        format!(
-            "gate: {} ({} of {} cases pass, {} fail, {} could not run; against {})",
-            self.outcome.name(),
-            self.count(Outcome::Pass),
-            self.cases.len(),
-            self.count(Outcome::Fail),
-            self.count(Outcome::CouldNotRun),
-            self.against
-        )
+        let counts = Tally::of(self.cases.iter().map(|c| c.outcome)).describe("fail");
+        format!("gate: {} ({counts}; against {})", self.outcome.name(), self.against)
     }
 
     /// The pass rule in words, for the headers.
@@ -557,7 +567,8 @@ pub fn render_json(report: &GateReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CaseRecord, Environment, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
+    use crate::record::tests::{gate_case, ok_measurement};
+    use crate::record::{Environment, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
     use crate::stats::tests::lognormal_samples;
 
     /// Samples per kernel, as `bench`'s default.
@@ -567,13 +578,9 @@ mod tests {
 
     fn measurement(name: &str, median_us: f64, seed: u64) -> Measurement {
         Measurement {
-            name: name.into(),
-            status: STATUS_OK.into(),
-            reason: None,
-            samples_us: lognormal_samples(median_us, SIGMA, N, seed),
             max_abs: Some(1e-3),
             rel_l2: Some(1e-4),
-            correct: Some(true),
+            ..ok_measurement(name, &lognormal_samples(median_us, SIGMA, N, seed), Some(true))
         }
     }
 
@@ -587,19 +594,7 @@ mod tests {
     }
 
     fn result(ours: Measurement, peers: Vec<Measurement>) -> ResultRecord {
-        let case = CaseRecord {
-            b: 1,
-            h: 8,
-            hkv: 8,
-            sq: 512,
-            sk: 512,
-            d: 64,
-            dtype: "f16".into(),
-            causal: "none".into(),
-            layout: "bhsd".into(),
-            flops: 4.0 * 8.0 * 512.0 * 512.0 * 64.0,
-        };
-        ResultRecord { case, ours, peers }
+        ResultRecord { case: gate_case(), ours, peers }
     }
 
     fn record(results: Vec<ResultRecord>) -> BenchRecord {

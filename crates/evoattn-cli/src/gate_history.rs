@@ -2,7 +2,7 @@
 //! problem and kernel family (see `history::CaseKey`), per case. Pure: the history is reached
 //! through a lookup function, so the rule and the report are tested without a database.
 
-use crate::gate::{aligned, markdown_table, Outcome};
+use crate::gate::{aligned, markdown_table, Outcome, Tally};
 use crate::history::{CaseKey, Row};
 use crate::record::{BenchRecord, Mode, ResultRecord};
 use crate::stats::{bootstrap_median_change, summarize, Interval, Summary, DEFAULT_RESAMPLES, DEFAULT_SEED};
@@ -170,23 +170,13 @@ pub fn evaluate(
 }
 
 impl HistoryReport {
-    fn count(&self, outcome: Outcome) -> usize {
-        self.cases.iter().filter(|c| c.outcome == outcome).count()
-    }
-
     pub fn summary(&self) -> String {
         if self.cases.is_empty() {
             return "gate against history: could not run: the record has no cases".into();
         }
         let new = self.cases.iter().filter(|c| c.best.is_none() && c.current_us.is_some()).count();
-        format!(
-            "gate against history: {} ({} of {} cases pass, {} regressed or failed, {} could not run; {new} with no history)",
-            self.outcome.name(),
-            self.count(Outcome::Pass),
-            self.cases.len(),
-            self.count(Outcome::Fail),
-            self.count(Outcome::CouldNotRun),
-        )
+        let counts = Tally::of(self.cases.iter().map(|c| c.outcome)).describe("regressed or failed");
+        format!("gate against history: {} ({counts}; {new} with no history)", self.outcome.name())
     }
 
     fn rule(&self) -> String {
@@ -294,7 +284,8 @@ pub fn render_json(report: &HistoryReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CaseRecord, Environment, Measurement, SCHEMA, STATUS_OK};
+    use crate::record::tests::{gate_case, ok_measurement};
+    use crate::record::{Environment, SCHEMA};
     use crate::stats::tests::lognormal_samples;
 
     fn interval(estimate: f64, lo: f64, hi: f64) -> Interval {
@@ -338,27 +329,11 @@ mod tests {
     const N: usize = 100;
 
     fn record(ours_median: f64, correct: Option<bool>) -> BenchRecord {
-        let case = CaseRecord {
-            b: 1,
-            h: 8,
-            hkv: 8,
-            sq: 512,
-            sk: 512,
-            d: 64,
-            dtype: "f16".into(),
-            causal: "none".into(),
-            layout: "bhsd".into(),
-            flops: 1e9,
-        };
-        let ours = Measurement {
-            name: "evoattn_mma_f16_d64_bm128_bn64_s3_qr1".into(),
-            status: STATUS_OK.into(),
-            reason: None,
-            samples_us: lognormal_samples(ours_median, 0.03, N, 1),
-            max_abs: None,
-            rel_l2: None,
+        let ours = ok_measurement(
+            "evoattn_mma_f16_d64_bm128_bn64_s3_qr1",
+            &lognormal_samples(ours_median, 0.03, N, 1),
             correct,
-        };
+        );
         let env = Environment {
             gpu: "NVIDIA H100 80GB HBM3".into(),
             mode: Some(Mode::Eager),
@@ -366,7 +341,11 @@ mod tests {
             date_utc: "2026-11-22T15:00:00Z".into(),
             ..Environment::default()
         };
-        BenchRecord { schema: SCHEMA.into(), env, results: vec![ResultRecord { case, ours, peers: vec![] }] }
+        BenchRecord {
+            schema: SCHEMA.into(),
+            env,
+            results: vec![ResultRecord { case: gate_case(), ours, peers: vec![] }],
+        }
     }
 
     fn best_row(median: f64) -> Row {
@@ -413,7 +392,10 @@ mod tests {
         let new = gate(100.0, Some(true), None);
         assert_eq!(new.outcome, Outcome::Pass);
         assert_eq!(new.cases[0].notes, ["no history"]);
-        assert!(new.summary().ends_with("1 with no history)"), "{}", new.summary());
+        assert_eq!(
+            new.summary(),
+            "gate against history: pass (1 of 1 cases pass, 0 regressed or failed, 0 could not run; 1 with no history)"
+        );
         assert_eq!(gate(80.0, Some(false), Some(100.0)).outcome, Outcome::Fail);
     }
 

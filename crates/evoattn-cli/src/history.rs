@@ -348,7 +348,8 @@ pub fn save_or_warn(source: Source, record: &BenchRecord) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{ResultRecord, SCHEMA, STATUS_MISSING, STATUS_OK};
+    use crate::record::tests::ok_measurement;
+    use crate::record::{ResultRecord, SCHEMA, STATUS_MISSING};
 
     const GPU: &str = "NVIDIA H100 80GB HBM3";
 
@@ -367,21 +368,9 @@ mod tests {
         }
     }
 
-    fn measurement(name: &str, samples_us: &[f64], correct: Option<bool>) -> Measurement {
-        Measurement {
-            name: name.into(),
-            status: STATUS_OK.into(),
-            reason: None,
-            samples_us: samples_us.to_vec(),
-            max_abs: None,
-            rel_l2: None,
-            correct,
-        }
-    }
-
     /// One case measured by `kernel` at `median` (three samples around it) and a peer, at `date`.
     fn record(date: &str, commit: &str, kernel: &str, median: f64, correct: Option<bool>) -> BenchRecord {
-        let missing = Measurement { status: STATUS_MISSING.into(), ..measurement("fa4", &[], None) };
+        let missing = Measurement { status: STATUS_MISSING.into(), ..ok_measurement("fa4", &[], None) };
         let env = Environment {
             gpu: GPU.into(),
             driver: "580.65".into(),
@@ -392,8 +381,8 @@ mod tests {
             block: 20,
             ..Environment::default()
         };
-        let ours = measurement(kernel, &[median - 1.0, median, median + 1.0], correct);
-        let peers = vec![measurement("sdpa-cudnn", &[90.0, 91.0, 92.0], None), missing];
+        let ours = ok_measurement(kernel, &[median - 1.0, median, median + 1.0], correct);
+        let peers = vec![ok_measurement("sdpa-cudnn", &[90.0, 91.0, 92.0], None), missing];
         BenchRecord { schema: SCHEMA.into(), env, results: vec![ResultRecord { case: case(4096), ours, peers }] }
     }
 
@@ -458,7 +447,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let history = History::open(&dir.path().join(FILE_NAME)).unwrap();
         let machine = Machine { gpu: GPU.into(), driver: "580.65".into() };
-        let m = measurement("evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldtma", &[10.0, 11.0, 12.0], Some(true));
+        let m = ok_measurement("evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldtma", &[10.0, 11.0, 12.0], Some(true));
         assert!(history.insert_tune(&machine, Mode::Graph, 20, &case(4096), &m).unwrap());
         let rows = history.rows(None).unwrap();
         assert_eq!((rows[0].source.as_str(), rows[0].median_us), ("tune", 11.0));

@@ -2,7 +2,7 @@
 //! requested peer on the same inputs, interleaved in blocks (ours, peers, ours, ...) so that
 //! drift hits both sides; record raw samples. `bench` prints the record, `gate` judges it.
 
-use crate::backend::{open, Backend, BackendInfo, TimingOptions};
+use crate::backend::{open, Backend, BackendInfo, Kernel, TimingOptions};
 use crate::inputs::{random_inputs, Distribution, Inputs};
 use crate::kernel_args::KernelArgs;
 use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
@@ -233,7 +233,7 @@ fn reference_output(problem: &Problem, inputs: &Inputs, backend: &mut dyn Backen
     if macs <= CPU_REFERENCE_LIMIT {
         Ok(attention_f64(p, q, k, v).o)
     } else {
-        let r = backend.forward(p, ImplChoice::Fixed(Impl::Reference), None, q, k, v)?;
+        let r = backend.forward(p, Kernel::Planned(ImplChoice::Fixed(Impl::Reference), None), q, k, v)?;
         Ok(dense_o(p, &r.o))
     }
 }
@@ -311,14 +311,14 @@ fn measure_case(
         correct: None,
     };
 
-    let got = backend.forward(p, case.choice, case.config, q, k, v)?;
+    let got = backend.forward(p, Kernel::Planned(case.choice, case.config), q, k, v)?;
     let mut ours = new_row(&got.kernel);
     set_status(&mut ours, STATUS_OK, None);
     judge(&mut ours, p, &got.o, &want);
     // As `check` does, ours must also be right on wide-range inputs that stress the softmax.
     let wide = random_inputs(p, Distribution::Wide, case.seed ^ WIDE_SEED);
     let wide_want = reference_output(p, &wide, backend)?;
-    let wide_got = backend.forward(p, case.choice, case.config, &wide.q, &wide.k, &wide.v)?;
+    let wide_got = backend.forward(p, Kernel::Planned(case.choice, case.config), &wide.q, &wide.k, &wide.v)?;
     let mut wide_row = new_row(&got.kernel);
     judge(&mut wide_row, p, &wide_got.o, &wide_want);
     ours.correct = Some(ours.correct == Some(true) && wide_row.correct == Some(true));
@@ -388,9 +388,9 @@ fn measure_case(
                 continue;
             }
             match (index, row.name.as_str(), oracle.as_deref_mut(), &torch_timed) {
-                (0, _, _, _) | (_, SELF_PEER, _, _) => {
-                    row.samples_us.extend(backend.time(p, case.choice, case.config, q, k, v, options)?.samples_us)
-                }
+                (0, _, _, _) | (_, SELF_PEER, _, _) => row
+                    .samples_us
+                    .extend(backend.time(p, Kernel::Planned(case.choice, case.config), q, k, v, options)?.samples_us),
                 (_, TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
                     &id,
                     &t.launch(None),

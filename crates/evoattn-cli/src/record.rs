@@ -142,3 +142,37 @@ impl BenchRecord {
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An `ok` measurement with no error figures. Shared with the gate, history and report tests.
+    pub(crate) fn ok_measurement(name: &str, samples_us: &[f64], correct: Option<bool>) -> Measurement {
+        Measurement {
+            name: name.into(),
+            status: STATUS_OK.into(),
+            reason: None,
+            samples_us: samples_us.to_vec(),
+            max_abs: None,
+            rel_l2: None,
+            correct,
+        }
+    }
+
+    /// B=1, H=8, Sq=Sk=512, D=64 f16, no mask: the case both gates' tests judge.
+    pub(crate) fn gate_case() -> CaseRecord {
+        CaseRecord {
+            b: 1,
+            h: 8,
+            hkv: 8,
+            sq: 512,
+            sk: 512,
+            d: 64,
+            dtype: "f16".into(),
+            causal: "none".into(),
+            layout: "bhsd".into(),
+            flops: 4.0 * 8.0 * 512.0 * 512.0 * 64.0,
+        }
+    }
+}

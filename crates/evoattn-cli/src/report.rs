@@ -485,21 +485,14 @@ pub fn build(records: &[NamedRecord]) -> anyhow::Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Environment, Mode, SCHEMA, SELF_PEER, STATUS_MISSING, STATUS_OK};
+    use crate::record::tests::ok_measurement;
+    use crate::record::{Environment, Mode, SCHEMA, SELF_PEER, STATUS_MISSING};
 
     /// 1 TFLOP of work: TFLOP/s is 10⁶ / µs.
     const FLOPS: f64 = 1e12;
 
     fn measurement(name: &str, samples_us: &[f64]) -> Measurement {
-        Measurement {
-            name: name.into(),
-            status: STATUS_OK.into(),
-            reason: None,
-            samples_us: samples_us.to_vec(),
-            max_abs: None,
-            rel_l2: None,
-            correct: Some(true),
-        }
+        ok_measurement(name, samples_us, Some(true))
     }
 
     fn case(sq: usize, causal: &str) -> CaseRecord {

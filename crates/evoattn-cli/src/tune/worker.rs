@@ -141,7 +141,7 @@ fn evaluate(
             .timing
             .entry(format!("{problem:?}"))
             .or_insert_with(|| random_inputs(problem, Distribution::Normal, TIMING_SEED));
-        let timed = backend.time_kernel(problem, kernel, &inputs.q, &inputs.k, &inputs.v, options);
+        let timed = backend.time(problem, kernel, &inputs.q, &inputs.k, &inputs.v, options);
         match timed.map(|t| crate::stats::summarize(&t.samples_us)) {
             Ok(Some(s)) => medians.push(s.median),
             Ok(None) => return Ok(Err((Gate::Timing, "no samples".to_string()))),
