@@ -272,8 +272,8 @@ pub struct LaunchImage {
 
 impl LaunchImage {
     /// The image of `kernel` for `problem` (validated, without LSE). Kernels that take tensor
-    /// maps (`wgmma` with `loads=tma`) have none: a map holds the device address of the
-    /// caller's tensor, which only the launching process can encode.
+    /// maps (`loads=tma`) have none: a map holds the device address of the caller's tensor,
+    /// which only the launching process can encode.
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32) -> Result<Self> {
         problem.validate()?;
         if kernel.spec.imp() == crate::config::Impl::Splitkv {
