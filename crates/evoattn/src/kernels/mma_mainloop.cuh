@@ -42,20 +42,13 @@ static_assert(WARP_KEYS % 16 == 0, "each key warp's slice of a tile is a whole P
 static_assert(STAGES >= 1 && STAGES <= 6, "1 to 6 K/V stages");
 
 #if EVOATTN_LOADS_TMA
-#define SWIZZLE_ELEMS 64      // 16-bit elements per 128-byte swizzled row: one TMA box's width
-#define SWIZZLE_ATOM 1024     // bytes of the swizzle pattern (8 rows); tiles start on it
-#define KV_TILE (BN * D)      // elements of one K or V tile: D/64 boxes of [BN][64]
-static_assert(D % SWIZZLE_ELEMS == 0, "TMA tiles are whole 64-column boxes");
-static_assert(BN % 8 == 0 && BN <= 256, "a box has at most 256 rows, a whole number of swizzle atoms");
+#define KV_TILE (BN * D)      // elements of one K or V tile: D/64 swizzled boxes of [BN][64]
+static_assert(BN % 8 == 0, "a tile is a whole number of swizzle atoms");
 static_assert(2 * KV_TILE * 2 < (1 << 20), "an mbarrier's transaction count is 20 bits");
 
-// Element offset of elements [col, col + 8) of key `key` (col a multiple of 8) in a K/V tile:
-// box col / 64, its rows 128 bytes apart, the 16-byte chunk permuted by the key's index mod 8
-// (what CU_TENSOR_MAP_SWIZZLE_128B writes). The 8 keys one ldmatrix reads land in 8 chunks.
-__device__ __forceinline__ int kv_offset(int key, int col) {
-    const int chunk = (col % SWIZZLE_ELEMS) / CHUNK;
-    return (col / SWIZZLE_ELEMS) * BN * SWIZZLE_ELEMS + key * SWIZZLE_ELEMS + ((chunk ^ (key % 8)) * CHUNK);
-}
+// Element offset of elements [col, col + 8) of key `key` in a swizzled K/V tile: the 8 keys
+// one ldmatrix reads land in 8 distinct 16-byte chunks.
+__device__ __forceinline__ int kv_offset(int key, int col) { return swizzled_offset(BN, key, col) / sizeof(elem_t); }
 #else
 #define KV_TILE (BN * SMEM_ROW)
 
@@ -68,7 +61,7 @@ __device__ __forceinline__ int kv_offset(int key, int col) { return key * SMEM_R
 // the base.
 __device__ __forceinline__ elem_t* kv_ring_base(unsigned char* smem) {
 #if EVOATTN_LOADS_TMA
-    return (elem_t*)(smem + (SWIZZLE_ATOM - smem_addr(smem) % SWIZZLE_ATOM) % SWIZZLE_ATOM);
+    return (elem_t*)align_to_atom(smem);
 #else
     return (elem_t*)smem;
 #endif
@@ -148,14 +141,8 @@ struct KvRing {
         if (threadIdx.x != 0 || block >= end) return;
         u64* bar = &src.full[stage(block)];
         mbarrier_arrive_expect_tx(bar, 2 * KV_TILE * sizeof(elem_t));
-        elem_t* k_dst = sK + stage(block) * KV_TILE;
-        elem_t* v_dst = sV + stage(block) * KV_TILE;
-#pragma unroll
-        for (int b = 0; b < D / SWIZZLE_ELEMS; ++b) {
-            const int col = b * SWIZZLE_ELEMS, off = b * BN * SWIZZLE_ELEMS;
-            tma_load_4d(k_dst + off, src.k, bar, col, block * BN, src.kv_head, src.batch);
-            tma_load_4d(v_dst + off, src.v, bar, col, block * BN, src.kv_head, src.batch);
-        }
+        tma_load_tile<BN>((unsigned char*)(sK + stage(block) * KV_TILE), src.k, bar, block * BN, src.kv_head, src.batch);
+        tma_load_tile<BN>((unsigned char*)(sV + stage(block) * KV_TILE), src.v, bar, block * BN, src.kv_head, src.batch);
     }
 
     // Block `block` has landed: its stage's barrier completed the phase of this round.

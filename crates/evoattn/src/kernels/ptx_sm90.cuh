@@ -168,6 +168,43 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, u64* b
         : "memory");
 }
 
+// ---------------------------------------------------------------------------------------------
+// 128-byte swizzled tiles (the layout above), shared by `wgmma` and `splitkv`'s TMA ring: a tile
+// of `rows` rows and D columns is D/64 column blocks of [rows][64] 16-bit elements.
+// ---------------------------------------------------------------------------------------------
+
+#define ATOM_ELEMS 64    // 16-bit elements per 128-byte swizzled row: one TMA box's width
+#define ROW_BYTES 128
+#define ATOM_BYTES 1024  // 8 swizzled rows: the pattern's period, the alignment a tile needs
+
+// Byte offset, inside a swizzled tile of `rows` rows, of the 16-byte chunk holding elements
+// [col, col + 8) of row `row` (col a multiple of 8).
+__device__ __forceinline__ u32 swizzled_offset(int rows, int row, int col) {
+    const int block = col / ATOM_ELEMS, chunk = (col % ATOM_ELEMS) / 8;
+    return block * rows * ROW_BYTES + row * ROW_BYTES + ((chunk ^ (row % 8)) << 4);
+}
+
+// `smem` rounded up to the next ATOM_BYTES boundary: the swizzle pattern is a function of
+// address bits 4-9, so tiles must start 1024-aligned (the host reserves the slack).
+__device__ __forceinline__ unsigned char* align_to_atom(unsigned char* smem) {
+    return smem + (ATOM_BYTES - smem_addr(smem) % ATOM_BYTES) % ATOM_BYTES;
+}
+
+// Issues the D/64 TMA boxes that fill a swizzled tile of `ROWS` rows with rows [row0, row0 +
+// ROWS) of (head, batch) from a (D, S, H, B) tensor map; box b (64 columns) lands at column
+// block b, `ROWS` * 128 bytes apart. Rows past S are zeros. The bytes complete on `bar`, whose
+// expected transaction count the caller raised.
+template <int ROWS>
+__device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap* map, u64* bar, int row0, int head,
+                                              int batch) {
+    static_assert(EVOATTN_HEAD_DIM % ATOM_ELEMS == 0, "a tile is whole 64-column boxes");
+    static_assert(ROWS <= 256, "a TMA box has at most 256 rows");
+#pragma unroll
+    for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {
+        tma_load_4d(tile + b * ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
+    }
+}
+
 // Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads, e.g. one warpgroup.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -14,7 +14,7 @@ static_assert(KEY_WARPS == 1 || ROW_WARPS * MERGE_FLOATS * 4 <= 2 * STAGES * KV_
               "the key-warp merge's scratch fits in the drained K/V ring");
 
 #if EVOATTN_LOADS_TMA
-static_assert(2 * STAGES * KV_TILE * 2 + BM * SMEM_ROW * 2 + SWIZZLE_ATOM <= EVOATTN_DYNAMIC_SMEM,
+static_assert(2 * STAGES * KV_TILE * 2 + BM * SMEM_ROW * 2 + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM,
               "the host reserves too little shared memory");
 #define KV_MAPS , const __grid_constant__ TmaMap k_map, const __grid_constant__ TmaMap v_map
 #else

@@ -29,8 +29,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
 #endif
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    // The swizzle pattern is a function of address bits 4-9: tiles must start 1024-aligned.
-    const SmemTiles sm{smem_raw + ((ATOM_BYTES - (smem_addr(smem_raw) % ATOM_BYTES)) % ATOM_BYTES)};
+    const SmemTiles sm{align_to_atom(smem_raw)};
 #if EVOATTN_WARP_SPECIALIZED
     warp_specialized(p, sm, &q_map, &k_map, &v_map);
 #else

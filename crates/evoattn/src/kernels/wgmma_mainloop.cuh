@@ -18,10 +18,6 @@
 #define BM (WG_ROWS * CONSUMERS)         // query rows per block
 #define PRODUCERS EVOATTN_WARP_SPECIALIZED  // 1: a producer warpgroup issues the loads
 #define THREADS ((CONSUMERS + PRODUCERS) * WG_THREADS)
-#define ATOM_ELEMS 64                    // 16-bit elements per 128-byte swizzled row
-#define ROW_BYTES 128
-#define ATOM_BYTES 1024                  // 8 swizzled rows
-#define D_BLOCKS (D / ATOM_ELEMS)        // 64-column blocks per tile row
 #define QK_STEPS (D / 16)                // k16 steps of Q·Kᵀ
 #define PV_STEPS (BN / 16)               // k16 steps of P·V
 #define S_REGS (BN / 2)                  // fp32 S accumulators per thread
@@ -42,13 +38,6 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 #define SMEM_LAYOUT_BYTES (V_OFFSET + STAGES * TILE_BYTES(BN))
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
-
-// Byte offset, inside a swizzled tile of `rows` rows, of the 16-byte chunk holding elements
-// [col, col + 8) of row `row` (col a multiple of 8).
-__device__ __forceinline__ u32 swizzled_offset(int rows, int row, int col) {
-    const int block = col / ATOM_ELEMS, chunk = (col % ATOM_ELEMS) / 8;
-    return block * rows * ROW_BYTES + row * ROW_BYTES + ((chunk ^ (row % 8)) << 4);
-}
 
 // The block's shared memory: base (1024-aligned) and the tiles in it.
 struct SmemTiles {
@@ -81,20 +70,6 @@ __device__ __forceinline__ void load_tile(unsigned char* tile, const elem_t* gme
 // zero-filled bytes too).
 #define KV_STAGE_BYTES (2 * TILE_BYTES(BN))
 static_assert(KV_STAGE_BYTES < (1 << 20) && TILE_BYTES(BM) < (1 << 20), "mbarrier transaction counts are 20 bits");
-static_assert(BM <= 256 && BN <= 256, "a TMA box has at most 256 rows");
-
-// Issues the D/64 TMA boxes that fill a swizzled tile of `ROWS` rows with rows [row0, row0 +
-// ROWS) of (head, batch) from a (D, S, H, B) tensor map; box b (64 columns) lands at column
-// block b, `ROWS` * 128 bytes apart, exactly the layout `load_tile` writes. Rows past S are
-// zeros. The bytes complete on `bar`, whose expected transaction count the caller raised.
-template <int ROWS>
-__device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap* map, u64* bar, int row0, int head,
-                                              int batch) {
-#pragma unroll
-    for (int b = 0; b < D_BLOCKS; ++b) {
-        tma_load_4d(tile + b * ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
-    }
-}
 #endif
 
 // The A fragments of P·V: P (64 x BN) as 16-bit pairs, PV_STEPS k16 slices of 4 registers.
