@@ -35,6 +35,10 @@ pub struct Args {
     /// Largest B·H·Sq·Sk·D checked against float64 on the CPU; larger use the reference kernel.
     #[arg(long, default_value_t = DEFAULT_CPU_LIMIT)]
     cpu_limit: u64,
+    /// Softmax scale for every case [default: 1/sqrt(D)]. Any finite non-zero value; a negative
+    /// one checks the kernels' reductions over raw scores, which flip from max to min.
+    #[arg(long, allow_hyphen_values = true)]
+    scale: Option<f32>,
     /// Print only failing rows and the summary.
     #[arg(long)]
     quiet: bool,
@@ -211,7 +215,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
-    let cases = args.problems.expand()?;
+    let mut cases = args.problems.expand()?;
+    if args.scale.is_some() {
+        for (problem, _) in &mut cases {
+            *problem = problem.clone().with_scale(args.scale);
+            problem.validate().context("--scale")?;
+        }
+    }
     let options = CheckOptions { seeds: args.seeds, seed: args.seed, cpu_limit: args.cpu_limit };
     let mut backend = open()?;
     let info = backend.info();

@@ -310,3 +310,15 @@ fn without_a_gpu_commands_exit_2_with_one_line() {
         assert_eq!(err.lines().last(), Some(errors[0]), "{args:?}: the error comes last:\n{err}");
     }
 }
+
+#[test]
+fn check_applies_scale_to_kernel_and_oracle_and_rejects_zero() {
+    // The mock computes with the problem's scale, the oracle with its own copy: a scale that
+    // reached only one of them would fail the comparison.
+    let out = evoattn(&["check", "--shape", "1,2,33,64", "--causal", "all", "--scale", "-0.3", "--seeds", "1"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("3 passed, 0 failed"));
+    let out = evoattn(&["check", "--shape", "1,2,33,64", "--scale", "0"], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("--scale: scale 0 must be finite and non-zero"), "{}", stderr(&out));
+}

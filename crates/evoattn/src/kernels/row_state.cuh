@@ -24,3 +24,21 @@ __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+
+// Kernels that scale scores inside the exponent reduce raw scores: the largest scaled score is
+// the largest raw one times the scale when the scale is positive, the smallest when it is
+// negative (a problem may ask for any finite non-zero scale). The sign is uniform across the
+// launch, so the select costs no divergence.
+__device__ __forceinline__ float score_extreme(float a, float b, bool positive_scale) {
+    return positive_scale ? fmaxf(a, b) : fminf(a, b);
+}
+
+__device__ __forceinline__ float quad_extreme(float x, bool positive_scale) {
+    x = score_extreme(x, __shfl_xor_sync(0xffffffffu, x, 1), positive_scale);
+    return score_extreme(x, __shfl_xor_sync(0xffffffffu, x, 2), positive_scale);
+}
+
+// The raw score that a hidden key gets: it becomes -inf once multiplied by the scale.
+__device__ __forceinline__ float hidden_score(float scale_log2) {
+    return scale_log2 > 0.f ? NEG_INF : -NEG_INF;
+}

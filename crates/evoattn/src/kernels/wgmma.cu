@@ -48,8 +48,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     auto compute = [&](int j, int stage) {
         float s[S_REGS];
         gemm_qk(s, sm, wg, stage);
-        scale_and_mask_block(s, p, t, row0, j);
-        online_softmax(s, acc, st);
+        mask_block(s, p, t, row0, j);
+        online_softmax(s, acc, st, p.scale_log2);
         gemm_pv(acc, s, sm, stage);
     };
 

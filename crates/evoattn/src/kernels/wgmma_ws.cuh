@@ -155,9 +155,9 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     fence_operand(s);
     release(&b.k_empty[stage(0)]);
     if (t.n_blocks == 1) release(&b.q_empty);
-    scale_and_mask_block(s, p, t, row0, 0);
+    mask_block(s, p, t, row0, 0);
     float correction[2];
-    softmax_step(s, st, correction);
+    softmax_step(s, st, correction, p.scale_log2);
     pack_p(pf, s);
     for (int j = 1; j < t.n_blocks; ++j) {
         const int ks = stage(j), vs = stage(j - 1);
@@ -171,8 +171,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(s);
         release(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release(&b.q_empty);  // the tile's last read of Q
-        scale_and_mask_block(s, p, t, row0, j);
-        softmax_step(s, st, correction);
+        mask_block(s, p, t, row0, j);
+        softmax_step(s, st, correction, p.scale_log2);
         wgmma_wait<0>();
         fence_operand(o);
         fence_operand(pf);
@@ -198,8 +198,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(s);
         release(&b.k_empty[stage(j)]);
         if (j + 1 == t.n_blocks) release(&b.q_empty);
-        scale_and_mask_block(s, p, t, row0, j);
-        online_softmax(s, o, st);
+        mask_block(s, p, t, row0, j);
+        online_softmax(s, o, st, p.scale_log2);
         mbarrier_wait(&b.v_full[stage(j)], round_parity(g0 + j));
         gemm_pv(o, s, sm, stage(j));
         release(&b.v_empty[stage(j)]);
