@@ -72,6 +72,9 @@ pub const PERSISTENT_MAX_HEAD_DIM: usize = 128;
 pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 3] = [(64, 2048), (128, 1024), (256, 1024)];
 /// hd128 causal problems up to this many keys take 128-key blocks (one tile per block).
 pub const MID_CAUSAL_MAX_KEYS_HD128: usize = 2048;
+/// Most keys for which unmasked persistent `wgmma` blocks take 128-key blocks instead of the
+/// head dim's default (see [`for_problem`]).
+pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
 /// Largest head dim measured for one consumer warpgroup on a near-empty GPU.
 pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
 /// Query rows of a default `wgmma` tile (two consumer warpgroups of 64 rows).
@@ -98,6 +101,11 @@ const WGMMA_TILE_ROWS: usize = 128;
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
+/// - Of those, up to [`SHORT_UNMASKED_MAX_KEYS`]: 128-key blocks, 4 of them for 512 keys where
+///   176-key blocks take 3 with the last one masked. 1-4% faster on every shape measured
+///   (graph mode, 20 samples, `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512
+///   188.2 against 191.4 µs, 1k 329.3 against 332.2; hd128 145.1 against 149.4, 235.6 against
+///   239.6; seed shapes 4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8.
 pub fn for_problem(
     imp: crate::config::Impl,
     arch: Arch,
@@ -124,7 +132,8 @@ pub fn for_problem(
         WgmmaConfig { block_n: 128, ..c }
     } else {
         let persistent = !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && shape.sk <= PERSISTENT_MAX_KEYS;
-        WgmmaConfig { persistent, ..c }
+        let block_n = if persistent && shape.sk <= SHORT_UNMASKED_MAX_KEYS { 128 } else { c.block_n };
+        WgmmaConfig { persistent, block_n, ..c }
     };
     KernelConfig::Wgmma(config)
 }
@@ -222,6 +231,10 @@ mod tests {
         assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
         assert!(!wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)).persistent);
         assert!(!wgmma_for(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
+        // Up to 1k keys in 128-key blocks; from 2k the head dim's default block.
+        assert_eq!(wgmma_for(&p).block_n, 128);
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(16, 32, 1024, 64), Dtype::Bf16, Layout::Bhsd)).block_n, 128);
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(8, 32, 2048, 64), Dtype::Bf16, Layout::Bhsd)).block_n, 176);
         assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS), config(Impl::Mma, Arch::Sm80, 128));
     }
 
