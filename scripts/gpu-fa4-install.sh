@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs FlashAttention-4 (CuTe DSL) on the GPU machine from carried wheels, for the `fa4`
 # peer. The cu13 libs wheel is over one device call's carry limit, so it travels split in two
-# (`split -b 58m`): call 1 stashes part .aa outside the repo (STASH), call 2 brings part .ab
+# (`split -b 52m`: the repository travels too): call 1 stashes part .aa outside the repo (STASH), call 2 brings part .ab
 # and the other wheels (flash-attn-4, nvidia-cutlass-dsl, -libs-base, -libs-core,
 # quack-kernels, apache-tvm-ffi, torch-c-dlpack-ext, einops) and runs this script, which joins them and installs with
 # `pip install --no-deps --target $FA4_DIR`. Prints the PYTHONPATH to export.

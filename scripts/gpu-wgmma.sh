@@ -6,9 +6,11 @@
 #
 # usage (on the GPU machine, from the repo root; no Rust needed):
 #   OUT=/some/dir [BUDGET_S=560] scripts/gpu-wgmma.sh [steps...]
-# steps: correct scale sanitize ab seedsweep shortsweep bench gputests (default: correct scale sanitize)
+# steps: correct scale sanitize ab seedsweep shortsweep bench fa3 gputests (default: correct scale sanitize)
 # expects .gpu/evoattn; ab also .gpu/evoattn-base (the build to compare against); gputests
-# .gpu/gpu-tests. SEED_CONFIGS overrides the seedsweep's lever sets.
+# .gpu/gpu-tests. SEED_CONFIGS overrides the seedsweep's lever sets; PEERS the bench steps' peers
+# (default sdpa-cudnn,sdpa-flash; add fa4 after scripts/gpu-fa4-install.sh, its PYTHONPATH exported);
+# FA3_DIMS the fa3 step's head dims (default 64 128 256).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BUDGET_S=${BUDGET_S:-560}
@@ -23,6 +25,7 @@ fa3_rows() {
 }
 seed_big=(--shape 4,8,512,64 --shape 4,16,512,64 --shape 8,16,512,64)
 OFF="warp_specialized=0,overlap=0,pingpong=0,persistent=0"
+PEERS=${PEERS:-sdpa-cudnn,sdpa-flash}
 
 for step_name in $steps; do
   case $step_name in
@@ -72,15 +75,18 @@ for step_name in $steps; do
       done ;;
     bench)
       step "bench seed eager" 120 bench-seed-eager.txt "$BIN" bench --preset seed --mode eager --reps 60 \
-        --peers sdpa-cudnn,sdpa-flash --json "$OUT/seed-eager.json"
+        --peers "$PEERS" --json "$OUT/seed-eager.json"
       step "bench seed graph" 120 bench-seed-graph.txt "$BIN" bench --preset seed --mode graph --reps 60 \
-        --peers sdpa-cudnn,sdpa-flash --json "$OUT/seed-graph.json"
+        --peers "$PEERS" --json "$OUT/seed-graph.json"
       step "bench fa3 hd64" 200 bench-fa3-hd64.txt "$BIN" bench $(fa3_rows 64) --dtype bf16 --causal none,top-left \
-        --reps 30 --peers sdpa-cudnn,sdpa-flash --json "$OUT/fa3-hd64.json" ;;
+        --reps 30 --peers "$PEERS" --json "$OUT/fa3-hd64.json" ;;
+    fa3)
+      # The whole fa3 grid (36 shapes) against the peers in one bench run: issue 4's table.
+      step "bench fa3 grid" 560 bench-fa3-grid.txt scripts/gpu-fa3-grid.sh "$BIN" ${FA3_DIMS:-64 128 256} ;;
     gputests)
       step gputests 300 gputests.txt "$TESTS" --test-threads 1 ;;
     *)
-      echo "unknown step $step_name (correct scale sanitize ab seedsweep shortsweep bench gputests)"
+      echo "unknown step $step_name (correct scale sanitize ab seedsweep shortsweep bench fa3 gputests)"
       exit 2 ;;
   esac
 done
