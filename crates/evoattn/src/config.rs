@@ -230,6 +230,10 @@ pub struct WgmmaConfig {
     /// longest first), so the next tile's loads overlap the current tile's last GEMM and
     /// epilogue. Needs `overlap`.
     pub persistent: bool,
+    /// One score pair in this many (0: none) is exponentiated by a polynomial on the FMA pipe
+    /// instead of MUFU, which at hd64 is as busy as the tensor cores (16 exponentials a cycle
+    /// per SM against 128 FMAs).
+    pub exp2_poly: u32,
 }
 
 /// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
@@ -244,6 +248,8 @@ pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
 /// loop state): ptxas failed to compile a 128-accumulator wgmma under a 128-register cap and
 /// asked for 158.
 pub const WGMMA_OPERAND_REGISTERS: u32 = 32;
+/// Largest head dim whose tuning space includes `exp2_poly` (see [`KernelSpec::space`]).
+pub const EXP2_POLY_MAX_HEAD_DIM: usize = 64;
 /// Alignment of the 128-byte swizzle pattern (8 rows of 128 bytes) that TMA writes and `wgmma`
 /// reads; the kernel rounds its dynamic shared memory base up to it, so the host reserves it.
 pub const SWIZZLE_ATOM_BYTES: usize = 1024;
@@ -252,6 +258,7 @@ impl WgmmaConfig {
     pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
     pub const STAGES: [u32; 4] = [1, 2, 3, 4];
     pub const CONSUMER_WARPGROUPS: [u32; 3] = [1, 2, 3];
+    pub const EXP2_POLY: [u32; 4] = [0, 4, 6, 8];
 
     pub fn threads(&self) -> u32 {
         (self.consumer_warpgroups + u32::from(self.warp_specialized)) * WARPGROUP_THREADS
@@ -301,6 +308,7 @@ impl KernelConfig {
                 ("overlap", u32::from(c.overlap).to_string()),
                 ("pingpong", u32::from(c.pingpong).to_string()),
                 ("persistent", u32::from(c.persistent).to_string()),
+                ("exp2_poly", c.exp2_poly.to_string()),
             ],
             KernelConfig::Splitkv(c) => vec![
                 ("block_m", c.block_m.to_string()),
@@ -365,6 +373,7 @@ impl KernelConfig {
                     "overlap" => c.overlap = num != 0,
                     "pingpong" => c.pingpong = num != 0,
                     "persistent" => c.persistent = num != 0,
+                    "exp2_poly" => c.exp2_poly = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
                 KernelConfig::Splitkv(c) => match key {
@@ -563,6 +572,7 @@ impl KernelSpec {
                 one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;
                 one_of("stages", c.stages, &WgmmaConfig::STAGES)?;
                 one_of("consumer_warpgroups", c.consumer_warpgroups, &WgmmaConfig::CONSUMER_WARPGROUPS)?;
+                one_of("exp2_poly", c.exp2_poly, &WgmmaConfig::EXP2_POLY)?;
                 if c.warp_specialized && c.loads != Loads::Tma {
                     return Err("warp_specialized=1 needs loads=tma: the producer warpgroup issues TMA loads".into());
                 }
@@ -646,6 +656,9 @@ impl KernelSpec {
                 v
             }
             Impl::Wgmma => {
+                // The polynomial exponential is for the head dim whose softmax binds (hd64);
+                // elsewhere MUFU keeps up with the tensor cores, and the space stays small.
+                let polys: &[u32] = if head_dim <= EXP2_POLY_MAX_HEAD_DIM { &WgmmaConfig::EXP2_POLY } else { &[0] };
                 let mut v = Vec::new();
                 for block_n in WgmmaConfig::BLOCK_N {
                     for stages in WgmmaConfig::STAGES {
@@ -653,7 +666,7 @@ impl KernelSpec {
                             for loads in Loads::ALL {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
-                                for bits in 0..16u32 {
+                                for (bits, &exp2_poly) in (0..16u32).flat_map(|b| polys.iter().map(move |p| (b, p))) {
                                     let [warp_specialized, overlap, pingpong, persistent] =
                                         [0, 1, 2, 3].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
@@ -665,6 +678,7 @@ impl KernelSpec {
                                         overlap,
                                         pingpong,
                                         persistent,
+                                        exp2_poly,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
                                 }
@@ -732,6 +746,7 @@ fn short_key(key: &str) -> &str {
         "overlap" => "ov",
         "pingpong" => "pp",
         "persistent" => "pe",
+        "exp2_poly" => "xp",
         "splits" => "sp",
         "key_warps" => "kw",
         "combine" => "cb",
@@ -833,6 +848,7 @@ mod tests {
                 overlap: false,
                 pingpong: false,
                 persistent: false,
+                exp2_poly: 0,
             }),
             dtype: Dtype::F16,
             head_dim,
@@ -847,10 +863,38 @@ mod tests {
     }
 
     #[test]
+    fn exp2_poly_takes_its_listed_values_and_enters_the_space_at_hd64_only() {
+        let spec = |text: &str, head_dim| KernelSpec {
+            config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
+            ..wgmma(128, 2, 2, head_dim)
+        };
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6"));
+        assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
+        assert!(spec("exp2_poly=5", 64)
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .contains("exp2_poly=5 must be one of [0, 4, 6, 8]"));
+        let polys = |head_dim| {
+            let mut p: Vec<u32> = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, head_dim)
+                .iter()
+                .map(|s| match s.config {
+                    KernelConfig::Wgmma(c) => c.exp2_poly,
+                    _ => unreachable!(),
+                })
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        };
+        assert_eq!(polys(64), WgmmaConfig::EXP2_POLY);
+        assert_eq!((polys(128), polys(256)), (vec![0], vec![0]));
+    }
+
+    #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0");
-        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_xp0");
+        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_xp0");
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
         let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
@@ -865,6 +909,7 @@ mod tests {
         assert_eq!(get("EVOATTN_LOADS_TMA").unwrap(), "0");
         assert_eq!(get("EVOATTN_LOADS"), None);
         assert_eq!(get("EVOATTN_THREADS").unwrap(), "256");
+        assert_eq!(get("EVOATTN_EXP2_POLY").unwrap(), "0");
         assert_eq!(get("EVOATTN_DYNAMIC_SMEM").unwrap(), spec.dynamic_smem_bytes().to_string());
         let tma = with_tma(spec).defines();
         assert!(tma.contains(&("EVOATTN_LOADS_TMA".to_string(), "1".to_string())));
@@ -1040,11 +1085,12 @@ mod tests {
                 overlap: false,
                 pingpong: false,
                 persistent: false,
+                exp2_poly: 0,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,exp2_poly=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -57,6 +57,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         overlap: true,
         pingpong: true,
         persistent: false,
+        exp2_poly: 0,
     }
 }
 

@@ -366,9 +366,9 @@ pub(crate) mod tests {
 
     const VARIANT_SPEEDUP: f64 = 10.0;
 
-    /// The mock's optimum, with every pipeline switch off.
+    /// The mock's optimum, with every pipeline switch and the polynomial exponential off.
     const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
-    const PIPELINE_OFF: &str = "warp_specialized=0,overlap=0,pingpong=0,persistent=0";
+    const SWITCHES_OFF: &str = "warp_specialized=0,overlap=0,pingpong=0,persistent=0,exp2_poly=0";
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
@@ -377,9 +377,10 @@ pub(crate) mod tests {
         t += (c.stages as f64 - 3.0).abs() * 15.0;
         t += if c.consumer_warpgroups == 2 { 0.0 } else { 30.0 };
         t += if c.loads == Loads::Tma { 0.0 } else { 40.0 };
-        // Each pipeline switch costs more than the 10% discard margin, so the optimum is unique
-        // (all off) and every neighbour of it is discarded.
+        // Each pipeline switch, and the polynomial exponential, costs more than the 10% discard
+        // margin, so the optimum is unique (all off) and every neighbour of it is discarded.
         t += 15.0 * [c.warp_specialized, c.overlap, c.pingpong, c.persistent].iter().filter(|on| **on).count() as f64;
+        t += if c.exp2_poly == 0 { 0.0 } else { 15.0 };
         t
     }
 
@@ -412,6 +413,7 @@ pub(crate) mod tests {
             overlap: false,
             pingpong: false,
             persistent: false,
+            exp2_poly: 0,
         };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
     }
@@ -470,7 +472,7 @@ pub(crate) mod tests {
         })
         .unwrap();
         let best = out.elites[0].spec.config;
-        assert_eq!(best.to_string(), format!("{OPTIMUM},{PIPELINE_OFF}"));
+        assert_eq!(best.to_string(), format!("{OPTIMUM},{SWITCHES_OFF}"));
         assert!((out.elites[0].fitness - cost(baseline().config) / 100.0).abs() < 1e-9);
         assert_eq!(out.evaluated, mock.calls.len());
         assert_eq!(recorded, out.evaluated);

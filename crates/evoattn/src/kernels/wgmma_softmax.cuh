@@ -11,6 +11,13 @@
 #include "wgmma_scheduler.cuh"
 #include "row_state.cuh"
 
+// One score pair in EXP2_POLY (0: none) takes `poly_exp2` on the FMA pipe instead of MUFU.
+#define EXP2_POLY EVOATTN_EXP2_POLY
+
+__device__ __forceinline__ float score_exp2(float x, int pair) {
+    return EXP2_POLY > 0 && pair % EXP2_POLY == EXP2_POLY - 1 ? poly_exp2(x) : fast_exp2(x);
+}
+
 // Sets hidden entries of the raw scores S (keys past Sk, or past the causal diagonal) to the
 // value that becomes -inf once scaled (`hidden_score`). `row0` is the global row of this
 // thread's first row (g); `key0` the tile's first key. The scale is applied later, fused into
@@ -75,8 +82,8 @@ __device__ __forceinline__ void softmax_step(float (&s)[S_REGS], RowState& st, f
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < S_REGS / 4; ++i) {
-            s[4 * i + 2 * r] = fast_exp2(fmaf(s[4 * i + 2 * r], scale_log2, -base));
-            s[4 * i + 2 * r + 1] = fast_exp2(fmaf(s[4 * i + 2 * r + 1], scale_log2, -base));
+            s[4 * i + 2 * r] = score_exp2(fmaf(s[4 * i + 2 * r], scale_log2, -base), i);
+            s[4 * i + 2 * r + 1] = score_exp2(fmaf(s[4 * i + 2 * r + 1], scale_log2, -base), i);
             sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
         }
         st.l[r] = st.l[r] * correction[r] + sum;
