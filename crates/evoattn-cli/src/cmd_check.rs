@@ -218,7 +218,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut cases = args.problems.expand()?;
     if args.scale.is_some() {
         for (problem, _) in &mut cases {
-            *problem = problem.clone().with_scale(args.scale);
+            problem.scale = args.scale;
             problem.validate().context("--scale")?;
         }
     }

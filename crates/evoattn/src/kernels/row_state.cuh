@@ -15,11 +15,6 @@ __device__ __forceinline__ void row_state_init(RowState& st) {
     st.l[0] = st.l[1] = 0.f;
 }
 
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
 __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
@@ -27,8 +22,8 @@ __device__ __forceinline__ float quad_sum(float x) {
 
 // Kernels that scale scores inside the exponent reduce raw scores: the largest scaled score is
 // the largest raw one times the scale when the scale is positive, the smallest when it is
-// negative (a problem may ask for any finite non-zero scale). The sign is uniform across the
-// launch, so the select costs no divergence.
+// negative (a problem may ask for any finite non-zero scale). Call with a compile-time sign: a
+// run-time one makes ptxas predicate both FMNMX forms for every pair.
 __device__ __forceinline__ float score_extreme(float a, float b, bool positive_scale) {
     return positive_scale ? fmaxf(a, b) : fminf(a, b);
 }
@@ -36,6 +31,10 @@ __device__ __forceinline__ float score_extreme(float a, float b, bool positive_s
 __device__ __forceinline__ float quad_extreme(float x, bool positive_scale) {
     x = score_extreme(x, __shfl_xor_sync(0xffffffffu, x, 1), positive_scale);
     return score_extreme(x, __shfl_xor_sync(0xffffffffu, x, 2), positive_scale);
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+    return quad_extreme(x, true);
 }
 
 // The raw score that a hidden key gets: it becomes -inf once multiplied by the scale.
