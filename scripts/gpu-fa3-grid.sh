@@ -5,17 +5,13 @@
 # usage: PEERS=sdpa-cudnn,fa4 scripts/gpu-fa3-grid.sh [BIN] 64 128
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-BIN=${1:-.gpu/evoattn}
+source scripts/lib-step.sh
+BIN=${1:-$BIN}
 shift
-OUT=${OUT:-out}
 PEERS=${PEERS:-sdpa-cudnn,fa4}
 REPS=${REPS:-30}
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 shapes=()
-for d in "$@"; do
-    for s in 512 1024 2048 4096 8192 16384; do shapes+=(--shape "$((16384 / s)),$((2048 / d)),$s,$d"); done
-done
+for d in "$@"; do shapes+=($(fa3_rows "$d")); done
 name="fa3-grid-d$(IFS=-; echo "$*")"
 "$BIN" bench "${shapes[@]}" --dtype bf16 --causal none,top-left --peers "$PEERS" --reps "$REPS" \
     --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt" | grep -vE '^\[[0-9]+/'

@@ -19,10 +19,6 @@ steps=${*:-correct scale sanitize}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 
-# The fa3-grid rows of one head dim (bf16, B*S = 16k tokens, H*D = 2048), as bench flags.
-fa3_rows() {
-  for s in 512 1024 2048 4096 8192 16384; do printf -- '--shape %s ' "$((16384 / s)),$((2048 / $1)),$s,$1"; done
-}
 seed_big=(--shape 4,8,512,64 --shape 4,16,512,64 --shape 8,16,512,64)
 OFF="warp_specialized=0,overlap=0,pingpong=0,persistent=0"
 PEERS=${PEERS:-sdpa-cudnn,sdpa-flash}
@@ -71,7 +67,7 @@ for step_name in $steps; do
       configs="default block_n=128,persistent=1 block_n=128,stages=3,persistent=1 block_n=192,persistent=1"
       for d in 64 128; do
         CONFIGS=$configs step "shortsweep hd$d" 120 "shortsweep-d$d.txt" scripts/gpu-config-sweep.sh "shortsweep-d$d" \
-          --shape $((16384 / 512)),$((2048 / d)),512,$d --shape $((16384 / 1024)),$((2048 / d)),1024,$d --dtype bf16
+          $(fa3_rows $d 512 1024) --dtype bf16
       done ;;
     bench)
       step "bench seed eager" 120 bench-seed-eager.txt "$BIN" bench --preset seed --mode eager --reps 60 \

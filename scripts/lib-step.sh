@@ -3,7 +3,9 @@
 # oracle. Then `step NAME BUDGET_S LOG CMD...` runs CMD with stdout+stderr to
 # $OUT/LOG, cut at BUDGET_S or at the run's deadline (BUDGET_S seconds after sourcing, the
 # caller's BUDGET_S), whichever is first, and records "NAME | exit | seconds | last line" in
-# `rows` for the caller's summary table.
+# `rows` for the caller's summary table. `fa3_rows D [S...]` prints the bench flags of the
+# fa3-grid rows of head dim D (bf16 grid: B*S = 16k tokens, H*D = 2048), at lengths S (default
+# all six, 512..16k).
 BIN=${EVOATTN_BIN:-.gpu/evoattn}
 TESTS=${EVOATTN_GPU_TESTS:-.gpu/gpu-tests}
 OUT=${OUT:-out}
@@ -13,6 +15,12 @@ export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export EVOATTN_BIN="$BIN"
 start=$(date +%s)
 rows=()
+
+fa3_rows() {
+    local d=$1
+    shift
+    for s in ${*:-512 1024 2048 4096 8192 16384}; do printf -- '--shape %s ' "$((16384 / s)),$((2048 / d)),$s,$d"; done
+}
 
 step() {
     local name=$1 budget=$2 log=$3
