@@ -200,7 +200,7 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [S
         Outcome::Compiled(k) => {
             let r = &k.resources;
             tally.cached += usize::from(k.from_cache);
-            let verdict = match r.gate(arch) {
+            let verdict = match k.gate_verdict() {
                 Ok(()) => {
                     tally.pass += 1;
                     "PASS".to_string()

@@ -223,8 +223,8 @@ pub struct WgmmaConfig {
     /// Each consumer issues S(j+1) = Q·K(j+1)ᵀ with O += P(j)·V(j) and runs the softmax of
     /// block j+1 while the latter runs. Needs `warp_specialized`.
     pub overlap: bool,
-    /// The two consumer warpgroups take turns at issuing GEMMs, so one's softmax hides under
-    /// the other's GEMMs. Needs `overlap` and two consumers.
+    /// The consumer warpgroups take turns at issuing GEMMs (round robin), so one's softmax
+    /// hides under the others' GEMMs. Needs `overlap` and two or three consumers.
     pub pingpong: bool,
     /// At most one block per SM, each looping over tiles (a head at a time; causal: its
     /// longest first), so the next tile's loads overlap the current tile's last GEMM and
@@ -579,8 +579,8 @@ impl KernelSpec {
                 if c.overlap && !c.warp_specialized {
                     return Err("overlap=1 needs warp_specialized=1 (separate K and V rings)".into());
                 }
-                if c.pingpong && !(c.overlap && c.consumer_warpgroups == 2) {
-                    return Err("pingpong=1 needs overlap=1 and consumer_warpgroups=2".into());
+                if c.pingpong && !(c.overlap && c.consumer_warpgroups >= 2) {
+                    return Err("pingpong=1 needs overlap=1 and consumer_warpgroups of 2 or more".into());
                 }
                 if c.persistent && !c.overlap {
                     return Err("persistent=1 needs overlap=1 (the pipelined consumer releases Q early)".into());
@@ -1104,7 +1104,7 @@ mod tests {
         assert!(err("warp_specialized=1").contains("needs loads=tma"));
         assert!(err("loads=tma,overlap=1").contains("needs warp_specialized=1"));
         assert!(err("loads=tma,warp_specialized=1,pingpong=1").contains("needs overlap=1"));
-        assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("=2"));
+        assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("2 or more"));
         assert!(err("loads=tma,warp_specialized=1,persistent=1").contains("needs overlap=1"));
         assert!(spec("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1").validate(Arch::Sm90a).is_ok());
         assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));

@@ -39,19 +39,27 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 /// "wgmma step 3"): at hd128 S=16k, 545 TFLOP/s with step 2's loop, 588 with the producer
 /// warpgroup, 604 with overlap, 672 with ping-pong. Per-problem changes (persistent blocks, short causal and small-grid tiles): see
 /// [`for_problem`].
-/// - D=64: 176-key tiles (S 88 registers, O 32): 472 against 463 TFLOP/s for 128 at 16k.
+/// - D=64: three consumer warpgroups (192 query rows) taking turns round robin, 128-key
+///   tiles (S 64 registers, P 32, O 32 of the consumers' 160). A warpgroup's softmax is
+///   MUFU-bound and takes as long as its GEMMs at hd64, so with two consumers the tensor
+///   cores wait for it; with three it hides under two warpgroups' GEMMs. Lever sweep (graph
+///   mode, 20 samples, fa3-grid rows, `bench/results/2026-11-22-s7-hd64-three-consumers.txt`):
+///   against two consumers with 176-key tiles, 2k-16k unmasked -6 to -10% (persistent
+///   blocks, 16k 3982 against 4240 µs, 552 TFLOP/s), causal 4k-16k -2 to -7% (one tile per
+///   block). 176-key tiles spill with three consumers.
 /// - D=128: 176-key tiles, as FlashAttention-3: 688 against 666 for 128 at 16k (S 88 + P 44
 ///   + O 64 registers of the consumers' 240); shared memory 208 KiB.
 /// - D=256: 80-key tiles (O alone is 128 registers): 724 against 667 for 64 at 16k; 224 KiB.
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
-    let block_n = match head_dim {
-        d if d <= 128 => 176,
-        _ => 80,
+    let (block_n, consumer_warpgroups) = match head_dim {
+        d if d <= 64 => (128, 3),
+        d if d <= 128 => (176, 2),
+        _ => (80, 2),
     };
     WgmmaConfig {
         block_n,
         stages: 2,
-        consumer_warpgroups: 2,
+        consumer_warpgroups,
         loads: Loads::Tma,
         warp_specialized: true,
         overlap: true,
@@ -67,6 +75,15 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
 pub const PERSISTENT_MAX_KEYS: usize = 4096;
 /// Largest head dim for which `wgmma` runs persistent blocks on unmasked problems.
 pub const PERSISTENT_MAX_HEAD_DIM: usize = 128;
+/// Largest head dim whose unmasked problems run persistent blocks at any length (three
+/// consumers: 16k 3982 against 4148 µs with one tile per block).
+pub const PERSISTENT_ANY_KEYS_MAX_HEAD_DIM: usize = 64;
+/// Consumer warpgroups of the short problems' configs (short causal, short unmasked), which
+/// were measured with two: against hd64's three, two fill more SMs with 128-row tiles (a
+/// seed shape with B·H = 32 has 128 tiles of 128 rows, 96 of 192), and three on persistent
+/// blocks lose on short causal rows (hd64 512/1k/2k: 190.5/346.5/559.9 against
+/// 143.5/211.6/353.3 µs).
+const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
 /// Most keys of a "short" causal problem, per head dim (64, 128, 256): up to these, causal
 /// tiles take 128-key blocks with a 3-stage ring on persistent blocks (hd256: persistent
 /// blocks only). See [`for_problem`].
@@ -100,13 +117,14 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   57.4 against 44.5, 59.8.
 /// - hd128 causal up to [`MID_CAUSAL_MAX_KEYS_HD128`]: 128-key blocks, one tile per block:
 ///   87.6 against 90.6 µs at 2k (persistent blocks lose there: 94.6).
-/// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`]: persistent
+/// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`] (any Sk at
+///   hd <= [`PERSISTENT_ANY_KEYS_MAX_HEAD_DIM`], with three consumers): persistent
 ///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
 ///   +15%, +8%, +1.5%), but 2% slower at 16k; hd256 slower at S <= 1k (-7%, -4%), even at 4k.
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
-/// - Of those, up to [`SHORT_UNMASKED_MAX_KEYS`]: 128-key blocks, 4 of them for 512 keys where
+/// - Of those, up to [`SHORT_UNMASKED_MAX_KEYS`]: two consumer warpgroups and 128-key blocks, 4 of them for 512 keys where
 ///   176-key blocks take 3 with the last one masked. 1-4% faster on every shape measured
 ///   (graph mode, 20 samples, `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512
 ///   188.2 against 191.4 µs, 1k 329.3 against 332.2; hd128 145.1 against 149.4, 235.6 against
@@ -131,14 +149,25 @@ pub fn for_problem(
             WgmmaConfig { persistent: true, ..c }
         } else {
             let stages = if shape.d > 64 && shape.sk <= 512 { c.stages } else { 3 };
-            WgmmaConfig { block_n: SHORT_BLOCK_N, stages, persistent: true, ..c }
+            WgmmaConfig {
+                block_n: SHORT_BLOCK_N,
+                stages,
+                persistent: true,
+                consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
+                ..c
+            }
         }
     } else if causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && shape.d > 64 && shape.sk <= MID_CAUSAL_MAX_KEYS_HD128 {
         WgmmaConfig { block_n: SHORT_BLOCK_N, ..c }
     } else {
-        let persistent = !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && shape.sk <= PERSISTENT_MAX_KEYS;
-        let block_n = if persistent && shape.sk <= SHORT_UNMASKED_MAX_KEYS { SHORT_BLOCK_N } else { c.block_n };
-        WgmmaConfig { persistent, block_n, ..c }
+        let persistent = !causal
+            && shape.d <= PERSISTENT_MAX_HEAD_DIM
+            && (shape.sk <= PERSISTENT_MAX_KEYS || shape.d <= PERSISTENT_ANY_KEYS_MAX_HEAD_DIM);
+        if persistent && shape.sk <= SHORT_UNMASKED_MAX_KEYS {
+            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS, ..c }
+        } else {
+            WgmmaConfig { persistent, ..c }
+        }
     };
     KernelConfig::Wgmma(config)
 }
@@ -236,10 +265,15 @@ mod tests {
         assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
         assert!(!wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)).persistent);
         assert!(!wgmma_for(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
-        // Up to 1k keys in 128-key blocks; from 2k the head dim's default block.
+        // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's default.
         assert_eq!(wgmma_for(&p).block_n, 128);
-        assert_eq!(wgmma_for(&Problem::dense(Shape::new(16, 32, 1024, 64), Dtype::Bf16, Layout::Bhsd)).block_n, 128);
-        assert_eq!(wgmma_for(&Problem::dense(Shape::new(8, 32, 2048, 64), Dtype::Bf16, Layout::Bhsd)).block_n, 176);
+        let c = wgmma_for(&Problem::dense(Shape::new(16, 32, 1024, 64), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!((c.block_n, c.consumer_warpgroups), (128, 2));
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(8, 32, 2048, 128), Dtype::Bf16, Layout::Bhsd)).block_n, 176);
+        // hd64 (three consumers) stays persistent at every length; hd128 not past 4k.
+        let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!(long, WgmmaConfig { persistent: true, ..wgmma(64) });
+        assert_eq!(long.consumer_warpgroups, 3);
         assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS), config(Impl::Mma, Arch::Sm80, 128));
     }
 
@@ -250,7 +284,7 @@ mod tests {
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         // hd64 up to 2k keys: 128-key blocks, 3 stages, persistent.
         let c = wgmma_for(&causal(2, 32, 2048, 64));
-        assert_eq!((c.block_n, c.stages, c.persistent), (128, 3, true));
+        assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 3, true, 2));
         // hd128 at 512 keys keeps two stages; at 1k three; at 2k one tile per block.
         let c = wgmma_for(&causal(32, 16, 512, 128));
         assert_eq!((c.block_n, c.stages, c.persistent), (128, 2, true));

@@ -19,15 +19,17 @@
 // pair of barriers, and the consumers release it after their tile's last Q·Kᵀ, so the next
 // tile's Q loads during the last P·V and the epilogue, which writes from registers.
 //
-// pingpong=1 (two consumers, overlap=1) takes turns at issuing GEMMs through two named barriers, so one
-// warpgroup's softmax runs while the other's GEMMs keep the tensor cores busy.
+// pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
+// in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
+// the tensor cores busy. With three, each softmax has two warpgroups' GEMMs to hide under,
+// which hd64 needs: there a warpgroup's softmax (MUFU-bound) takes as long as its GEMMs.
 #pragma once
 #include "wgmma_epilogue.cuh"
 
 static_assert(PRODUCERS == 1, "this pipeline has a producer warpgroup");
 static_assert(EVOATTN_LOADS_TMA, "the producer warpgroup issues TMA loads");
-static_assert(!EVOATTN_PINGPONG || (CONSUMERS == 2 && EVOATTN_OVERLAP),
-              "ping-pong alternates two consumer warpgroups' pipelined GEMMs");
+static_assert(!EVOATTN_PINGPONG || (CONSUMERS >= 2 && EVOATTN_OVERLAP),
+              "ping-pong rotates the pipelined GEMMs of two or more consumer warpgroups");
 static_assert(!EVOATTN_PERSISTENT || EVOATTN_OVERLAP, "the persistent loop is built on the pipelined consumer");
 
 // Registers: the block starts with an even share of the SM's 64K (launch bounds: THREADS, one
@@ -42,8 +44,9 @@ static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most
 
 #define CONSUMER_WARPS (CONSUMERS * WG_THREADS / 32)
 // Named barriers 1..CONSUMERS stage each consumer's epilogue (wgmma_epilogue.cuh); the
-// ping-pong turns use the next two.
+// ping-pong turns use the next CONSUMERS, one per consumer.
 #define PINGPONG_BARRIER (1 + CONSUMERS)
+static_assert(PINGPONG_BARRIER + CONSUMERS <= 16, "a block has 16 named barriers");
 
 struct PipelineBarriers {
     u64 q_full, q_empty;
@@ -103,23 +106,25 @@ __device__ __forceinline__ void release(u64* empty) {
     if (threadIdx.x % 32 == 0) mbarrier_arrive(empty);
 }
 
-// Ping-pong turns: consumer c waits for its turn before issuing GEMMs and hands the turn to
-// the other after. Consumer 1 opens, before its first turn, by handing the first turn to
-// consumer 0; after the last, consumer 0 takes the turn consumer 1 handed over last, so each
-// barrier phase gets exactly its 256 threads and none is left open when the block exits.
+// Ping-pong turns, round robin: consumer c waits for its turn (barrier PINGPONG_BARRIER + c)
+// before issuing GEMMs and hands it to consumer c + 1 (mod CONSUMERS) after. Every consumer
+// takes the same number of turns (they share the tile, so its key blocks). The last consumer
+// opens, before its first turn, by handing the first turn to consumer 0; after the last turn,
+// consumer 0 takes the turn the last consumer handed over last, so each barrier phase gets
+// exactly its 256 threads and none is left open when the block exits.
 struct Turns {
     int c;
     bool started;
     __device__ __forceinline__ void begin() {
 #if EVOATTN_PINGPONG
-        if (!started && c == 1) named_barrier_arrive(PINGPONG_BARRIER, 2 * WG_THREADS);
+        if (!started && c == CONSUMERS - 1) named_barrier_arrive(PINGPONG_BARRIER, 2 * WG_THREADS);
         started = true;
         named_barrier_sync(PINGPONG_BARRIER + c, 2 * WG_THREADS);
 #endif
     }
     __device__ __forceinline__ void end() const {
 #if EVOATTN_PINGPONG
-        named_barrier_arrive(PINGPONG_BARRIER + (1 - c), 2 * WG_THREADS);
+        named_barrier_arrive(PINGPONG_BARRIER + (c + 1) % CONSUMERS, 2 * WG_THREADS);
 #endif
     }
     __device__ __forceinline__ void close() const {

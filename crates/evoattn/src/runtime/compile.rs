@@ -8,7 +8,7 @@ use crate::kernels::{main_source, HEADERS};
 use crate::runtime::cache::{CacheKey, CachedKernel, CubinCache};
 use crate::runtime::cubin::report;
 use crate::runtime::nvrtc::{CompileFailure, Nvrtc};
-use crate::runtime::resources::ResourceReport;
+use crate::runtime::resources::{wgmma_serialization, ResourceReport};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -27,9 +27,21 @@ pub struct CompiledKernel {
 }
 
 impl CompiledKernel {
-    /// The resource gate: no spills or stack, shared memory and registers within the arch's limits.
+    /// The resource gate: no spills or stack, shared memory and registers within the arch's
+    /// limits, and no `wgmma` serialised by ptxas. Every failed condition, joined.
+    pub fn gate_verdict(&self) -> std::result::Result<(), String> {
+        let mut reasons: Vec<String> = self.resources.gate(self.arch).err().into_iter().collect();
+        reasons.extend(wgmma_serialization(&self.log, &self.spec.name()));
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(reasons.join("; "))
+        }
+    }
+
+    /// [`Self::gate_verdict`] as the library's error.
     pub fn gate(&self) -> Result<()> {
-        self.resources.gate(self.arch).map_err(|reason| Error::ResourceGate {
+        self.gate_verdict().map_err(|reason| Error::ResourceGate {
             kernel: self.spec.name(),
             arch: self.arch.name().to_string(),
             reason,

@@ -66,6 +66,26 @@ pub fn parse_ptxas_log(log: &str, kernel: &str) -> Option<ResourceReport> {
     (have_usage && have_frame).then_some(report)
 }
 
+const SERIALIZED_MARKER: &str = "wgmma.mma_async instructions are serialized due to ";
+
+/// Why ptxas serialised `kernel`'s `wgmma` (each one waited for before the next issues), if its
+/// log says it did: a kernel that compiles, and is correct, at a fraction of its speed. ptxas
+/// does it when it cannot prove an accumulator safe, e.g. when an accumulator of a running
+/// `wgmma` may be read, or when registers run short. NVRTC 13 writes, per cause:
+/// `ptxas info : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized
+/// due to <cause> in the function '<kernel>'`.
+pub fn wgmma_serialization(log: &str, kernel: &str) -> Option<String> {
+    log.lines().find_map(|line| {
+        let (_, rest) = line.split_once(SERIALIZED_MARKER)?;
+        let (cause, function) = rest.rsplit_once(" in the function '")?;
+        (function.trim_end().trim_end_matches('\'') == kernel).then(|| {
+            let code = line.split_once('(').and_then(|(_, c)| c.split_once(')')).map_or("", |(c, _)| c);
+            let cause = cause.split_whitespace().collect::<Vec<_>>().join(" ");
+            format!("ptxas serialises its wgmma ({code}: {cause})")
+        })
+    })
+}
+
 /// `"36 registers, used 1 barriers"` as `[(36, "registers"), (1, "barriers")]`: each
 /// comma-separated item's number and the words after it.
 fn items(text: &str) -> impl Iterator<Item = (u32, &str)> {
@@ -145,6 +165,25 @@ ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loa
 ptxas info    : Used 32 registers, used 1 barriers, 128 bytes smem
 ptxas info    : Compile time = 45.737 ms
 ";
+
+    /// NVRTC 13.0's note when a `wgmma` pipeline reads an accumulator of a running `wgmma`.
+    const SERIALIZED: &str = "\
+ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function 'k'
+ptxas info    : Compiling entry function 'k' for 'sm_90a'
+";
+
+    #[test]
+    fn wgmma_serialization_names_the_cause_for_its_kernel_only() {
+        assert_eq!(
+            wgmma_serialization(SERIALIZED, "k").as_deref(),
+            Some(
+                "ptxas serialises its wgmma (C7514: non wgmma instructions reading accumulator registers of a wgmma \
+                 between start and end of the pipeline stage)"
+            )
+        );
+        assert_eq!(wgmma_serialization(SERIALIZED, "other"), None);
+        assert_eq!(wgmma_serialization(LOG_SM90A, REFERENCE), None);
+    }
 
     #[test]
     fn parses_sm80_report() {
