@@ -29,10 +29,24 @@ typedef unsigned long long u64;
 // ---------------------------------------------------------------------------------------------
 
 #define WGMMA_SWIZZLE_128B 1ull
+#define WGMMA_DESC_ADDR_SHIFT 4  // addresses and offsets are stored in 16-byte units
 
 __device__ __forceinline__ u64 wgmma_desc(u32 smem_byte_addr, u32 lbo_bytes, u32 sbo_bytes) {
-    return (u64)((smem_byte_addr & 0x3FFFF) >> 4) | ((u64)((lbo_bytes >> 4) & 0x3FFF) << 16) |
-           ((u64)((sbo_bytes >> 4) & 0x3FFF) << 32) | (WGMMA_SWIZZLE_128B << 62);
+    return (u64)((smem_byte_addr & 0x3FFFF) >> WGMMA_DESC_ADDR_SHIFT) |
+           ((u64)((lbo_bytes >> WGMMA_DESC_ADDR_SHIFT) & 0x3FFF) << 16) |
+           ((u64)((sbo_bytes >> WGMMA_DESC_ADDR_SHIFT) & 0x3FFF) << 32) | (WGMMA_SWIZZLE_128B << 62);
+}
+
+// The descriptor of the same operand `bytes` further on (a multiple of 16). Shared addresses
+// are below 2^18, so the 14-bit start field cannot carry out and moving the operand is one
+// 32-bit add on the descriptor's low word, instead of rebuilding it per k-step (the mask,
+// shift and or chain cost the GEMM-issuing code about five instructions per wgmma).
+// The halves are joined in PTX: written in C++, the compiler turns this back into a 64-bit
+// add with a carry and an or.
+__device__ __forceinline__ u64 wgmma_desc_advance(u64 desc, u32 bytes) {
+    u64 moved;
+    asm("mov.b64 %0, {%1, %2};" : "=l"(moved) : "r"((u32)desc + (bytes >> WGMMA_DESC_ADDR_SHIFT)), "r"((u32)(desc >> 32)));
+    return moved;
 }
 
 // ---------------------------------------------------------------------------------------------

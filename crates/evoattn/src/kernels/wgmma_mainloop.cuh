@@ -80,14 +80,15 @@ typedef u32 PFrag[PV_STEPS][4];
 // block ks/4, 32 bytes per step inside it.
 __device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const unsigned char* q_rows, const SmemTiles& sm,
                                          int stage) {
-    const u32 q_base = smem_addr(q_rows), k_base = smem_addr(sm.k(stage));
+    const u64 q_desc = wgmma_desc(smem_addr(q_rows), 16, ATOM_BYTES);
+    const u64 k_desc = wgmma_desc(smem_addr(sm.k(stage)), 16, ATOM_BYTES);
     fence_operand(s);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < QK_STEPS; ++ks) {
         const u32 in_block = (ks % 4) * 32;
-        const u64 a = wgmma_desc(q_base + (ks / 4) * BM * ROW_BYTES + in_block, 16, ATOM_BYTES);
-        const u64 b = wgmma_desc(k_base + (ks / 4) * BN * ROW_BYTES + in_block, 16, ATOM_BYTES);
+        const u64 a = wgmma_desc_advance(q_desc, (ks / 4) * BM * ROW_BYTES + in_block);
+        const u64 b = wgmma_desc_advance(k_desc, (ks / 4) * BN * ROW_BYTES + in_block);
         Wgmma<BN>::ss<0>(s, a, b, ks > 0 ? 1u : 0u);
     }
     wgmma_commit();
@@ -107,13 +108,13 @@ __device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 // MN-major: k16 step kk is 16 key rows (2048 bytes) on; LBO steps across d's 64-column blocks
 // (BN rows apart), SBO across 8-key groups.
 __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const SmemTiles& sm, int stage) {
-    const u32 v_base = smem_addr(sm.v(stage));
+    const u64 v_desc = wgmma_desc(smem_addr(sm.v(stage)), BN * ROW_BYTES, ATOM_BYTES);
     fence_operand(o);
     fence_operand(a);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < PV_STEPS; ++kk) {
-        const u64 b = wgmma_desc(v_base + kk * 16 * ROW_BYTES, BN * ROW_BYTES, ATOM_BYTES);
+        const u64 b = wgmma_desc_advance(v_desc, kk * 16 * ROW_BYTES);
         Wgmma<D>::rs<1>(o, a[kk], b, 1u);
     }
     wgmma_commit();
