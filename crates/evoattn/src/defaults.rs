@@ -95,7 +95,9 @@ pub const MID_CAUSAL_MAX_KEYS_HD128: usize = 2048;
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
 /// Largest head dim measured for one consumer warpgroup on a near-empty GPU.
 pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
-/// Query rows of a default `wgmma` tile (two consumer warpgroups of 64 rows).
+/// Query rows of a two-consumer `wgmma` tile (two warpgroups of 64 rows): the unit the
+/// small-grid rule in [`for_problem`] counts tiles in and was measured with, whatever the head
+/// dim's default (hd64's three consumers take 192 rows).
 const WGMMA_TILE_ROWS: usize = 128;
 /// The key block of every problem-adapted `wgmma` config in [`for_problem`] that changes it
 /// (small grids, short and mid causal, short unmasked): against the 176 of hd <= 128, it wastes
@@ -124,9 +126,10 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
-/// - Of those, up to [`SHORT_UNMASKED_MAX_KEYS`]: two consumer warpgroups and 128-key blocks, 4 of them for 512 keys where
-///   176-key blocks take 3 with the last one masked. 1-4% faster on every shape measured
-///   (graph mode, 20 samples, `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512
+/// - Of those, up to [`SHORT_UNMASKED_MAX_KEYS`]: two consumer warpgroups and 128-key blocks,
+///   4 of them for 512 keys where 176-key blocks take 3 with the last one masked. 1-4% faster
+///   on every shape measured (graph mode, 20 samples,
+///   `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512
 ///   188.2 against 191.4 µs, 1k 329.3 against 332.2; hd128 145.1 against 149.4, 235.6 against
 ///   239.6; seed shapes 4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8.
 pub fn for_problem(
