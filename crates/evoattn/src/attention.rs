@@ -106,7 +106,7 @@ impl Attention {
         let plan = self.plan(problem, choice, config);
         let compiled = compile(&plan.spec, plan.arch, Some(&self.cache))?;
         compiled.gate()?;
-        LaunchImage::new(&compiled, problem, self.gpu.sm_count())
+        LaunchImage::new(&compiled, problem, self.gpu.sm_count(), self.gpu.l2_bytes())
     }
 
     /// Runs the forward pass on the GPU's own stream (asynchronously) and returns the kernel

@@ -175,6 +175,14 @@ pub fn for_problem(
     KernelConfig::Wgmma(config)
 }
 
+/// Share of the L2 cache, in percent, that the K and V of one section of heads may fill under
+/// the causal `wgmma` grid order ([`crate::plan::head_group`]): the blocks running at once read
+/// every key of their section's heads. 32% of the H100's 50 MiB is 16 MiB. Against 64% (H100,
+/// causal fa3 rows, graph mode, each against heads one after another): equal at hd256 2k-8k
+/// and hd64; faster at hd128 2k (-1.3% against +2.1%), 4k (-2.7 against -1.7) and 8k (-2.9
+/// against -2.2).
+pub const SCHEDULER_L2_KV_PERCENT: usize = 32;
+
 /// Deepest K/V ring the `splitkv` default takes with the `mma` default's key tiles (hd256, the
 /// 99 KiB parts): three tiles in flight while one is computed. A cap, not a measured optimum:
 /// the sweeps measured 2-4 stages of 64-key tiles at hd128 only, where 4 was best.

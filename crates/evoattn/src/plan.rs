@@ -131,6 +131,27 @@ pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32, resident
     wanted.clamp(1, key_tiles.min(SplitkvConfig::MAX_SPLITS as usize))
 }
 
+/// Query heads per section of the causal `wgmma` grid order on a GPU with `l2_bytes` of L2.
+///
+/// Under a causal mask, tiles grow with their query block. Launched head after head, the
+/// longest tiles of the last heads start last and run past everyone else: a list-schedule
+/// simulation of the fa3 grid on 132 SMs puts that tail at 11-14% over the balanced time at
+/// hd256 (128-row tiles, 80-key blocks, 2k-8k) and 5-7% at hd128. So the grid walks sections
+/// of heads, longest query block first across the section's heads, then the next section
+/// (`GridTiles` in kernels/wgmma_scheduler.cuh). A section is as many heads as keep their K
+/// and V within [`SCHEDULER_L2_KV_PERCENT`](crate::defaults::SCHEDULER_L2_KV_PERCENT) of L2, a
+/// power of two, at least one; query heads that share a KV head read the same keys, so they
+/// count as one. H100, causal fa3 rows, graph mode, against heads one after another
+/// (`bench/results/2026-11-23-s8-causal-order-ab.txt`): hd256 2k/4k/8k -5.9/-7.8/-6.7%,
+/// hd128 2k-8k -1.3 to -2.9%, hd64 4k-16k -2.2 to -3.4%, 16k hd128/hd256 +0.4/+0.6%. Sections
+/// sized to fill the SMs once (3-9 heads, within L2) measured worse at hd64 4k, hd128 2k and 8k.
+pub fn head_group(problem: &Problem, l2_bytes: usize) -> usize {
+    let s = &problem.shape;
+    let kv_head_bytes = (2 * s.sk * s.d * problem.dtype.size_bytes()).max(1);
+    let kv_heads = (l2_bytes * crate::defaults::SCHEDULER_L2_KV_PERCENT / 100 / kv_head_bytes).max(1);
+    (1usize << kv_heads.ilog2()) * s.group()
+}
+
 /// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`
 /// with `sm_count` SMs; `auto` follows [`choose_impl`].
 pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
@@ -242,6 +263,23 @@ mod tests {
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
             assert_eq!(plan(&p, arch, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Mma, "{arch}");
         }
+    }
+
+    #[test]
+    fn head_groups_keep_a_sections_keys_within_the_l2_share() {
+        const H100_L2: usize = 50 * 1024 * 1024;
+        let bf16 = |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd);
+        // 32% of 50 MiB is 16 MiB. hd256 at 8k: K and V are 8 MiB a head, so 2 fit.
+        assert_eq!(head_group(&bf16(2, 8, 8192, 256), H100_L2), 2);
+        // 2k: 2 MiB a head, 8 fit.
+        assert_eq!(head_group(&bf16(8, 8, 2048, 256), H100_L2), 8);
+        // 3 MiB a head: 5 fit, rounded down to 4.
+        assert_eq!(head_group(&bf16(1, 8, 3072, 256), H100_L2), 4);
+        // A head bigger than the share still makes a section of one.
+        assert_eq!(head_group(&bf16(1, 2, 131072, 256), H100_L2), 1);
+        // GQA 4:1: the query heads of one KV head read the same keys, so they count once.
+        let gqa = Problem::dense(Shape { b: 2, h: 32, hkv: 8, sq: 8192, sk: 8192, d: 256 }, Dtype::Bf16, Layout::Bhsd);
+        assert_eq!(head_group(&gqa, H100_L2), 8);
     }
 
     fn decode(b: usize, h: usize, hkv: usize, sq: usize, sk: usize) -> Problem {

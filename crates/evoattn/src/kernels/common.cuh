@@ -32,6 +32,7 @@ struct AttnParams {
     int causal;         // 0: no mask; else key j is visible to query i iff j <= i + causal_offset
     int causal_offset;  // 0 for top-left, Sk - Sq for bottom-right
     float scale_log2;   // softmax scale * log2(e): scores go straight into exp2
+    int head_group;     // heads per section of the causal wgmma grid order (plan::head_group)
 };
 
 __device__ __forceinline__ float elem_to_float(elem_t x) {

@@ -1,7 +1,10 @@
 // `wgmma` tile schedulers: which (query block, head, batch) tiles a block works on, and the key
 // range each tile must visit.
 // - grid (persistent=0): one tile per block, from the launch grid (x query blocks, y heads,
-//   z batches).
+//   z batches). Blocks start in the order of their linear index (x fastest), so that index
+//   orders the tiles: unmasked, a head's query blocks one after another; causal, sections of
+//   `head_group` heads, each from its longest query block down, one level across the
+//   section's heads at a time (plan::head_group says why).
 // - persistent (persistent=1): the host launches at most one block per SM and block b takes
 //   tiles b, b + gridDim.x, ... of one linear order, so its producer loads the next tile's K
 //   and V while its consumers finish the current one. The order takes a head's query blocks
@@ -31,20 +34,30 @@ __device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, in
     return t;
 }
 
-// The grid scheduler: one tile, from the block's coordinates. Under a causal mask later query
-// blocks see more keys: schedule them first.
+// The grid scheduler: one tile, from the block's linear index. Under a causal mask later query
+// blocks see more keys: each section of heads starts with them.
 __device__ __forceinline__ WorkTile work_tile(const AttnParams& p) {
-    const int m_block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    return tile_at(p, m_block, blockIdx.y, blockIdx.z);
+    if (!p.causal) return tile_at(p, blockIdx.x, blockIdx.y, blockIdx.z);
+    const int m_blocks = gridDim.x;
+    const int index = blockIdx.x + m_blocks * (blockIdx.y + gridDim.y * blockIdx.z);
+    // Every section but the last has head_group heads, so m_blocks * head_group tiles.
+    const int first_head = index / (m_blocks * p.head_group) * p.head_group;
+    const int heads = min(p.head_group, p.h * p.b - first_head);
+    const int in_section = index - first_head * m_blocks;
+    const int head_batch = first_head + in_section % heads;
+    return tile_at(p, m_blocks - 1 - in_section / heads, head_batch % p.h, head_batch / p.h);
 }
 
 // Both schedulers as a sequence of tile indices [first, next, ...) below `count`.
+// The grid scheduler's one tile is worked out once, before the roles split, so the index
+// arithmetic is not repeated in each role's code.
 struct GridTiles {
     static constexpr int count = 1;
-    __device__ __forceinline__ explicit GridTiles(const AttnParams&) {}
+    WorkTile only;
+    __device__ __forceinline__ explicit GridTiles(const AttnParams& p) : only(work_tile(p)) {}
     __device__ __forceinline__ int first() const { return 0; }
     __device__ __forceinline__ int next(int index) const { return index + 1; }
-    __device__ __forceinline__ WorkTile tile(const AttnParams& p, int) const { return work_tile(p); }
+    __device__ __forceinline__ WorkTile tile(const AttnParams&, int) const { return only; }
 };
 
 struct PersistentTiles {

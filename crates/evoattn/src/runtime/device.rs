@@ -204,6 +204,7 @@ pub(crate) struct KernelParams {
     causal: i32,
     causal_offset: i32,
     scale_log2: f32,
+    head_group: i32,
 }
 
 // Safety: `KernelParams` is `repr(C)`, holds only plain integers and floats, and matches the
@@ -274,7 +275,7 @@ impl LaunchImage {
     /// The image of `kernel` for `problem` (validated, without LSE). Kernels that take tensor
     /// maps (`loads=tma`) have none: a map holds the device address of the caller's tensor,
     /// which only the launching process can encode.
-    pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32) -> Result<Self> {
+    pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32, l2_bytes: usize) -> Result<Self> {
         problem.validate()?;
         if kernel.spec.imp() == crate::config::Impl::Splitkv {
             return Err(Error::Unsupported {
@@ -304,7 +305,7 @@ impl LaunchImage {
             grid: kernel.spec.grid(&problem.shape, 1, sm_count),
             block: kernel.spec.threads(),
             smem: kernel.spec.dynamic_smem_bytes(),
-            params: KernelParams::new(problem, [0; 5]).to_bytes(),
+            params: KernelParams::new(problem, [0; 5], crate::plan::head_group(problem, l2_bytes)).to_bytes(),
             pointer_offsets: [
                 (TensorName::Q, std::mem::offset_of!(KernelParams, q)),
                 (TensorName::K, std::mem::offset_of!(KernelParams, k)),
@@ -332,12 +333,14 @@ impl KernelParams {
             out.extend_from_slice(&n.to_le_bytes());
         }
         out.extend_from_slice(&self.scale_log2.to_le_bytes());
+        out.extend_from_slice(&self.head_group.to_le_bytes());
         out.resize(std::mem::size_of::<Self>(), 0);
         out
     }
 
-    /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]).
-    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5]) -> Self {
+    /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]), with
+    /// `head_group` heads per section of the causal `wgmma` grid order (`plan::head_group`).
+    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5], head_group: usize) -> Self {
         let s = problem.shape;
         let strides = |t| {
             let st = problem.strides(t);
@@ -361,6 +364,7 @@ impl KernelParams {
             causal: i32::from(problem.causal != Causal::None),
             causal_offset: problem.causal.offset(s.sq, s.sk).unwrap_or(0) as i32,
             scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
+            head_group: head_group as i32,
         }
     }
 }
@@ -370,17 +374,20 @@ mod tests {
     use super::*;
     use crate::runtime::tma::TensorMap;
 
+    /// An H100 SXM's L2 cache.
+    const H100_L2: usize = 50 * 1024 * 1024;
+
     #[test]
     fn params_layout_matches_attn_params() {
-        // 5 pointers (40) + 12 i64 strides (96) + 7 i32 + 1 f32 (32) = 168 bytes, 8-aligned:
-        // what `struct AttnParams` in kernels/common.cuh occupies.
-        assert_eq!(std::mem::size_of::<KernelParams>(), 168);
+        // 5 pointers (40) + 12 i64 strides (96) + 8 i32 + 1 f32 (36, padded to 40) = 176 bytes,
+        // 8-aligned: what `struct AttnParams` in kernels/common.cuh occupies.
+        assert_eq!(std::mem::size_of::<KernelParams>(), 176);
         assert_eq!(std::mem::align_of::<KernelParams>(), 8);
     }
 
     #[test]
     fn tensor_map_params_match_tma_map() {
-        // After `AttnParams` (168 bytes) a TMA kernel takes three `TmaMap`s: 128 bytes each,
+        // After `AttnParams` (176 bytes) a TMA kernel takes three `TmaMap`s: 128 bytes each,
         // `__align__(64)` in kernels/ptx_sm90.cuh; each is its own parameter, so the driver
         // places it by the kernel's parameter layout and the host value only needs its size.
         assert_eq!(std::mem::size_of::<TensorMap>(), 128);
@@ -413,8 +420,8 @@ mod tests {
             from_cache: false,
             elapsed: std::time::Duration::ZERO,
         };
-        assert!(LaunchImage::new(&kernel("loads=cp_async"), &p, 132).is_ok());
-        let err = LaunchImage::new(&kernel("loads=tma"), &p, 132).unwrap_err().to_string();
+        assert!(LaunchImage::new(&kernel("loads=cp_async"), &p, 132, H100_L2).is_ok());
+        let err = LaunchImage::new(&kernel("loads=tma"), &p, 132, H100_L2).unwrap_err().to_string();
         assert!(err.contains("takes TMA tensor maps") && err.contains("only AttnParams"), "{err}");
     }
 
@@ -425,7 +432,7 @@ mod tests {
             crate::problem::Dtype::F16,
             crate::problem::Layout::Bhsd,
         );
-        let k = KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55]);
+        let k = KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], 3);
         let bytes = k.to_bytes();
         assert_eq!(bytes.len(), std::mem::size_of::<KernelParams>());
         let at = |off: usize, n: usize| &bytes[off..off + n];
@@ -433,6 +440,7 @@ mod tests {
         assert_eq!(at(std::mem::offset_of!(KernelParams, o_strides) + 8, 8), &(5i64 * 64).to_le_bytes());
         assert_eq!(at(std::mem::offset_of!(KernelParams, sk), 4), &5i32.to_le_bytes());
         assert_eq!(at(std::mem::offset_of!(KernelParams, scale_log2), 4), &k.scale_log2.to_le_bytes());
+        assert_eq!(at(std::mem::offset_of!(KernelParams, head_group), 4), &k.head_group.to_le_bytes());
     }
 
     #[test]
@@ -440,7 +448,7 @@ mod tests {
         let shape = crate::problem::Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 10, d: 64 };
         let p = Problem::dense(shape, crate::problem::Dtype::F16, crate::problem::Layout::Bshd)
             .with_causal(Causal::BottomRight);
-        let k = KernelParams::new(&p, [1, 2, 3, 4, 0]);
+        let k = KernelParams::new(&p, [1, 2, 3, 4, 0], 1);
         assert_eq!((k.causal, k.causal_offset), (1, 7));
         assert_eq!(k.k_strides, [10 * 2 * 64, 64, 2 * 64]);
         assert_eq!(k.scale_log2, 0.125 * std::f32::consts::LOG2_E);
