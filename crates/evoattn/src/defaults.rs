@@ -93,6 +93,13 @@ pub const MID_CAUSAL_MAX_KEYS_HD128: usize = 2048;
 /// Most keys for which unmasked persistent `wgmma` blocks take 128-key blocks instead of the
 /// head dim's default (see [`for_problem`]).
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
+/// Most keys for which head dims over [`PERSISTENT_MAX_HEAD_DIM`] take [`NARROW_BLOCK_N`]-key
+/// blocks, one tile per block, both masks (see [`for_problem`]).
+pub const NARROW_MAX_KEYS_WIDE_HEADS: usize = 512;
+/// The key block of short problems at head dims over [`PERSISTENT_MAX_HEAD_DIM`]: 512 keys
+/// make 8 full blocks of 64, against 7 blocks of the default 80 whose last one holds 32 keys,
+/// so 8.6% of the GEMM work is padding.
+const NARROW_BLOCK_N: u32 = 64;
 /// Largest head dim measured for one consumer warpgroup on a near-empty GPU.
 pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
 /// Query rows of a two-consumer `wgmma` tile (two warpgroups of 64 rows): the unit the
@@ -116,7 +123,11 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k/2k: 50.5,
 ///   65.0, 100.0 against 64.7, 84.8, 123.0 µs; hd128 S=512/1k: 39.9 (no third stage), 47.7
 ///   against 48.6, 62.0; hd256 (persistent only; 128-key blocks do not fit) S=512/1k: 43.9,
-///   57.4 against 44.5, 59.8.
+///   57.4 against 44.5, 59.8 (hd256 S=512 now takes the next rule).
+/// - hd256 up to [`NARROW_MAX_KEYS_WIDE_HEADS`] keys, both masks: 64-key blocks, one tile
+///   per block. S=512 (32,8,512,256): 145.2 against 149.4 µs unmasked, 123.5 against 128.1
+///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
+///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
 /// - hd128 causal up to [`MID_CAUSAL_MAX_KEYS_HD128`]: 128-key blocks, one tile per block:
 ///   87.6 against 90.6 µs at 2k (persistent blocks lose there: 94.6).
 /// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`] (any Sk at
@@ -147,6 +158,8 @@ pub fn for_problem(
     let short_causal_keys = SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c }
+    } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= NARROW_MAX_KEYS_WIDE_HEADS {
+        WgmmaConfig { block_n: NARROW_BLOCK_N, ..c }
     } else if causal && shape.sk <= short_causal_keys {
         if shape.d > PERSISTENT_MAX_HEAD_DIM {
             WgmmaConfig { persistent: true, ..c }
@@ -302,7 +315,11 @@ mod tests {
         assert_eq!(wgmma_for(&causal(16, 16, 1024, 128)).stages, 3);
         let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
         assert_eq!((c.block_n, c.persistent), (128, false));
-        // hd256: persistent blocks, its own key blocks; long causal problems: the default.
+        // hd256 at 512 keys: 64-key blocks, one tile per block, both masks.
+        for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None)] {
+            assert_eq!(wgmma_for(&p), WgmmaConfig { block_n: 64, ..wgmma(256) });
+        }
+        // hd256 at 1k: persistent blocks, its own key blocks; long causal problems: the default.
         let c = wgmma_for(&causal(32, 8, 1024, 256));
         assert_eq!((c.block_n, c.persistent), (wgmma(256).block_n, true));
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
