@@ -142,9 +142,10 @@ pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32, resident
 /// and V within [`SCHEDULER_L2_KV_PERCENT`](crate::defaults::SCHEDULER_L2_KV_PERCENT) of L2, a
 /// power of two, at least one; query heads that share a KV head read the same keys, so they
 /// count as one. H100, causal fa3 rows, graph mode, against heads one after another
-/// (`bench/results/2026-11-23-s8-causal-order-ab.txt`): hd256 2k/4k/8k -5.9/-7.8/-6.7%,
-/// hd128 2k-8k -1.3 to -2.9%, hd64 4k-16k -2.2 to -3.4%, 16k hd128/hd256 +0.4/+0.6%. Sections
-/// sized to fill the SMs once (3-9 heads, within L2) measured worse at hd64 4k, hd128 2k and 8k.
+/// (`bench/results/2026-11-23-s8-causal-order-ab.txt`): hd256 2k/4k/8k -5.9/-7.6/-6.9%,
+/// hd128 2k/4k/8k -0.6/-2.7/-3.2%, hd64 4k/8k/16k -0.9/-1.9/-2.6%, 16k hd128/hd256
+/// +0.2/+0.3%. Sections sized to fill the SMs once (3-9 heads, within L2) measured worse at
+/// hd64 4k, hd128 2k and 8k.
 pub fn head_group(problem: &Problem, l2_bytes: usize) -> usize {
     let s = &problem.shape;
     let kv_head_bytes = (2 * s.sk * s.d * problem.dtype.size_bytes()).max(1);
