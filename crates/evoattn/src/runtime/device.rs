@@ -305,7 +305,7 @@ impl LaunchImage {
             grid: kernel.spec.grid(&problem.shape, 1, sm_count),
             block: kernel.spec.threads(),
             smem: kernel.spec.dynamic_smem_bytes(),
-            params: KernelParams::new(problem, [0; 5], crate::plan::head_group(problem, l2_bytes)).to_bytes(),
+            params: KernelParams::new(problem, [0; 5], l2_bytes).to_bytes(),
             pointer_offsets: [
                 (TensorName::Q, std::mem::offset_of!(KernelParams, q)),
                 (TensorName::K, std::mem::offset_of!(KernelParams, k)),
@@ -338,9 +338,9 @@ impl KernelParams {
         out
     }
 
-    /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]), with
-    /// `head_group` heads per section of the causal `wgmma` grid order (`plan::head_group`).
-    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5], head_group: usize) -> Self {
+    /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]) for a GPU with
+    /// `l2_bytes` of L2 (the causal `wgmma` grid order's sections, `plan::head_group`).
+    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5], l2_bytes: usize) -> Self {
         let s = problem.shape;
         let strides = |t| {
             let st = problem.strides(t);
@@ -364,7 +364,7 @@ impl KernelParams {
             causal: i32::from(problem.causal != Causal::None),
             causal_offset: problem.causal.offset(s.sq, s.sk).unwrap_or(0) as i32,
             scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
-            head_group: head_group as i32,
+            head_group: crate::plan::head_group(problem, l2_bytes) as i32,
         }
     }
 }
@@ -432,7 +432,7 @@ mod tests {
             crate::problem::Dtype::F16,
             crate::problem::Layout::Bhsd,
         );
-        let k = KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], 3);
+        let k = KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2);
         let bytes = k.to_bytes();
         assert_eq!(bytes.len(), std::mem::size_of::<KernelParams>());
         let at = |off: usize, n: usize| &bytes[off..off + n];
@@ -448,9 +448,12 @@ mod tests {
         let shape = crate::problem::Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 10, d: 64 };
         let p = Problem::dense(shape, crate::problem::Dtype::F16, crate::problem::Layout::Bshd)
             .with_causal(Causal::BottomRight);
-        let k = KernelParams::new(&p, [1, 2, 3, 4, 0], 1);
+        let k = KernelParams::new(&p, [1, 2, 3, 4, 0], H100_L2);
         assert_eq!((k.causal, k.causal_offset), (1, 7));
         assert_eq!(k.k_strides, [10 * 2 * 64, 64, 2 * 64]);
         assert_eq!(k.scale_log2, 0.125 * std::f32::consts::LOG2_E);
+        // K and V are 2560 bytes a KV head: 4096 KV heads (a power of two) fit 16 MiB, times 2
+        // query heads per KV head.
+        assert_eq!(k.head_group, 8192);
     }
 }

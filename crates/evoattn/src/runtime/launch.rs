@@ -158,7 +158,7 @@ impl PreparedLaunch {
             grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
             block: spec.threads(),
             smem: kernel.smem() as u32,
-            params: KernelParams::new(problem, [0; 5], crate::plan::head_group(problem, gpu.l2_bytes())),
+            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes()),
             workspace,
             maps,
             combine,
