@@ -51,11 +51,12 @@ pub use crate::runtime::device::DeviceTensors;
 /// Launches are asynchronous on `gpu().stream()`, or on the caller's stream with
 /// [`Attention::forward_on`]. Buffers used on several streams must be synchronised by the caller
 /// (the usual CUDA stream contract); evoattn does not track cross-stream use. Calls with the same
-/// problem signature share a prepared launch (and `splitkv`'s workspace), so they must not run
-/// concurrently on different streams. The first call of a signature allocates and synchronises
-/// evoattn's own stream once: make it before capturing calls into a CUDA graph. Prepared
-/// launches are kept for the life of the `Attention`, one per signature (a decoding loop whose
-/// Sk grows every step prepares one per step).
+/// problem signature share a prepared launch (and `splitkv`'s workspace or the dynamic `wgmma`
+/// scheduler's tile counters), so they must not run concurrently on different streams. The
+/// first call of a signature allocates and synchronises evoattn's own stream once: make it
+/// before capturing calls into a CUDA graph. Prepared launches are kept for the life of the
+/// `Attention`, one per signature (a decoding loop whose Sk grows every step prepares one per
+/// step).
 pub struct Attention {
     gpu: Gpu,
     cache: CubinCache,

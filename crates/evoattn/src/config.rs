@@ -230,6 +230,10 @@ pub struct WgmmaConfig {
     /// longest first), so the next tile's loads overlap the current tile's last GEMM and
     /// epilogue. Needs `overlap`.
     pub persistent: bool,
+    /// Persistent blocks claim each next tile from a counter in global memory (one atomic add
+    /// a tile) instead of taking every gridDim-th: causal tiles differ in length, and a block
+    /// that finishes early takes the next one. Needs `persistent`.
+    pub dynamic_tiles: bool,
     /// One score pair in this many (0: none) is exponentiated by a polynomial on the FMA pipe
     /// instead of MUFU, which at hd64 is as busy as the tensor cores (16 exponentials a cycle
     /// per SM against 128 FMAs).
@@ -308,6 +312,7 @@ impl KernelConfig {
                 ("overlap", u32::from(c.overlap).to_string()),
                 ("pingpong", u32::from(c.pingpong).to_string()),
                 ("persistent", u32::from(c.persistent).to_string()),
+                ("dynamic_tiles", u32::from(c.dynamic_tiles).to_string()),
                 ("exp2_poly", c.exp2_poly.to_string()),
             ],
             KernelConfig::Splitkv(c) => vec![
@@ -373,6 +378,7 @@ impl KernelConfig {
                     "overlap" => c.overlap = num != 0,
                     "pingpong" => c.pingpong = num != 0,
                     "persistent" => c.persistent = num != 0,
+                    "dynamic_tiles" => c.dynamic_tiles = num != 0,
                     "exp2_poly" => c.exp2_poly = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -585,6 +591,11 @@ impl KernelSpec {
                 if c.persistent && !c.overlap {
                     return Err("persistent=1 needs overlap=1 (the pipelined consumer releases Q early)".into());
                 }
+                if c.dynamic_tiles && !c.persistent {
+                    return Err(
+                        "dynamic_tiles=1 needs persistent=1 (grid blocks take their tile from the launch)".into()
+                    );
+                }
                 // ptxas refuses (not spills) a wgmma whose accumulators leave too few of the
                 // registers a thread may have for its operands and addresses.
                 let cap = (REGISTERS_PER_SM / c.threads()).min(MAX_REGISTERS_PER_THREAD);
@@ -666,9 +677,9 @@ impl KernelSpec {
                             for loads in Loads::ALL {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
-                                for (bits, &exp2_poly) in (0..16u32).flat_map(|b| polys.iter().map(move |p| (b, p))) {
-                                    let [warp_specialized, overlap, pingpong, persistent] =
-                                        [0, 1, 2, 3].map(|b| bits & (1 << b) != 0);
+                                for (bits, &exp2_poly) in (0..32u32).flat_map(|b| polys.iter().map(move |p| (b, p))) {
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles] =
+                                        [0, 1, 2, 3, 4].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
                                         block_n,
                                         stages,
@@ -678,6 +689,7 @@ impl KernelSpec {
                                         overlap,
                                         pingpong,
                                         persistent,
+                                        dynamic_tiles,
                                         exp2_poly,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
@@ -746,6 +758,7 @@ fn short_key(key: &str) -> &str {
         "overlap" => "ov",
         "pingpong" => "pp",
         "persistent" => "pe",
+        "dynamic_tiles" => "dt",
         "exp2_poly" => "xp",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -814,27 +827,34 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 16);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 32);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
-        assert!(valid.len() > wgmma.len() / 10 && valid.len() < wgmma.len() / 4, "{}", valid.len());
+        assert!(valid.len() > wgmma.len() / 20 && valid.len() < wgmma.len() / 4, "{}", valid.len());
         for loads in Loads::ALL {
             assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
         }
-        // The six valid pipelines: each switch needs the ones before it.
+        // The eight valid pipelines: each switch needs the ones before it.
         let pipelines = [
-            [false, false, false, false],
-            [true, false, false, false],
-            [true, true, false, false],
-            [true, true, true, false],
-            [true, true, false, true],
-            [true, true, true, true],
+            [false, false, false, false, false],
+            [true, false, false, false, false],
+            [true, true, false, false, false],
+            [true, true, true, false, false],
+            [true, true, false, true, false],
+            [true, true, true, true, false],
+            [true, true, false, true, true],
+            [true, true, true, true, true],
         ];
-        for [ws, ov, pp, pe] in pipelines {
-            assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c)
-                if (c.warp_specialized, c.overlap, c.pingpong, c.persistent) == (ws, ov, pp, pe))));
+        for [ws, ov, pp, pe, dt] in pipelines {
+            assert!(
+                valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c)
+                if (c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles) == (ws, ov, pp, pe, dt)))
+            );
         }
+        let pipeline = |c: &WgmmaConfig| (c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles);
+        assert!(valid.iter().all(|s| matches!(s.config, KernelConfig::Wgmma(c)
+            if pipelines.iter().any(|p| (p[0], p[1], p[2], p[3], p[4]) == pipeline(&c)))));
     }
 
     fn wgmma(block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
@@ -848,6 +868,7 @@ mod tests {
                 overlap: false,
                 pingpong: false,
                 persistent: false,
+                dynamic_tiles: false,
                 exp2_poly: 0,
             }),
             dtype: Dtype::F16,
@@ -893,8 +914,8 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_xp0");
-        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_xp0");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_xp0");
+        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_xp0");
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
         let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
@@ -1085,12 +1106,13 @@ mod tests {
                 overlap: false,
                 pingpong: false,
                 persistent: false,
+                dynamic_tiles: false,
                 exp2_poly: 0,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,exp2_poly=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,exp2_poly=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),
@@ -1106,6 +1128,7 @@ mod tests {
         assert!(err("loads=tma,warp_specialized=1,pingpong=1").contains("needs overlap=1"));
         assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("2 or more"));
         assert!(err("loads=tma,warp_specialized=1,persistent=1").contains("needs overlap=1"));
+        assert!(err("loads=tma,warp_specialized=1,overlap=1,dynamic_tiles=1").contains("needs persistent=1"));
         assert!(spec("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1").validate(Arch::Sm90a).is_ok());
         assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));
         assert!(base.with_overrides("loads=ldg").unwrap_err().contains("loads is one of cp_async, tma"));

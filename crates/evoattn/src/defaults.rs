@@ -65,6 +65,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         overlap: true,
         pingpong: true,
         persistent: false,
+        dynamic_tiles: false,
         exp2_poly: 0,
     }
 }
@@ -88,8 +89,12 @@ const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
 /// tiles take 128-key blocks with a 3-stage ring on persistent blocks (hd256: persistent
 /// blocks only). See [`for_problem`].
 pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 3] = [(64, 2048), (128, 1024), (256, 1024)];
-/// hd128 causal problems up to this many keys take 128-key blocks (one tile per block).
+/// hd128 causal problems up to this many keys take 128-key blocks.
 pub const MID_CAUSAL_MAX_KEYS_HD128: usize = 2048;
+/// Most keys, per head dim (64, 128), for which causal problems longer than the short ones
+/// ([`SHORT_CAUSAL_MAX_KEYS`]) run persistent blocks that claim their tiles from a counter
+/// (`dynamic_tiles`). See [`for_problem`].
+pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 4096), (128, 4096)];
 /// Most keys for which unmasked persistent `wgmma` blocks take 128-key blocks instead of the
 /// head dim's default (see [`for_problem`]).
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
@@ -128,8 +133,17 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   per block. S=512 (32,8,512,256): 145.2 against 149.4 µs unmasked, 123.5 against 128.1
 ///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
 ///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
-/// - hd128 causal up to [`MID_CAUSAL_MAX_KEYS_HD128`]: 128-key blocks, one tile per block:
-///   87.6 against 90.6 µs at 2k (persistent blocks lose there: 94.6).
+/// - hd128 causal up to [`MID_CAUSAL_MAX_KEYS_HD128`]: 128-key blocks: 87.6 against 90.6 µs
+///   at 2k (one tile per block; static persistent blocks lose there: 94.6).
+/// - Causal past the short ones, up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 and hd128: 4k):
+///   persistent blocks that claim their tiles from a counter, longest first (`dynamic_tiles`),
+///   so the next tile's loads overlap this one's end and a block that finishes early takes the
+///   next tile. Against one tile per block (graph, ABBA, fa3 rows, two machines,
+///   `bench/results/2026-11-23-s9-dynamic-tiles-ab.txt`): hd64 4k -4.3/-4.5%; hd128 2k
+///   -4.0/-5.6%, 4k -1.8/-3.2%. Longer problems do not gain (hd64 8k -1.6/+0.3%, 16k +0.3%;
+///   hd128 8k/16k +0.5/+1.3%), a tile's end being a small share of it, nor does hd256 (+1.4
+///   to +2.2% at 2k-16k), nor the short problems against their static persistent blocks
+///   (hd64 512/1k +13/+3.4%).
 /// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`] (any Sk at
 ///   hd <= [`PERSISTENT_ANY_KEYS_MAX_HEAD_DIM`], with three consumers): persistent
 ///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
@@ -156,6 +170,7 @@ pub fn for_problem(
     let tiles = shape.b * shape.h * shape.sq.div_ceil(WGMMA_TILE_ROWS);
     let causal = problem.causal != Causal::None;
     let short_causal_keys = SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
+    let dynamic_causal_keys = DYNAMIC_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c }
     } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= NARROW_MAX_KEYS_WIDE_HEADS {
@@ -173,8 +188,9 @@ pub fn for_problem(
                 ..c
             }
         }
-    } else if causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && shape.d > 64 && shape.sk <= MID_CAUSAL_MAX_KEYS_HD128 {
-        WgmmaConfig { block_n: SHORT_BLOCK_N, ..c }
+    } else if causal && shape.sk <= dynamic_causal_keys {
+        let block_n = if shape.d > 64 && shape.sk <= MID_CAUSAL_MAX_KEYS_HD128 { SHORT_BLOCK_N } else { c.block_n };
+        WgmmaConfig { block_n, persistent: true, dynamic_tiles: true, ..c }
     } else {
         let persistent = !causal
             && shape.d <= PERSISTENT_MAX_HEAD_DIM
@@ -313,8 +329,9 @@ mod tests {
         let c = wgmma_for(&causal(32, 16, 512, 128));
         assert_eq!((c.block_n, c.stages, c.persistent), (128, 2, true));
         assert_eq!(wgmma_for(&causal(16, 16, 1024, 128)).stages, 3);
+        // hd128 at 2k: 128-key blocks on persistent blocks with dynamic tiles.
         let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
-        assert_eq!((c.block_n, c.persistent), (128, false));
+        assert_eq!((c.block_n, c.persistent, c.dynamic_tiles), (128, true, true));
         // hd256 at 512 keys: 64-key blocks, one tile per block, both masks.
         for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None)] {
             assert_eq!(wgmma_for(&p), WgmmaConfig { block_n: 64, ..wgmma(256) });
@@ -323,7 +340,25 @@ mod tests {
         let c = wgmma_for(&causal(32, 8, 1024, 256));
         assert_eq!((c.block_n, c.persistent), (wgmma(256).block_n, true));
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
-        assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), wgmma(64));
+        assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), wgmma(64));
+        assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), wgmma(256));
+    }
+
+    #[test]
+    fn mid_length_causal_problems_claim_their_tiles_dynamically() {
+        use crate::problem::{Layout, Problem, Shape};
+        let causal =
+            |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
+        // hd64 4k: the default (three consumers) on dynamic persistent blocks; 8k one tile per block.
+        assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), dynamic(wgmma(64)));
+        assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), wgmma(64));
+        // hd128 4k keeps its 176-key blocks; 2k (above) takes 128.
+        assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), dynamic(wgmma(128)));
+        assert!(!wgmma_for(&causal(2, 16, 8192, 128)).dynamic_tiles);
+        // Short causal problems keep the static order; unmasked problems never claim.
+        assert!(!wgmma_for(&causal(8, 32, 2048, 64)).dynamic_tiles);
+        assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);
     }
 
     #[test]

@@ -368,7 +368,7 @@ pub(crate) mod tests {
 
     /// The mock's optimum, with every pipeline switch and the polynomial exponential off.
     const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
-    const SWITCHES_OFF: &str = "warp_specialized=0,overlap=0,pingpong=0,persistent=0,exp2_poly=0";
+    const SWITCHES_OFF: &str = "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,exp2_poly=0";
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
@@ -379,7 +379,11 @@ pub(crate) mod tests {
         t += if c.loads == Loads::Tma { 0.0 } else { 40.0 };
         // Each pipeline switch, and the polynomial exponential, costs more than the 10% discard
         // margin, so the optimum is unique (all off) and every neighbour of it is discarded.
-        t += 15.0 * [c.warp_specialized, c.overlap, c.pingpong, c.persistent].iter().filter(|on| **on).count() as f64;
+        t += 15.0
+            * [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles]
+                .iter()
+                .filter(|on| **on)
+                .count() as f64;
         t += if c.exp2_poly == 0 { 0.0 } else { 15.0 };
         t
     }
@@ -413,6 +417,7 @@ pub(crate) mod tests {
             overlap: false,
             pingpong: false,
             persistent: false,
+            dynamic_tiles: false,
             exp2_poly: 0,
         };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }

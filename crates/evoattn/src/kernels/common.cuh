@@ -33,6 +33,7 @@ struct AttnParams {
     int causal_offset;  // 0 for top-left, Sk - Sq for bottom-right
     float scale_log2;   // softmax scale * log2(e): scores go straight into exp2
     int head_group;     // heads per section of the causal wgmma grid order (plan::head_group)
+    int* tile_counter;  // the dynamic wgmma scheduler's two counters (zeroed), or null
 };
 
 __device__ __forceinline__ float elem_to_float(elem_t x) {

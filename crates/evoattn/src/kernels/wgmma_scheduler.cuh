@@ -1,17 +1,24 @@
 // `wgmma` tile schedulers: which (query block, head, batch) tiles a block works on, and the key
-// range each tile must visit.
+// range each tile must visit. Every scheduler walks one linear order of the tiles
+// (`ordered_tile`): unmasked, a head's query blocks one after another; causal, sections of
+// `head_group` heads, each from its longest query block down, one level across the section's
+// heads at a time (plan::head_group says why).
 // - grid (persistent=0): one tile per block, from the launch grid (x query blocks, y heads,
-//   z batches). Blocks start in the order of their linear index (x fastest), so that index
-//   orders the tiles: unmasked, a head's query blocks one after another; causal, sections of
-//   `head_group` heads, each from its longest query block down, one level across the
-//   section's heads at a time (plan::head_group says why).
+//   z batches). Blocks start in the order of their linear index (x fastest), which is the
+//   tile's index in the order.
 // - persistent (persistent=1): the host launches at most one block per SM and block b takes
-//   tiles b, b + gridDim.x, ... of one linear order, so its producer loads the next tile's K
+//   tiles b, b + gridDim.x, ... of its own order, so its producer loads the next tile's K
 //   and V while its consumers finish the current one. The order takes a head's query blocks
 //   one after another, so the blocks running at once share K and V in L2 (taking every head's
 //   longest tile first instead read each head's K and V once per block from DRAM: 0.5x at
 //   S=512 causal on the H100); under a causal mask heads alternate between longest-first and
-//   shortest-first, which balances the static round-robin (see `tile`).
+//   shortest-first, which balances the static round-robin (see `PersistentTiles::tile`).
+// - dynamic (persistent=1, dynamic_tiles=1): persistent blocks start on tiles 0..gridDim.x-1 of
+//   the linear order and then claim the next unclaimed one from a counter in global memory,
+//   as the hardware hands out the grid's blocks. Causal tiles differ in length, and no static
+//   round robin balances them (simulated: 1.06-1.87x the balanced time on the fa3 grid); a
+//   block that finishes early takes the next tile. The producer's thread claims; the
+//   consumers read the tile from shared memory with Q's barrier (wgmma_ws.cuh).
 #pragma once
 #include "wgmma_mainloop.cuh"
 
@@ -34,12 +41,13 @@ __device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, in
     return t;
 }
 
-// The grid scheduler: one tile, from the block's linear index. Under a causal mask later query
-// blocks see more keys: each section of heads starts with them.
-__device__ __forceinline__ WorkTile work_tile(const AttnParams& p) {
-    if (!p.causal) return tile_at(p, blockIdx.x, blockIdx.y, blockIdx.z);
-    const int m_blocks = gridDim.x;
-    const int index = blockIdx.x + m_blocks * (blockIdx.y + gridDim.y * blockIdx.z);
+// The tile at `index` of the linear order, with `m_blocks` query blocks a head. Under a causal
+// mask later query blocks see more keys: each section of heads starts with them.
+__device__ __forceinline__ WorkTile ordered_tile(const AttnParams& p, int m_blocks, int index) {
+    if (!p.causal) {
+        const int head_batch = index / m_blocks;
+        return tile_at(p, index % m_blocks, head_batch % p.h, head_batch / p.h);
+    }
     // Every section but the last has head_group heads, so m_blocks * head_group tiles.
     const int first_head = index / (m_blocks * p.head_group) * p.head_group;
     const int heads = min(p.head_group, p.h * p.b - first_head);
@@ -48,19 +56,31 @@ __device__ __forceinline__ WorkTile work_tile(const AttnParams& p) {
     return tile_at(p, m_blocks - 1 - in_section / heads, head_batch % p.h, head_batch / p.h);
 }
 
-// Both schedulers as a sequence of tile indices [first, next, ...) below `count`.
+// The grid scheduler: one tile, from the block's linear index (unmasked, straight from the
+// grid's coordinates, which spares the divisions).
+__device__ __forceinline__ WorkTile work_tile(const AttnParams& p) {
+    if (!p.causal) return tile_at(p, blockIdx.x, blockIdx.y, blockIdx.z);
+    return ordered_tile(p, gridDim.x, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+}
+
+// Each scheduler as a sequence of tile indices [first, next, ...) below `count`. `next` is the
+// producer's: the dynamic scheduler claims there, and its consumers take each index from the
+// producer (`dynamic`).
 // The grid scheduler's one tile is worked out once, before the roles split, so the index
 // arithmetic is not repeated in each role's code.
 struct GridTiles {
+    static constexpr bool dynamic = false;
     static constexpr int count = 1;
     WorkTile only;
     __device__ __forceinline__ explicit GridTiles(const AttnParams& p) : only(work_tile(p)) {}
     __device__ __forceinline__ int first() const { return 0; }
     __device__ __forceinline__ int next(int index) const { return index + 1; }
     __device__ __forceinline__ WorkTile tile(const AttnParams&, int) const { return only; }
+    __device__ __forceinline__ void finish() const {}
 };
 
 struct PersistentTiles {
+    static constexpr bool dynamic = false;
     int m_blocks, count;
     __device__ __forceinline__ explicit PersistentTiles(const AttnParams& p)
         : m_blocks((p.sq + BM - 1) / BM), count(m_blocks * p.h * p.b) {}
@@ -77,9 +97,38 @@ struct PersistentTiles {
         const int m_block = down ? m_blocks - 1 - in_head : in_head;
         return tile_at(p, m_block, head_batch % p.h, head_batch / p.h);
     }
+    __device__ __forceinline__ void finish() const {}
 };
 
-#if EVOATTN_PERSISTENT
+// p.tile_counter[0] counts the claims, [1] the blocks that are done claiming. Both are zero
+// when the kernel starts: the host zeroes them once, and the last block done resets them.
+struct DynamicTiles {
+    static constexpr bool dynamic = true;
+    int m_blocks, count;
+    int* counter;
+    __device__ __forceinline__ explicit DynamicTiles(const AttnParams& p)
+        : m_blocks((p.sq + BM - 1) / BM), count(m_blocks * p.h * p.b), counter(p.tile_counter) {}
+    __device__ __forceinline__ int first() const { return blockIdx.x; }
+    // Tiles below gridDim.x are the blocks' first ones. Every block claims until it gets an
+    // index past the last tile, so a launch makes exactly `count` claims.
+    __device__ __forceinline__ int next(int) const { return gridDim.x + atomicAdd(counter, 1); }
+    __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
+        return ordered_tile(p, m_blocks, index);
+    }
+    // The producer's thread, after its last claim: the last block to get here resets the
+    // counters for the next launch (every block's claims are done by then).
+    __device__ __forceinline__ void finish() const {
+        __threadfence();
+        if (atomicAdd(counter + 1, 1) == (int)gridDim.x - 1) {
+            counter[0] = 0;
+            counter[1] = 0;
+        }
+    }
+};
+
+#if EVOATTN_PERSISTENT && EVOATTN_DYNAMIC_TILES
+typedef DynamicTiles Tiles;
+#elif EVOATTN_PERSISTENT
 typedef PersistentTiles Tiles;
 #else
 typedef GridTiles Tiles;

@@ -205,6 +205,8 @@ pub(crate) struct KernelParams {
     causal_offset: i32,
     scale_log2: f32,
     head_group: i32,
+    /// The dynamic `wgmma` scheduler's two zeroed counters, or 0 (`PreparedLaunch` sets it).
+    pub(crate) tile_counter: u64,
 }
 
 // Safety: `KernelParams` is `repr(C)`, holds only plain integers and floats, and matches the
@@ -334,6 +336,8 @@ impl KernelParams {
         }
         out.extend_from_slice(&self.scale_log2.to_le_bytes());
         out.extend_from_slice(&self.head_group.to_le_bytes());
+        out.resize(std::mem::offset_of!(KernelParams, tile_counter), 0);
+        out.extend_from_slice(&self.tile_counter.to_le_bytes());
         out.resize(std::mem::size_of::<Self>(), 0);
         out
     }
@@ -365,6 +369,7 @@ impl KernelParams {
             causal_offset: problem.causal.offset(s.sq, s.sk).unwrap_or(0) as i32,
             scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
             head_group: crate::plan::head_group(problem, l2_bytes) as i32,
+            tile_counter: 0,
         }
     }
 }
@@ -379,15 +384,17 @@ mod tests {
 
     #[test]
     fn params_layout_matches_attn_params() {
-        // 5 pointers (40) + 12 i64 strides (96) + 8 i32 + 1 f32 (36, padded to 40) = 176 bytes,
-        // 8-aligned: what `struct AttnParams` in kernels/common.cuh occupies.
-        assert_eq!(std::mem::size_of::<KernelParams>(), 176);
+        // 5 pointers (40) + 12 i64 strides (96) + 8 i32 + 1 f32 (36, padded to 40) + the
+        // counter pointer (8) = 184 bytes, 8-aligned: what `struct AttnParams` in
+        // kernels/common.cuh occupies.
+        assert_eq!(std::mem::size_of::<KernelParams>(), 184);
+        assert_eq!(std::mem::offset_of!(KernelParams, tile_counter), 176);
         assert_eq!(std::mem::align_of::<KernelParams>(), 8);
     }
 
     #[test]
     fn tensor_map_params_match_tma_map() {
-        // After `AttnParams` (176 bytes) a TMA kernel takes three `TmaMap`s: 128 bytes each,
+        // After `AttnParams` (184 bytes) a TMA kernel takes three `TmaMap`s: 128 bytes each,
         // `__align__(64)` in kernels/ptx_sm90.cuh; each is its own parameter, so the driver
         // places it by the kernel's parameter layout and the host value only needs its size.
         assert_eq!(std::mem::size_of::<TensorMap>(), 128);
@@ -432,7 +439,7 @@ mod tests {
             crate::problem::Dtype::F16,
             crate::problem::Layout::Bhsd,
         );
-        let k = KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2);
+        let k = KernelParams { tile_counter: 0x66, ..KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2) };
         let bytes = k.to_bytes();
         assert_eq!(bytes.len(), std::mem::size_of::<KernelParams>());
         let at = |off: usize, n: usize| &bytes[off..off + n];
@@ -441,6 +448,7 @@ mod tests {
         assert_eq!(at(std::mem::offset_of!(KernelParams, sk), 4), &5i32.to_le_bytes());
         assert_eq!(at(std::mem::offset_of!(KernelParams, scale_log2), 4), &k.scale_log2.to_le_bytes());
         assert_eq!(at(std::mem::offset_of!(KernelParams, head_group), 4), &k.head_group.to_le_bytes());
+        assert_eq!(at(std::mem::offset_of!(KernelParams, tile_counter), 8), &0x66u64.to_le_bytes());
     }
 
     #[test]

@@ -68,6 +68,19 @@ impl Workspace {
     }
 }
 
+/// The dynamic `wgmma` scheduler's two counters (`DynamicTiles` in kernels/wgmma_scheduler.cuh),
+/// zeroed once here; the kernel's last block resets them for the next launch.
+fn zeroed_tile_counter(gpu: &Gpu) -> Result<CudaSlice<i32>> {
+    let stream = gpu.stream();
+    let counter = stream.alloc_zeros::<i32>(TILE_COUNTERS).map_err(|e| Error::driver("cuMemAlloc", e))?;
+    // As for the splitkv workspace: zero before a launch on any other stream.
+    stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))?;
+    Ok(counter)
+}
+
+/// Claims and blocks done claiming.
+const TILE_COUNTERS: usize = 2;
+
 /// TMA maps of the tensors a kernel loads by TMA (Q, K and V for `wgmma`; K and V for
 /// `splitkv`), in its parameter order: the geometry is fixed by the problem, the maps are
 /// re-encoded only when a call brings different base addresses.
@@ -117,6 +130,8 @@ pub struct PreparedLaunch {
     smem: u32,
     params: KernelParams,
     workspace: Option<Workspace>,
+    /// The dynamic scheduler's counters (`dynamic_tiles=1`), which `params` points at.
+    _tile_counter: Option<CudaSlice<i32>>,
     maps: Option<MapCache>,
     /// `splitkv`'s merge kernel (`combine=kernel`) and its grid: one block per tile.
     combine: Option<(CudaFunction, (u32, u32, u32))>,
@@ -142,6 +157,14 @@ impl PreparedLaunch {
             KernelConfig::Splitkv(_) if !problem.is_empty() => Some(Workspace::new(gpu, problem, &spec, splits)?),
             _ => None,
         };
+        let mut params = KernelParams::new(problem, [0; 5], gpu.l2_bytes());
+        let tile_counter = match spec.config {
+            KernelConfig::Wgmma(c) if c.dynamic_tiles && !problem.is_empty() => Some(zeroed_tile_counter(gpu)?),
+            _ => None,
+        };
+        if let Some(counter) = &tile_counter {
+            params.tile_counter = counter.device_ptr(gpu.stream()).0;
+        }
         let maps = match spec.tensor_map_rows() {
             Some((q_rows, kv_rows)) if !problem.is_empty() => {
                 Some(MapCache::new(problem, spec.imp(), q_rows, kv_rows)?)
@@ -158,8 +181,9 @@ impl PreparedLaunch {
             grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
             block: spec.threads(),
             smem: kernel.smem() as u32,
-            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes()),
+            params,
             workspace,
+            _tile_counter: tile_counter,
             maps,
             combine,
         })
@@ -171,7 +195,7 @@ impl PreparedLaunch {
 
     /// Launches on `stream` after checking every buffer's size, alignment and overlap against
     /// the prepared problem. The caller keeps one prepared launch to one stream at a time: a
-    /// `splitkv` workspace is shared by its launches.
+    /// `splitkv` workspace and a dynamic scheduler's counters are shared by its launches.
     pub fn run(&mut self, stream: &CudaStream, tensors: DeviceTensors<'_>) -> Result<()> {
         let DeviceTensors { q, k, v, mut o, mut lse } = tensors;
         let problem = &self.problem;
@@ -231,8 +255,9 @@ impl PreparedLaunch {
         // `tensor_map_rows` names), each pointer to a live `repr(C)` value owned by `self`.
         // The addresses in `params` come from views borrowed for this call, whose sizes,
         // alignment and disjointness `validate_buffers` checked against the validated problem;
-        // the maps cover exactly their tensors' extents (TMA never reads outside them); the
-        // workspace holds every split's rows of every tile (sized from the same problem and
+        // the maps cover exactly their tensors' extents (TMA never reads outside them); a
+        // dynamic scheduler's counters live as long as `self` and are zero between launches
+        // (one stream at a time, above); the workspace holds every split's rows of every tile (sized from the same problem and
         // split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with
         // the buffers' other uses.
         unsafe { launch(&self.function, self.grid, self.block, self.smem, stream, &mut args[..n_args]) }?;
