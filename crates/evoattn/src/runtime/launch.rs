@@ -257,8 +257,8 @@ impl PreparedLaunch {
         // alignment and disjointness `validate_buffers` checked against the validated problem;
         // the maps cover exactly their tensors' extents (TMA never reads outside them); a
         // dynamic scheduler's counters live as long as `self` and are zero between launches
-        // (one stream at a time, above); the workspace holds every split's rows of every tile (sized from the same problem and
-        // split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with
+        // (one stream at a time, above); the workspace holds every split's rows of every tile
+        // (sized from the same problem and split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with
         // the buffers' other uses.
         unsafe { launch(&self.function, self.grid, self.block, self.smem, stream, &mut args[..n_args]) }?;
         if let Some((function, grid)) = &self.combine {
