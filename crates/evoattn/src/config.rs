@@ -846,15 +846,14 @@ mod tests {
             [true, true, false, true, true],
             [true, true, true, true, true],
         ];
-        for [ws, ov, pp, pe, dt] in pipelines {
-            assert!(
-                valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c)
-                if (c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles) == (ws, ov, pp, pe, dt)))
-            );
+        let pipeline = |s: &&KernelSpec| match s.config {
+            KernelConfig::Wgmma(c) => [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles],
+            _ => unreachable!("the wgmma space"),
+        };
+        for p in pipelines {
+            assert!(valid.iter().any(|s| pipeline(s) == p), "{p:?}");
         }
-        let pipeline = |c: &WgmmaConfig| (c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles);
-        assert!(valid.iter().all(|s| matches!(s.config, KernelConfig::Wgmma(c)
-            if pipelines.iter().any(|p| (p[0], p[1], p[2], p[3], p[4]) == pipeline(&c)))));
+        assert!(valid.iter().all(|s| pipelines.contains(&pipeline(s))));
     }
 
     fn wgmma(block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {

@@ -169,8 +169,8 @@ pub fn for_problem(
     };
     let tiles = shape.b * shape.h * shape.sq.div_ceil(WGMMA_TILE_ROWS);
     let causal = problem.causal != Causal::None;
-    let short_causal_keys = SHORT_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
-    let dynamic_causal_keys = DYNAMIC_CAUSAL_MAX_KEYS.iter().find(|(d, _)| shape.d <= *d).map_or(0, |(_, keys)| *keys);
+    let short_causal_keys = keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, shape.d);
+    let dynamic_causal_keys = keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, shape.d);
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c }
     } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= NARROW_MAX_KEYS_WIDE_HEADS {
@@ -202,6 +202,12 @@ pub fn for_problem(
         }
     };
     KernelConfig::Wgmma(config)
+}
+
+/// The key limit of a `(head dim, keys)` table for head dim `d`: the first row whose head dim
+/// is at least `d`, or 0 (no problem qualifies) past the last.
+fn keys_for_head_dim(table: &[(usize, usize)], d: usize) -> usize {
+    table.iter().find(|(head_dim, _)| d <= *head_dim).map_or(0, |(_, keys)| *keys)
 }
 
 /// Share of the L2 cache, in percent, that the K and V of one section of heads may fill under
@@ -342,6 +348,14 @@ mod tests {
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
         assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), wgmma(64));
         assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), wgmma(256));
+    }
+
+    #[test]
+    fn key_tables_take_the_first_row_at_or_above_the_head_dim() {
+        assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 64), 2048);
+        assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 96), 1024);
+        assert_eq!(keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, 128), 4096);
+        assert_eq!(keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, 256), 0);
     }
 
     #[test]
