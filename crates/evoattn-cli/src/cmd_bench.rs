@@ -199,7 +199,7 @@ fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
     println!("host cost of one call (Attention::forward_on, prepared problem, median of {HOST_COST_CALLS} calls):");
     for (i, (problem, _)) in lab.problems.expand()?.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
-        let config = lab.kernel.config(choice, arch, problem.shape.d)?;
+        let config = lab.kernel.config(choice, (arch, info.sm_count), &problem)?;
         let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, lab.seed + i as u64);
         let samples =
             backend.host_cost(&problem, choice, config, [&inputs.q, &inputs.k, &inputs.v], HOST_COST_CALLS)?;

@@ -14,6 +14,11 @@ pub struct KernelArgs {
     /// default for each problem's head dim.
     #[arg(long)]
     pub config: Option<String>,
+    /// Apply --config to the planner's per-problem config of the named --impl instead of its
+    /// head-dim default: one lever changed on whatever the planner picks for each problem (a
+    /// lever's A/B across a preset whose problems the planner adapts differently).
+    #[arg(long, requires = "config")]
+    pub config_on_plan: bool,
     /// Ignore the tuner's store: plan with the hand defaults (also EVOATTN_NO_TUNED=1), for
     /// before/after comparisons of a tuning run.
     #[arg(long)]
@@ -34,12 +39,23 @@ impl KernelArgs {
         Ok(choice)
     }
 
-    /// The lever overrides applied to `choice`'s default for head dim `d` on `arch`; `None`
-    /// when no `--config` was given (the planner decides).
-    pub fn config(&self, choice: ImplChoice, arch: Arch, d: usize) -> anyhow::Result<Option<KernelConfig>> {
+    /// The lever overrides applied to `choice`'s default for the problem's head dim on `arch`
+    /// (with `--config-on-plan`, to the planner's default for the problem on `sm_count` SMs);
+    /// `None` when no `--config` was given (the planner decides).
+    pub fn config(
+        &self,
+        choice: ImplChoice,
+        (arch, sm_count): (Arch, u32),
+        problem: &Problem,
+    ) -> anyhow::Result<Option<KernelConfig>> {
         match (&self.config, choice) {
             (Some(text), ImplChoice::Fixed(imp)) => {
-                Ok(Some(evoattn::defaults::config(imp, arch, d).with_overrides(text).map_err(anyhow::Error::msg)?))
+                let base = if self.config_on_plan {
+                    evoattn::defaults::for_problem(imp, arch, problem, sm_count)
+                } else {
+                    evoattn::defaults::config(imp, arch, problem.shape.d)
+                };
+                Ok(Some(base.with_overrides(text).map_err(anyhow::Error::msg)?))
             }
             _ => Ok(None),
         }
@@ -55,7 +71,7 @@ impl KernelArgs {
         problem: &Problem,
         tuned: &dyn ConfigSource,
     ) -> anyhow::Result<(ImplChoice, Option<KernelConfig>, ConfigOrigin)> {
-        let config = self.config(choice, arch, problem.shape.d)?;
+        let config = self.config(choice, (arch, sm_count), problem)?;
         let (plan, origin) = plan_with(problem, arch, sm_count, choice, config, tuned);
         Ok(match origin {
             ConfigOrigin::Default => (choice, config, origin),

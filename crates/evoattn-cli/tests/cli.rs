@@ -170,6 +170,32 @@ fn config_overrides_reach_the_kernel() {
     assert!(stderr(&out).contains("evoattn_mma_bf16_d64_bm64_bn64_s2_"), "{}", stderr(&out));
 }
 
+#[test]
+fn config_on_plan_changes_one_lever_of_the_planners_choice() {
+    // On the (H100) mock, the planner gives this short unmasked hd128 problem persistent blocks
+    // with 128-key tiles; plain --config starts from the head dim's default (176-key tiles, one
+    // tile per block).
+    let cache = tempfile::tempdir().unwrap();
+    let bench = |extra: &[&str]| {
+        let args =
+            [&["bench", "--shape", "1,2,512,128", "--peers", "none", "--reps", "3", "--impl", "wgmma"][..], extra];
+        let out = evoattn(&args.concat(), &[("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap())]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let on_plan = bench(&["--config", "tma_store=1", "--config-on-plan"]);
+    let planned = "block_n=128,stages=2,consumer_warpgroups=2,loads=tma,warp_specialized=1,overlap=1,pingpong=1,\
+                   persistent=1,dynamic_tiles=0,tma_store=1";
+    assert!(on_plan.contains(planned), "{on_plan}");
+    let on_default = bench(&["--config", "tma_store=1"]);
+    let default = "block_n=176,stages=2,consumer_warpgroups=2,loads=tma,warp_specialized=1,overlap=1,pingpong=1,\
+                   persistent=0,dynamic_tiles=0,tma_store=1";
+    assert!(on_default.contains(default), "{on_default}");
+    let out = evoattn(&["bench", "--shape", "1,2,64,64", "--peers", "none", "--config-on-plan"], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--config"), "{}", stderr(&out));
+}
+
 /// Each bad input exits 2 with exactly one line on stderr that contains `needle`, and writes
 /// no output file.
 fn assert_rejected(tensors: &[Tensor], extra: &[&str], env: &[(&str, &str)], needle: &str) {

@@ -234,6 +234,11 @@ pub struct WgmmaConfig {
     /// a tile) instead of taking every gridDim-th: causal tiles differ in length, and a block
     /// that finishes early takes the next one. Needs `persistent`.
     pub dynamic_tiles: bool,
+    /// O leaves through shared memory by TMA stores that one thread per consumer warpgroup
+    /// issues, so the consumers go on to their next tile while the stores drain (persistent
+    /// blocks stage O in a tile of their own, `block_m` rows more shared memory). Needs
+    /// `loads=tma` (O's tensor map joins Q's, K's and V's).
+    pub tma_store: bool,
     /// One score pair in this many (0: none) is exponentiated by a polynomial on the FMA pipe
     /// instead of MUFU, which at hd64 is as busy as the tensor cores (16 exponentials a cycle
     /// per SM against 128 FMAs).
@@ -272,6 +277,18 @@ impl WgmmaConfig {
     pub fn block_m(&self) -> u32 {
         self.consumer_warpgroups * WGMMA_ROWS_PER_WARPGROUP
     }
+}
+
+/// Box rows of a kernel's TMA tensor maps, which it takes in the order Q, K, V, O (those it has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMapRows {
+    /// Q's box, `None` when Q is not loaded by TMA (`splitkv` packs the query heads of a KV head
+    /// into its rows).
+    pub q: Option<u32>,
+    /// K's and V's box.
+    pub kv: u32,
+    /// O's box when O is stored by TMA: one consumer warpgroup's rows (`tma_store`).
+    pub o: Option<u32>,
 }
 
 /// A kernel's levers, whichever kernel it is.
@@ -313,6 +330,7 @@ impl KernelConfig {
                 ("pingpong", u32::from(c.pingpong).to_string()),
                 ("persistent", u32::from(c.persistent).to_string()),
                 ("dynamic_tiles", u32::from(c.dynamic_tiles).to_string()),
+                ("tma_store", u32::from(c.tma_store).to_string()),
                 ("exp2_poly", c.exp2_poly.to_string()),
             ],
             KernelConfig::Splitkv(c) => vec![
@@ -379,6 +397,7 @@ impl KernelConfig {
                     "pingpong" => c.pingpong = num != 0,
                     "persistent" => c.persistent = num != 0,
                     "dynamic_tiles" => c.dynamic_tiles = num != 0,
+                    "tma_store" => c.tma_store = num != 0,
                     "exp2_poly" => c.exp2_poly = num,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -440,13 +459,18 @@ impl KernelSpec {
         }
     }
 
-    /// Box rows of the TMA tensor maps the kernel takes after its other parameters, as
-    /// (Q rows, K and V rows), Q's `None` when Q is not loaded by TMA (`splitkv` packs the query
-    /// heads of a KV head into its rows); `None` for kernels that take no tensor maps.
-    pub fn tensor_map_rows(&self) -> Option<(Option<u32>, u32)> {
+    /// Box rows of the TMA tensor maps the kernel takes after its other parameters; `None`
+    /// for kernels that take no tensor maps.
+    pub fn tensor_map_rows(&self) -> Option<TensorMapRows> {
         match self.config {
-            KernelConfig::Wgmma(c) if c.loads == Loads::Tma => Some((Some(c.block_m()), c.block_n)),
-            KernelConfig::Splitkv(c) if c.loads == Loads::Tma => Some((None, c.block_n)),
+            KernelConfig::Wgmma(c) if c.loads == Loads::Tma => Some(TensorMapRows {
+                q: Some(c.block_m()),
+                kv: c.block_n,
+                o: c.tma_store.then_some(WGMMA_ROWS_PER_WARPGROUP),
+            }),
+            KernelConfig::Splitkv(c) if c.loads == Loads::Tma => {
+                Some(TensorMapRows { q: None, kv: c.block_n, o: None })
+            }
             _ => None,
         }
     }
@@ -497,11 +521,13 @@ impl KernelSpec {
                 q + self.kv_ring_bytes(stages, block_n) + slack
             }
             // Q tile + K and V rings, unpadded (the 128-byte swizzle spreads the banks), plus
-            // the slack that lets the kernel align its base to the swizzle atom. The mbarriers
-            // are static shared memory.
+            // the slack that lets the kernel align its base to the swizzle atom; persistent
+            // blocks with TMA stores stage O in a tile of its own. The mbarriers are static
+            // shared memory.
             KernelConfig::Wgmma(c) => {
                 let row = self.head_dim * elem;
-                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row
+                let o_stage = if c.tma_store && c.persistent { c.block_m() as usize } else { 0 };
+                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize + o_stage) * row
             }
         }
     }
@@ -591,6 +617,9 @@ impl KernelSpec {
                 if c.persistent && !c.overlap {
                     return Err("persistent=1 needs overlap=1 (the pipelined consumer releases Q early)".into());
                 }
+                if c.tma_store && c.loads != Loads::Tma {
+                    return Err("tma_store=1 needs loads=tma (O's tensor map follows those of Q, K and V)".into());
+                }
                 if c.dynamic_tiles && !c.persistent {
                     return Err(
                         "dynamic_tiles=1 needs persistent=1 (grid blocks take their tile from the launch)".into()
@@ -677,9 +706,9 @@ impl KernelSpec {
                             for loads in Loads::ALL {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
-                                for (bits, &exp2_poly) in (0..32u32).flat_map(|b| polys.iter().map(move |p| (b, p))) {
-                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles] =
-                                        [0, 1, 2, 3, 4].map(|b| bits & (1 << b) != 0);
+                                for (bits, &exp2_poly) in (0..64u32).flat_map(|b| polys.iter().map(move |p| (b, p))) {
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store] =
+                                        [0, 1, 2, 3, 4, 5].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
                                         block_n,
                                         stages,
@@ -690,6 +719,7 @@ impl KernelSpec {
                                         pingpong,
                                         persistent,
                                         dynamic_tiles,
+                                        tma_store,
                                         exp2_poly,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
@@ -759,6 +789,7 @@ fn short_key(key: &str) -> &str {
         "pingpong" => "pp",
         "persistent" => "pe",
         "dynamic_tiles" => "dt",
+        "tma_store" => "ts",
         "exp2_poly" => "xp",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -827,7 +858,7 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 32);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 64);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -854,6 +885,15 @@ mod tests {
             assert!(valid.iter().any(|s| pipeline(s) == p), "{p:?}");
         }
         assert!(valid.iter().all(|s| pipelines.contains(&pipeline(s))));
+        // TMA stores with every pipeline on TMA loads, none on cp.async.
+        let tma_store = |s: &&&KernelSpec| matches!(s.config, KernelConfig::Wgmma(c) if c.tma_store);
+        for p in pipelines {
+            assert!(valid.iter().filter(tma_store).any(|s| pipeline(s) == p), "{p:?}");
+        }
+        assert!(valid
+            .iter()
+            .filter(tma_store)
+            .all(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == Loads::Tma)));
     }
 
     fn wgmma(block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
@@ -868,6 +908,7 @@ mod tests {
                 pingpong: false,
                 persistent: false,
                 dynamic_tiles: false,
+                tma_store: false,
                 exp2_poly: 0,
             }),
             dtype: Dtype::F16,
@@ -913,8 +954,8 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_xp0");
-        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_xp0");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0");
+        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0");
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
         let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
@@ -934,8 +975,12 @@ mod tests {
         let tma = with_tma(spec).defines();
         assert!(tma.contains(&("EVOATTN_LOADS_TMA".to_string(), "1".to_string())));
         assert_eq!(spec.tensor_map_rows(), None);
-        assert_eq!(with_tma(spec).tensor_map_rows(), Some((Some(128), 128)));
-        assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), Some((Some(64), 96)));
+        let rows = |q, kv, o| Some(TensorMapRows { q, kv, o });
+        assert_eq!(with_tma(spec).tensor_map_rows(), rows(Some(128), 128, None));
+        assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), rows(Some(64), 96, None));
+        // O's box is one consumer warpgroup's rows, whatever the block's.
+        let store = with_tma(spec).config.with_overrides("tma_store=1").unwrap();
+        assert_eq!(KernelSpec { config: store, ..spec }.tensor_map_rows(), rows(Some(128), 128, Some(64)));
         assert_eq!(mma(128, 64, 2, true).tensor_map_rows(), None);
         // Each define appears once.
         let mut names: Vec<&String> = defines.iter().map(|(n, _)| n).collect();
@@ -969,6 +1014,20 @@ mod tests {
         // D=256 with 2 stages of 128 keys: 1024 + 640 * 512 = 328704: too much.
         let err = wgmma(128, 2, 2, 256).validate(Arch::Sm90a).unwrap_err();
         assert!(err.contains("needs 328704 bytes of shared memory"), "{err}");
+        // TMA stores stage O in the Q tile, except on persistent blocks: one more 128-row tile,
+        // 1024 + (128 + 512 + 128) * 256 = 197632.
+        let store = |text: &str| KernelSpec {
+            config: with_tma(wgmma(128, 2, 2, 128)).config.with_overrides(text).unwrap(),
+            ..wgmma(128, 2, 2, 128)
+        };
+        assert_eq!(store("tma_store=1").dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        assert_eq!(store("tma_store=1,persistent=1").dynamic_smem_bytes(), 1024 + (128 + 512 + 128) * 256);
+        // hd128's 176-key default ring leaves no room for it: 1024 + (128 + 704 + 128) * 256.
+        let wide = KernelSpec {
+            config: store("tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=176").config,
+            ..wgmma(128, 2, 2, 128)
+        };
+        assert!(wide.validate(Arch::Sm90a).unwrap_err().contains("needs 246784 bytes"));
     }
 
     #[test]
@@ -1073,7 +1132,7 @@ mod tests {
         let tma = KernelSpec { config: cp.config.with_overrides("loads=tma").unwrap(), ..cp };
         assert!(tma.name().ends_with("_cbfused_ldtma"), "{}", tma.name());
         // K and V by TMA, Q not (its rows are packed query heads).
-        assert_eq!(tma.tensor_map_rows(), Some((None, 128)));
+        assert_eq!(tma.tensor_map_rows(), Some(TensorMapRows { q: None, kv: 128, o: None }));
         assert_eq!(cp.tensor_map_rows(), None);
         // Q: 16 padded rows; the ring: 2 stages x (K, V) x 128 unpadded rows of 256 bytes, plus
         // the swizzle atom's alignment slack. cp.async pads the ring's rows too.
@@ -1106,12 +1165,13 @@ mod tests {
                 pingpong: false,
                 persistent: false,
                 dynamic_tiles: false,
+                tma_store: false,
                 exp2_poly: 0,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,exp2_poly=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),
@@ -1128,6 +1188,7 @@ mod tests {
         assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("2 or more"));
         assert!(err("loads=tma,warp_specialized=1,persistent=1").contains("needs overlap=1"));
         assert!(err("loads=tma,warp_specialized=1,overlap=1,dynamic_tiles=1").contains("needs persistent=1"));
+        assert!(err("tma_store=1").contains("needs loads=tma"));
         assert!(spec("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1").validate(Arch::Sm90a).is_ok());
         assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));
         assert!(base.with_overrides("loads=ldg").unwrap_err().contains("loads is one of cp_async, tma"));

@@ -50,6 +50,15 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 /// - D=128: 176-key tiles, as FlashAttention-3: 688 against 666 for 128 at 16k (S 88 + P 44
 ///   + O 64 registers of the consumers' 240); shared memory 208 KiB.
 /// - D=256: 80-key tiles (O alone is 128 registers): 724 against 667 for 64 at 16k; 224 KiB.
+/// - Every head dim: O leaves by TMA stores (`tma_store`), staged in the Q tile, or on
+///   persistent blocks in a tile of their own (which is why those take 128-key rings,
+///   [`for_problem`]). From registers,
+///   the epilogue was 15% of the consumers' stall samples at hd128 S=512 (ncu source counters):
+///   4-byte stores half-filling their sectors, and the next tile waiting for them to drain. A/B
+///   against the registers or 16-byte stores (ABBA, graph, `bench/results/2026-11-23-s10-tma-store-ab.txt`):
+///   hd128 512 -9.7/-7.9% (none/causal), 1k -8.0%, 2k causal -5.8%, 16k -1.7/-0.9%; hd64 512-1k
+///   -0.5 to -1.7%, 4k -1.3/-1.6%, 16k causal -1.2%; hd256 512 -3.0/-3.4%, 16k +1.3% (spreads
+///   overlap).
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let (block_n, consumer_warpgroups) = match head_dim {
         d if d <= 64 => (128, 3),
@@ -66,6 +75,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         pingpong: true,
         persistent: false,
         dynamic_tiles: false,
+        tma_store: true,
         exp2_poly: 0,
     }
 }
@@ -85,18 +95,15 @@ pub const PERSISTENT_ANY_KEYS_MAX_HEAD_DIM: usize = 64;
 /// blocks lose on short causal rows (hd64 512/1k/2k: 190.5/346.5/559.9 against
 /// 143.5/211.6/353.3 µs).
 const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
-/// Most keys of a "short" causal problem, per head dim (64, 128, 256): up to these, causal
-/// tiles take 128-key blocks with a 3-stage ring on persistent blocks (hd256: persistent
-/// blocks only). See [`for_problem`].
-pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 3] = [(64, 2048), (128, 1024), (256, 1024)];
-/// hd128 causal problems up to this many keys take 128-key blocks.
-pub const MID_CAUSAL_MAX_KEYS_HD128: usize = 2048;
+/// Most keys of a "short" causal problem, per head dim (64, 128): up to these, causal tiles
+/// take 128-key blocks on persistent blocks, with a 3-stage ring at hd64. See [`for_problem`].
+pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 2048), (128, 1024)];
 /// Most keys, per head dim (64, 128), for which causal problems longer than the short ones
 /// ([`SHORT_CAUSAL_MAX_KEYS`]) run persistent blocks that claim their tiles from a counter
 /// (`dynamic_tiles`). See [`for_problem`].
 pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 4096), (128, 4096)];
-/// Most keys for which unmasked persistent `wgmma` blocks take 128-key blocks instead of the
-/// head dim's default (see [`for_problem`]).
+/// Most keys for which unmasked persistent `wgmma` blocks take two consumer warpgroups instead
+/// of the head dim's default (see [`for_problem`]).
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
 /// Most keys for which head dims over [`PERSISTENT_MAX_HEAD_DIM`] take [`NARROW_BLOCK_N`]-key
 /// blocks, one tile per block, both masks (see [`for_problem`]).
@@ -111,9 +118,10 @@ pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
 /// small-grid rule in [`for_problem`] counts tiles in and was measured with, whatever the head
 /// dim's default (hd64's three consumers take 192 rows).
 const WGMMA_TILE_ROWS: usize = 128;
-/// The key block of every problem-adapted `wgmma` config in [`for_problem`] that changes it
-/// (small grids, short and mid causal, short unmasked): against the 176 of hd <= 128, it wastes
-/// less on a masked diagonal or tail block and cuts 512 keys into whole blocks.
+/// The key block of every persistent `wgmma` config and of small grids in [`for_problem`]:
+/// against the 176 of hd128, it wastes less on a masked diagonal or tail block, cuts 512 keys
+/// into whole blocks, and its ring leaves room for the TMA stores' staging tile (208 KiB of
+/// 176-key ring and Q do not).
 const SHORT_BLOCK_N: u32 = 128;
 
 /// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: [`config`],
@@ -122,28 +130,31 @@ const SHORT_BLOCK_N: u32 = 128;
 /// - A grid under half the SMs (128-row tiles), hd <= 64: one consumer warpgroup (64-row
 ///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
 ///   (S=512) 10.3 against 13.5 µs and 10.6 against 14.1.
-/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, a 3-stage ring,
+/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, a 3-stage ring (hd64),
 ///   persistent blocks. A causal tile of a short problem has 1-16 key blocks, the diagonal
 ///   one masked: smaller blocks waste less on the diagonal, the deeper ring and the next
 ///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k/2k: 50.5,
-///   65.0, 100.0 against 64.7, 84.8, 123.0 µs; hd128 S=512/1k: 39.9 (no third stage), 47.7
-///   against 48.6, 62.0; hd256 (persistent only; 128-key blocks do not fit) S=512/1k: 43.9,
-///   57.4 against 44.5, 59.8 (hd256 S=512 now takes the next rule).
+///   65.0, 100.0 against 64.7, 84.8, 123.0 µs; hd128 S=512/1k: 39.9, 47.7 (a third stage at
+///   1k) against 48.6, 62.0. At hd128 1k two stages leave room for the TMA stores' staging
+///   tile, which the third took: 144.8 against 158.8 µs (16,16,1024,128, graph). hd256 took
+///   persistent blocks at 1k until TMA stores, whose staging tile does not fit beside its ring:
+///   one tile per block with them, 150.9/151.8 against 156.8/156.7 µs (16,8,1024,256, two
+///   sweeps, `bench/results/2026-11-23-s10-tma-store-sweeps.txt`).
 /// - hd256 up to [`NARROW_MAX_KEYS_WIDE_HEADS`] keys, both masks: 64-key blocks, one tile
 ///   per block. S=512 (32,8,512,256): 145.2 against 149.4 µs unmasked, 123.5 against 128.1
 ///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
 ///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
-/// - hd128 causal up to [`MID_CAUSAL_MAX_KEYS_HD128`]: 128-key blocks: 87.6 against 90.6 µs
-///   at 2k (one tile per block; static persistent blocks lose there: 94.6).
 /// - Causal past the short ones, up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 and hd128: 4k):
-///   persistent blocks that claim their tiles from a counter, longest first (`dynamic_tiles`),
+///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first (`dynamic_tiles`),
 ///   so the next tile's loads overlap this one's end and a block that finishes early takes the
 ///   next tile. Against one tile per block (graph, ABBA, fa3 rows, two machines,
 ///   `bench/results/2026-11-23-s9-dynamic-tiles-ab.txt`): hd64 4k -4.3/-4.5%; hd128 2k
 ///   -4.0/-5.6%, 4k -1.8/-3.2%. Longer problems do not gain (hd64 8k -1.6/+0.3%, 16k +0.3%;
 ///   hd128 8k/16k +0.5/+1.3%), a tile's end being a small share of it, nor does hd256 (+1.4
 ///   to +2.2% at 2k-16k), nor the short problems against their static persistent blocks
-///   (hd64 512/1k +13/+3.4%).
+///   (hd64 512/1k +13/+3.4%). hd128 took 128-key blocks up to 2k (87.6 against 90.6 µs at
+///   2k, one tile per block) and 176 at 4k until TMA stores; with them 128 also at 4k, 422.5
+///   against 446.8 µs (176-key blocks from registers).
 /// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`] (any Sk at
 ///   hd <= [`PERSISTENT_ANY_KEYS_MAX_HEAD_DIM`], with three consumers): persistent
 ///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
@@ -151,12 +162,14 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
-/// - Of those, up to [`SHORT_UNMASKED_MAX_KEYS`]: two consumer warpgroups and 128-key blocks,
-///   4 of them for 512 keys where 176-key blocks take 3 with the last one masked. 1-4% faster
-///   on every shape measured (graph mode, 20 samples,
-///   `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512
-///   188.2 against 191.4 µs, 1k 329.3 against 332.2; hd128 145.1 against 149.4, 235.6 against
-///   239.6; seed shapes 4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8.
+/// - Those persistent blocks take 128-key blocks. Up to [`SHORT_UNMASKED_MAX_KEYS`], with two
+///   consumer warpgroups: 4 blocks for 512 keys where 176-key blocks take 3 with the last one
+///   masked. 1-4% faster on every shape measured (graph mode, 20 samples,
+///   `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512 188.2 against 191.4 µs, 1k
+///   329.3 against 332.2; hd128 145.1 against 149.4, 235.6 against 239.6; seed shapes
+///   4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8. At hd128 2k-4k the
+///   176-key ring left no room for the TMA stores' staging tile: with 128-key blocks and TMA
+///   stores 401.5/774.1 µs against 430.6/807.1 (8,16,2048,128 and 4,16,4096,128).
 pub fn for_problem(
     imp: crate::config::Impl,
     arch: Arch,
@@ -176,29 +189,26 @@ pub fn for_problem(
     } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= NARROW_MAX_KEYS_WIDE_HEADS {
         WgmmaConfig { block_n: NARROW_BLOCK_N, ..c }
     } else if causal && shape.sk <= short_causal_keys {
-        if shape.d > PERSISTENT_MAX_HEAD_DIM {
-            WgmmaConfig { persistent: true, ..c }
-        } else {
-            let stages = if shape.d > 64 && shape.sk <= 512 { c.stages } else { 3 };
-            WgmmaConfig {
-                block_n: SHORT_BLOCK_N,
-                stages,
-                persistent: true,
-                consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
-                ..c
-            }
+        let stages = if shape.d > 64 { c.stages } else { 3 };
+        WgmmaConfig {
+            block_n: SHORT_BLOCK_N,
+            stages,
+            persistent: true,
+            consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
+            ..c
         }
     } else if causal && shape.sk <= dynamic_causal_keys {
-        let block_n = if shape.d > 64 && shape.sk <= MID_CAUSAL_MAX_KEYS_HD128 { SHORT_BLOCK_N } else { c.block_n };
-        WgmmaConfig { block_n, persistent: true, dynamic_tiles: true, ..c }
+        WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ..c }
     } else {
         let persistent = !causal
             && shape.d <= PERSISTENT_MAX_HEAD_DIM
             && (shape.sk <= PERSISTENT_MAX_KEYS || shape.d <= PERSISTENT_ANY_KEYS_MAX_HEAD_DIM);
         if persistent && shape.sk <= SHORT_UNMASKED_MAX_KEYS {
             WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS, ..c }
+        } else if persistent {
+            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, ..c }
         } else {
-            WgmmaConfig { persistent, ..c }
+            c
         }
     };
     KernelConfig::Wgmma(config)
@@ -311,11 +321,13 @@ mod tests {
         assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
         assert!(!wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)).persistent);
         assert!(!wgmma_for(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
-        // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's default.
+        // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's consumers, and
+        // still 128-key blocks (room for the TMA stores' staging tile).
         assert_eq!(wgmma_for(&p).block_n, 128);
         let c = wgmma_for(&Problem::dense(Shape::new(16, 32, 1024, 64), Dtype::Bf16, Layout::Bhsd));
         assert_eq!((c.block_n, c.consumer_warpgroups), (128, 2));
-        assert_eq!(wgmma_for(&Problem::dense(Shape::new(8, 32, 2048, 128), Dtype::Bf16, Layout::Bhsd)).block_n, 176);
+        let c = wgmma_for(&Problem::dense(Shape::new(8, 16, 2048, 128), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
         // hd64 (three consumers) stays persistent at every length; hd128 not past 4k.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
         assert_eq!(long, WgmmaConfig { persistent: true, ..wgmma(64) });
@@ -331,10 +343,11 @@ mod tests {
         // hd64 up to 2k keys: 128-key blocks, 3 stages, persistent.
         let c = wgmma_for(&causal(2, 32, 2048, 64));
         assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 3, true, 2));
-        // hd128 at 512 keys keeps two stages; at 1k three; at 2k one tile per block.
+        // hd128 keeps two stages, which leave room for the TMA stores' staging tile.
         let c = wgmma_for(&causal(32, 16, 512, 128));
-        assert_eq!((c.block_n, c.stages, c.persistent), (128, 2, true));
-        assert_eq!(wgmma_for(&causal(16, 16, 1024, 128)).stages, 3);
+        assert_eq!((c.block_n, c.stages, c.persistent, c.tma_store), (128, 2, true, true));
+        let c = wgmma_for(&causal(16, 16, 1024, 128));
+        assert_eq!((c.stages, c.tma_store), (2, true));
         // hd128 at 2k: 128-key blocks on persistent blocks with dynamic tiles.
         let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
         assert_eq!((c.block_n, c.persistent, c.dynamic_tiles), (128, true, true));
@@ -342,9 +355,8 @@ mod tests {
         for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None)] {
             assert_eq!(wgmma_for(&p), WgmmaConfig { block_n: 64, ..wgmma(256) });
         }
-        // hd256 at 1k: persistent blocks, its own key blocks; long causal problems: the default.
-        let c = wgmma_for(&causal(32, 8, 1024, 256));
-        assert_eq!((c.block_n, c.persistent), (wgmma(256).block_n, true));
+        // hd256 from 1k and long causal problems: the default (one tile per block).
+        assert_eq!(wgmma_for(&causal(16, 8, 1024, 256)), wgmma(256));
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
         assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), wgmma(64));
         assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), wgmma(256));
@@ -367,12 +379,33 @@ mod tests {
         // hd64 4k: the default (three consumers) on dynamic persistent blocks; 8k one tile per block.
         assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), dynamic(wgmma(64)));
         assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), wgmma(64));
-        // hd128 4k keeps its 176-key blocks; 2k (above) takes 128.
-        assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), dynamic(wgmma(128)));
+        // hd128 takes 128-key blocks (the 176-key ring leaves no room to stage O for TMA stores).
+        assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(wgmma(128)) });
         assert!(!wgmma_for(&causal(2, 16, 8192, 128)).dynamic_tiles);
         // Short causal problems keep the static order; unmasked problems never claim.
         assert!(!wgmma_for(&causal(8, 32, 2048, 64)).dynamic_tiles);
         assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);
+    }
+
+    #[test]
+    fn every_planned_wgmma_config_fits_and_stores_by_tma() {
+        use crate::problem::{Layout, Problem, Shape};
+        // The fa3 grid's lengths and a few small grids, every head dim, every mask: whatever the
+        // planner adapts, the config validates (its rings leave room for a staging tile where
+        // persistent blocks need one of their own) and keeps the TMA stores.
+        for d in [64, 128, 256] {
+            for s in [128, 512, 1024, 2048, 4096, 8192, 16384] {
+                for b in [1, 16384 / s] {
+                    for mask in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                        let p =
+                            Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask);
+                        let c = wgmma_for(&p);
+                        let spec = KernelSpec { config: KernelConfig::Wgmma(c), dtype: Dtype::Bf16, head_dim: d };
+                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store, "{p:?}: {c:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -196,7 +196,11 @@ fn the_wgmma_space_compiles_for_sm90a() {
     }
     // One dtype: f16 and bf16 differ only in the instruction's type suffix, and the space is
     // the slowest compile of the suite. Every wgmma N (block_n 64..192, head dim 64..256) is in it.
-    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Wgmma, &[Dtype::Bf16], |_| true);
+    // TMA stores change the epilogue and, on persistent blocks, the layout past the rings: every
+    // pipeline, key block, consumer count and head dim with them, at one ring depth (2 stages),
+    // which keeps the space's compile time near what it was without them.
+    let keep = |s: &KernelSpec| !matches!(s.config, KernelConfig::Wgmma(c) if c.tma_store && c.stages != 2);
+    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Wgmma, &[Dtype::Bf16], keep);
     // At least the one-warpgroup and two-warpgroup variants of every head dim pass the gate.
     assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
     assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");

@@ -368,7 +368,8 @@ pub(crate) mod tests {
 
     /// The mock's optimum, with every pipeline switch and the polynomial exponential off.
     const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
-    const SWITCHES_OFF: &str = "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,exp2_poly=0";
+    const SWITCHES_OFF: &str =
+        "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0";
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
@@ -380,7 +381,7 @@ pub(crate) mod tests {
         // Each pipeline switch, and the polynomial exponential, costs more than the 10% discard
         // margin, so the optimum is unique (all off) and every neighbour of it is discarded.
         t += 15.0
-            * [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles]
+            * [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles, c.tma_store]
                 .iter()
                 .filter(|on| **on)
                 .count() as f64;
@@ -418,6 +419,7 @@ pub(crate) mod tests {
             pingpong: false,
             persistent: false,
             dynamic_tiles: false,
+            tma_store: false,
             exp2_poly: 0,
         };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
@@ -433,7 +435,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn params() -> Params {
-        Params { arch: Arch::Sm90a, generations: 8, seed: 42, elites: ELITES, deadline: None }
+        Params { arch: Arch::Sm90a, generations: 9, seed: 42, elites: ELITES, deadline: None }
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("pingpong", nums(&[0, 1])),
             ("persistent", nums(&[0, 1])),
             ("dynamic_tiles", nums(&[0, 1])),
+            ("tma_store", nums(&[0, 1])),
             ("exp2_poly", nums(&WgmmaConfig::EXP2_POLY)),
         ],
         Impl::Splitkv => vec![

@@ -182,6 +182,27 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, u64* b
         : "memory");
 }
 
+// Stores the box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory at
+// `src` (the same swizzled layout a load writes) into global memory; elements outside the
+// tensor are not written. Completion is tracked per thread in bulk async-groups: commit with
+// `tma_store_commit`, then `tma_store_wait_read` before `src` is written again or the block exits.
+__device__ __forceinline__ void tma_store_4d(const TmaMap* map, const void* src, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"((u64)map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(src))
+                 : "memory");
+}
+
+__device__ __forceinline__ void tma_store_commit() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most N of this thread's committed store groups still read their shared memory
+// (their global writes may still be in flight: kernel completion covers those).
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 128-byte swizzled tiles (the layout above), shared by `wgmma` and `splitkv`'s TMA ring: a tile
 // of `rows` rows and D columns is D/64 column blocks of [rows][64] 16-bit elements.
@@ -217,6 +238,21 @@ __device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap*
     for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {
         tma_load_4d(tile + b * ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
     }
+}
+
+// Stores BOX_ROWS rows of a swizzled tile of TILE_ROWS rows, starting at `rows` (inside the
+// first column block; column blocks lie TILE_ROWS rows apart), to global rows row0.. of
+// (head, batch): one box per column block, in one committed group. Rows past the tensor's end
+// are dropped by the TMA unit.
+template <int TILE_ROWS, int BOX_ROWS>
+__device__ __forceinline__ void tma_store_rows(const TmaMap* map, const unsigned char* rows, int row0, int head,
+                                               int batch) {
+    static_assert(BOX_ROWS <= TILE_ROWS && BOX_ROWS <= 256, "a TMA box has at most 256 rows, inside the tile");
+#pragma unroll
+    for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {
+        tma_store_4d(map, rows + b * TILE_ROWS * ROW_BYTES, b * ATOM_ELEMS, row0, head, batch);
+    }
+    tma_store_commit();
 }
 
 // Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads, e.g. one warpgroup.

@@ -21,17 +21,28 @@
 #include "wgmma_epilogue.cuh"
 #endif
 
+static_assert(!EVOATTN_TMA_STORE || EVOATTN_LOADS_TMA, "tma_store takes O's tensor map after those of Q, K and V");
+
 #if EVOATTN_LOADS_TMA
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ TmaMap q_map, const __grid_constant__ TmaMap k_map,
-                        const __grid_constant__ TmaMap v_map) {
+                        const __grid_constant__ TmaMap v_map
+#if EVOATTN_TMA_STORE
+                        , const __grid_constant__ TmaMap o_map
+#endif
+    ) {
 #else
 extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p) {
 #endif
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const SmemTiles sm{align_to_atom(smem_raw)};
+#if EVOATTN_TMA_STORE
+    const TmaMap* const o_out = &o_map;
+#else
+    const TmaMap* const o_out = nullptr;
+#endif
 #if EVOATTN_WARP_SPECIALIZED
-    warp_specialized(p, sm, &q_map, &k_map, &v_map);
+    warp_specialized(p, sm, &q_map, &k_map, &v_map, o_out);
 #else
     const WorkTile t = work_tile(p);
     const int wg = threadIdx.x / WG_THREADS;
@@ -60,6 +71,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
         tma_prefetch_map(&q_map);
         tma_prefetch_map(&k_map);
         tma_prefetch_map(&v_map);
+        if (o_out) tma_prefetch_map(o_out);
         mbarrier_init(&q_full, 1);
         for (int s = 0; s < STAGES; ++s) {
             mbarrier_init(&kv_full[s], 1);
@@ -123,6 +135,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     cp_async_wait<0>();
     __syncthreads();
 #endif
-    epilogue<true>(p, acc, st, sm, o, t.m0, t.batch, t.head, wg);
+    epilogue(p, acc, st, sm, o_out, o, t.m0, t.batch, t.head, wg);
+    epilogue_finish();
 #endif
 }

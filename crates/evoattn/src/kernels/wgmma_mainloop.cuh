@@ -35,7 +35,12 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 #define Q_OFFSET 0
 #define K_OFFSET (Q_OFFSET + TILE_BYTES(BM))
 #define V_OFFSET (K_OFFSET + STAGES * TILE_BYTES(BN))
-#define SMEM_LAYOUT_BYTES (V_OFFSET + STAGES * TILE_BYTES(BN))
+// tma_store=1 stages O for its TMA stores in shared memory. One tile per block stages it in
+// the Q tile, whose last reader is done by then; persistent blocks are already loading the
+// next tile's Q there, so they stage O in a tile of its own after the rings.
+#define O_STAGE_OWN_TILE (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT)
+#define O_STAGE_OFFSET (V_OFFSET + STAGES * TILE_BYTES(BN))
+#define SMEM_LAYOUT_BYTES (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? TILE_BYTES(BM) : 0))
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
 
@@ -47,6 +52,10 @@ struct SmemTiles {
     __device__ __forceinline__ unsigned char* v(int stage) const { return base + V_OFFSET + stage * TILE_BYTES(BN); }
     // This warpgroup's 64 rows of Q, as the tile of BM rows they sit in (column blocks are BM rows apart).
     __device__ __forceinline__ unsigned char* q_rows(int wg) const { return q() + wg * WG_ROWS * ROW_BYTES; }
+    // Where this warpgroup stages its 64 rows of O for the epilogue, in a BM-row tile like Q's.
+    __device__ __forceinline__ unsigned char* o_rows(int wg) const {
+        return O_STAGE_OWN_TILE ? base + O_STAGE_OFFSET + wg * WG_ROWS * ROW_BYTES : q_rows(wg);
+    }
 };
 
 // Copies `ROWS` rows of D elements starting at global row `row0` (stride `row_stride`) into a

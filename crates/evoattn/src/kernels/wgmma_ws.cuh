@@ -17,7 +17,8 @@
 // persistent=1 (overlap=1): blocks loop over tiles (wgmma_scheduler.cuh). The rings run on
 // across tiles (block g of the block's whole sequence uses stage g % STAGES); Q has its own
 // pair of barriers, and the consumers release it after their tile's last Q·Kᵀ, so the next
-// tile's Q loads during the last P·V and the epilogue, which writes from registers.
+// tile's Q loads during the last P·V and the epilogue, which writes from registers (or, with
+// tma_store=1, stages O in a tile of its own for TMA stores).
 //
 // dynamic_tiles=1 (persistent=1): the producer claims each next tile (wgmma_scheduler.cuh) once
 // it has issued the current tile's loads, so blocks claim about in the order they finish
@@ -224,12 +225,13 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
 
 // The warp-specialised kernel body: barriers, the role split, and the tile loop.
 __device__ __forceinline__ void warp_specialized(const AttnParams& p, const SmemTiles& sm, const TmaMap* q_map,
-                                                 const TmaMap* k_map, const TmaMap* v_map) {
+                                                 const TmaMap* k_map, const TmaMap* v_map, const TmaMap* o_map) {
     __shared__ __align__(8) PipelineBarriers bars;
     if (threadIdx.x == 0) {
         tma_prefetch_map(q_map);
         tma_prefetch_map(k_map);
         tma_prefetch_map(v_map);
+        if (o_map) tma_prefetch_map(o_map);
         init_barriers(bars);
     }
     __syncthreads();  // the barriers are initialised before anyone waits on them
@@ -288,9 +290,10 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         row_state_init(st);
         consume(p, bars, sm, t, c, g0, turns, acc, st);
         elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
-        epilogue<!EVOATTN_PERSISTENT>(p, acc, st, sm, o, t.m0, t.batch, t.head, c);
+        epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c);
         g0 += t.n_blocks;
         if (!Tiles::dynamic) index = tiles.next(index);
     }
     turns.close();
+    epilogue_finish();
 }

@@ -4,7 +4,7 @@
 //! addresses and calls `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
-use crate::config::{Impl, KernelConfig, KernelSpec};
+use crate::config::{Impl, KernelConfig, KernelSpec, TensorMapRows};
 use crate::error::{Error, Result};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
@@ -81,33 +81,39 @@ fn zeroed_tile_counter(gpu: &Gpu) -> Result<CudaSlice<i32>> {
 /// Claims and blocks done claiming.
 const TILE_COUNTERS: usize = 2;
 
-/// TMA maps of the tensors a kernel loads by TMA (Q, K and V for `wgmma`; K and V for
-/// `splitkv`), in its parameter order: the geometry is fixed by the problem, the maps are
-/// re-encoded only when a call brings different base addresses.
+/// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
+/// `wgmma`; K and V for `splitkv`), in its parameter order: the geometry is fixed by the
+/// problem, the maps are re-encoded only when a call brings different base addresses.
 struct MapCache {
-    /// Each map's geometry and the index of its tensor in the (Q, K, V) addresses.
+    /// Each map's geometry and the index of its tensor in the (Q, K, V, O) addresses.
     geometry: Vec<(TensorMapGeometry, usize)>,
     imp: Impl,
     bf16: bool,
-    addrs: Option<[u64; 3]>,
-    maps: [TensorMap; 3],
+    addrs: Option<[u64; 4]>,
+    maps: [TensorMap; 4],
 }
 
 impl MapCache {
-    fn new(problem: &Problem, imp: Impl, q_rows: Option<u32>, kv_rows: u32) -> Result<Self> {
-        let mut geometry = Vec::with_capacity(3);
-        if let Some(rows) = q_rows {
-            geometry.push((TensorMapGeometry::new(problem, TensorName::Q, rows, imp)?, 0));
+    fn new(problem: &Problem, imp: Impl, rows: TensorMapRows) -> Result<Self> {
+        let tensors = [
+            (TensorName::Q, rows.q),
+            (TensorName::K, Some(rows.kv)),
+            (TensorName::V, Some(rows.kv)),
+            (TensorName::O, rows.o),
+        ];
+        let mut geometry = Vec::with_capacity(tensors.len());
+        for (index, (tensor, rows)) in tensors.into_iter().enumerate() {
+            if let Some(rows) = rows {
+                geometry.push((TensorMapGeometry::new(problem, tensor, rows, imp)?, index));
+            }
         }
-        geometry.push((TensorMapGeometry::new(problem, TensorName::K, kv_rows, imp)?, 1));
-        geometry.push((TensorMapGeometry::new(problem, TensorName::V, kv_rows, imp)?, 2));
         let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
         let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
-        Ok(MapCache { geometry, imp, bf16, addrs: None, maps: [empty; 3] })
+        Ok(MapCache { geometry, imp, bf16, addrs: None, maps: [empty; 4] })
     }
 
-    /// The maps over tensors at `addrs` (Q, K, V), as many as the kernel takes.
-    fn maps_for(&mut self, addrs: [u64; 3]) -> Result<&mut [TensorMap]> {
+    /// The maps over tensors at `addrs` (Q, K, V, O), as many as the kernel takes.
+    fn maps_for(&mut self, addrs: [u64; 4]) -> Result<&mut [TensorMap]> {
         if self.addrs != Some(addrs) {
             // Forget the old maps first, so a failed encode never leaves stale ones marked valid.
             self.addrs = None;
@@ -166,9 +172,7 @@ impl PreparedLaunch {
             params.tile_counter = counter.device_ptr(gpu.stream()).0;
         }
         let maps = match spec.tensor_map_rows() {
-            Some((q_rows, kv_rows)) if !problem.is_empty() => {
-                Some(MapCache::new(problem, spec.imp(), q_rows, kv_rows)?)
-            }
+            Some(rows) if !problem.is_empty() => Some(MapCache::new(problem, spec.imp(), rows)?),
             _ => None,
         };
         let combine = kernel
@@ -234,8 +238,8 @@ impl PreparedLaunch {
         let params = &mut self.params;
         (params.q, params.k, params.v, params.o, params.lse) = (q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr);
         // The kernel's argument list: `AttnParams`, then `SplitParams` (splitkv), then the
-        // `TmaMap`s (TMA loads); argument pointers on the stack, no heap.
-        let mut args: [*mut c_void; 4] = [std::ptr::null_mut(); 4];
+        // `TmaMap`s (TMA loads and stores); argument pointers on the stack, no heap.
+        let mut args: [*mut c_void; 6] = [std::ptr::null_mut(); 6];
         args[0] = params as *mut KernelParams as *mut c_void;
         let mut n_args = 1;
         if let Some(ws) = self.workspace.as_mut() {
@@ -243,7 +247,7 @@ impl PreparedLaunch {
             n_args = 2;
         }
         if let Some(cache) = self.maps.as_mut() {
-            for map in cache.maps_for([q_ptr, k_ptr, v_ptr])?.iter_mut() {
+            for map in cache.maps_for([q_ptr, k_ptr, v_ptr, o_ptr])?.iter_mut() {
                 args[n_args] = map as *mut TensorMap as *mut c_void;
                 n_args += 1;
             }
@@ -255,7 +259,7 @@ impl PreparedLaunch {
         // `tensor_map_rows` names), each pointer to a live `repr(C)` value owned by `self`.
         // The addresses in `params` come from views borrowed for this call, whose sizes,
         // alignment and disjointness `validate_buffers` checked against the validated problem;
-        // the maps cover exactly their tensors' extents (TMA never reads outside them); a
+        // the maps cover exactly their tensors' extents (TMA never reads or writes outside them); a
         // dynamic scheduler's counters live as long as `self` and are zero between launches
         // (one stream at a time, above); the workspace holds every split's rows of every tile
         // (sized from the same problem and split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with

@@ -1,10 +1,11 @@
 //! TMA tensor maps (`cuTensorMapEncodeTiled`) for the `loads=tma` paths of `wgmma` and `splitkv`.
 //!
-//! Each of Q, K and V is described as a 4-D tensor over (D, S, H, B), innermost first, with
-//! the problem's own strides, so BHSD, BSHD and GQA (K/V over `hkv` heads) need no copies. A
-//! box is 64 elements of D (128 bytes, the 128-byte swizzle's row) by `rows` rows of S, one
-//! head, one batch; the kernel loads a tile as D/64 such boxes. Rows past S are outside the
-//! tensor and come back as zeros, so sequence tails need no masking of the loads.
+//! Each of Q, K, V (loads) and O (`wgmma`'s `tma_store`) is described as a 4-D tensor over
+//! (D, S, H, B), innermost first, with the problem's own strides, so BHSD, BSHD and GQA (K/V
+//! over `hkv` heads) need no copies. A box is 64 elements of D (128 bytes, the 128-byte
+//! swizzle's row) by `rows` rows of S, one head, one batch; the kernel moves a tile as D/64 such
+//! boxes. Rows past S are outside the tensor: loads get zeros, stores drop them, so sequence
+//! tails need no masking.
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 
@@ -37,15 +38,15 @@ pub struct TensorMapGeometry {
 }
 
 impl TensorMapGeometry {
-    /// The geometry of tensor `t` (Q, K or V) of a validated problem with boxes of `rows` rows,
+    /// The geometry of tensor `t` (Q, K, V or O) of a validated problem with boxes of `rows` rows,
     /// for kernel `imp` (named in the errors).
     pub fn new(problem: &Problem, t: TensorName, rows: u32, imp: Impl) -> Result<Self> {
         let unsupported = |reason: String| Error::Unsupported { imp: imp.to_string(), reason };
         let s = problem.shape;
         let (seq, heads) = match t {
-            TensorName::Q => (s.sq, s.h),
+            TensorName::Q | TensorName::O => (s.sq, s.h),
             TensorName::K | TensorName::V => (s.sk, s.hkv),
-            TensorName::O | TensorName::Lse => {
+            TensorName::Lse => {
                 return Err(unsupported(format!("no tensor map is made for {t}")));
             }
         };
@@ -53,11 +54,11 @@ impl TensorMapGeometry {
             return Err(unsupported(format!("a TMA box has 1..={MAX_BOX_ROWS} rows, not {rows}")));
         }
         if !s.d.is_multiple_of(BOX_ELEMS as usize) {
-            return Err(unsupported(format!("TMA loads need a head dim that is a multiple of {BOX_ELEMS}")));
+            return Err(unsupported(format!("TMA needs a head dim that is a multiple of {BOX_ELEMS}")));
         }
         let st = problem.strides(t);
         if st.dim != 1 {
-            return Err(unsupported(format!("tensor {t}: TMA loads need a contiguous head dim")));
+            return Err(unsupported(format!("tensor {t}: TMA needs a contiguous head dim")));
         }
         let elem = problem.dtype.size_bytes() as u64;
         let strides_bytes = [st.seq as u64 * elem, st.head as u64 * elem, st.batch as u64 * elem];
@@ -160,6 +161,9 @@ mod tests {
         assert_eq!(k.dims, [128, 70, 3, 2]);
         assert_eq!(k.strides_bytes, [256, 70 * 256, 3 * 70 * 256]);
         assert_eq!(k.box_dims, [64, 96, 1, 1]);
+        // O has Q's extent, with its own strides (here the same layout).
+        let o = TensorMapGeometry::new(&p, TensorName::O, 64, Impl::Wgmma).unwrap();
+        assert_eq!((o.dims, o.strides_bytes, o.box_dims), (q.dims, q.strides_bytes, [64, 64, 1, 1]));
     }
 
     #[test]
@@ -182,7 +186,7 @@ mod tests {
         let err = |t, rows| TensorMapGeometry::new(&p, t, rows, Impl::Wgmma).unwrap_err().to_string();
         assert!(err(TensorName::Q, 512).contains("1..=256 rows"));
         assert!(err(TensorName::Q, 0).contains("1..=256 rows"));
-        assert!(err(TensorName::O, 64).contains("no tensor map"));
+        assert!(err(TensorName::Lse, 64).contains("no tensor map"));
         let odd = Problem::dense(Shape { d: 96, ..shape }, Dtype::F16, Layout::Bhsd);
         let odd_err = TensorMapGeometry::new(&odd, TensorName::K, 64, Impl::Splitkv).unwrap_err().to_string();
         assert!(odd_err.contains("multiple of 64") && odd_err.contains("splitkv"), "{odd_err}");
