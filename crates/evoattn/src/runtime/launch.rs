@@ -83,13 +83,15 @@ const TILE_COUNTERS: usize = 2;
 
 /// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
 /// `wgmma`; K and V for `splitkv`), in its parameter order: the geometry is fixed by the
-/// problem, the maps are re-encoded only when a call brings different base addresses.
+/// problem, and a map is re-encoded only when a call brings its tensor at another address (a
+/// caller that allocates a fresh O per call re-encodes O's map alone).
 struct MapCache {
     /// Each map's geometry and the index of its tensor in the (Q, K, V, O) addresses.
     geometry: Vec<(TensorMapGeometry, usize)>,
     imp: Impl,
     bf16: bool,
-    addrs: Option<[u64; 4]>,
+    /// The address each map was encoded for; `None` before the first encode or after a failed one.
+    encoded_for: [Option<u64>; 4],
     maps: [TensorMap; 4],
 }
 
@@ -109,18 +111,21 @@ impl MapCache {
         }
         let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
         let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
-        Ok(MapCache { geometry, imp, bf16, addrs: None, maps: [empty; 4] })
+        Ok(MapCache { geometry, imp, bf16, encoded_for: [None; 4], maps: [empty; 4] })
     }
 
     /// The maps over tensors at `addrs` (Q, K, V, O), as many as the kernel takes.
     fn maps_for(&mut self, addrs: [u64; 4]) -> Result<&mut [TensorMap]> {
-        if self.addrs != Some(addrs) {
-            // Forget the old maps first, so a failed encode never leaves stale ones marked valid.
-            self.addrs = None;
-            for (map, (geometry, tensor)) in self.maps.iter_mut().zip(&self.geometry) {
-                *map = tma::encode(geometry, addrs[*tensor], self.bf16, self.imp)?;
+        for ((map, encoded_for), (geometry, tensor)) in
+            self.maps.iter_mut().zip(&mut self.encoded_for).zip(&self.geometry)
+        {
+            let addr = addrs[*tensor];
+            if *encoded_for != Some(addr) {
+                // Forget the old map first, so a failed encode never leaves a stale one marked valid.
+                *encoded_for = None;
+                *map = tma::encode(geometry, addr, self.bf16, self.imp)?;
+                *encoded_for = Some(addr);
             }
-            self.addrs = Some(addrs);
         }
         Ok(&mut self.maps[..self.geometry.len()])
     }
