@@ -79,12 +79,18 @@ struct GridTiles {
     __device__ __forceinline__ void finish() const {}
 };
 
-struct PersistentTiles {
-    static constexpr bool dynamic = false;
+// What both persistent schedulers share: the tile count, and each block's first tile, its own
+// index (the grid has at most one block per tile).
+struct PersistentBlocks {
     int m_blocks, count;
-    __device__ __forceinline__ explicit PersistentTiles(const AttnParams& p)
+    __device__ __forceinline__ explicit PersistentBlocks(const AttnParams& p)
         : m_blocks((p.sq + BM - 1) / BM), count(m_blocks * p.h * p.b) {}
     __device__ __forceinline__ int first() const { return blockIdx.x; }
+};
+
+struct PersistentTiles : PersistentBlocks {
+    static constexpr bool dynamic = false;
+    __device__ __forceinline__ explicit PersistentTiles(const AttnParams& p) : PersistentBlocks(p) {}
     __device__ __forceinline__ int next(int index) const { return index + gridDim.x; }
     __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
         const int head_batch = index / m_blocks, in_head = index % m_blocks;
@@ -102,13 +108,10 @@ struct PersistentTiles {
 
 // p.tile_counter[0] counts the claims, [1] the blocks that are done claiming. Both are zero
 // when the kernel starts: the host zeroes them once, and the last block done resets them.
-struct DynamicTiles {
+struct DynamicTiles : PersistentBlocks {
     static constexpr bool dynamic = true;
-    int m_blocks, count;
     int* counter;
-    __device__ __forceinline__ explicit DynamicTiles(const AttnParams& p)
-        : m_blocks((p.sq + BM - 1) / BM), count(m_blocks * p.h * p.b), counter(p.tile_counter) {}
-    __device__ __forceinline__ int first() const { return blockIdx.x; }
+    __device__ __forceinline__ explicit DynamicTiles(const AttnParams& p) : PersistentBlocks(p), counter(p.tile_counter) {}
     // Tiles below gridDim.x are the blocks' first ones. Every block claims until it gets an
     // index past the last tile, so a launch makes exactly `count` claims.
     __device__ __forceinline__ int next(int) const { return gridDim.x + atomicAdd(counter, 1); }

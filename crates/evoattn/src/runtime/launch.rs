@@ -9,8 +9,9 @@ use crate::error::{Error, Result};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use std::ffi::c_void;
+use std::sync::Arc;
 
 /// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
 const MAX_GRID_X: usize = i32::MAX as usize;
@@ -46,14 +47,10 @@ impl Workspace {
         let m_blocks = spec.grid(&s, 1, gpu.sm_count())[0];
         let rows = s.b * s.hkv * s.sq * s.group();
         let stream = gpu.stream();
-        let alloc = |n: usize| stream.alloc_zeros::<f32>(n.max(1)).map_err(|e| Error::driver("cuMemAlloc", e));
-        let o_part = alloc(splits * rows * s.d)?;
-        let lse_part = alloc(splits * rows)?;
-        let counters =
-            stream.alloc_zeros::<i32>((s.b * s.hkv * m_blocks).max(1)).map_err(|e| Error::driver("cuMemAlloc", e))?;
-        // The zeroed counters must be in place before a launch on any other stream; this runs
-        // once per prepared launch, never on a cached call.
-        stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))?;
+        let o_part = alloc_zeroed::<f32>(stream, splits * rows * s.d)?;
+        let lse_part = alloc_zeroed::<f32>(stream, splits * rows)?;
+        let counters = alloc_zeroed::<i32>(stream, s.b * s.hkv * m_blocks)?;
+        wait_for_zeroing(stream)?;
         let (o_ptr, _) = o_part.device_ptr(stream);
         let (lse_ptr, _) = lse_part.device_ptr(stream);
         let (counters_ptr, _) = counters.device_ptr(stream);
@@ -71,11 +68,21 @@ impl Workspace {
 /// The dynamic `wgmma` scheduler's two counters (`DynamicTiles` in kernels/wgmma_scheduler.cuh),
 /// zeroed once here; the kernel's last block resets them for the next launch.
 fn zeroed_tile_counter(gpu: &Gpu) -> Result<CudaSlice<i32>> {
-    let stream = gpu.stream();
-    let counter = stream.alloc_zeros::<i32>(TILE_COUNTERS).map_err(|e| Error::driver("cuMemAlloc", e))?;
-    // As for the splitkv workspace: zero before a launch on any other stream.
-    stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))?;
+    let counter = alloc_zeroed::<i32>(gpu.stream(), TILE_COUNTERS)?;
+    wait_for_zeroing(gpu.stream())?;
     Ok(counter)
+}
+
+/// `n` zeroed elements (at least one, so an empty buffer still has an address) on `stream`.
+fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<T>> {
+    stream.alloc_zeros::<T>(n.max(1)).map_err(|e| Error::driver("cuMemAlloc", e))
+}
+
+/// Waits until the buffers [`alloc_zeroed`] queued on `stream` are zero: a prepared launch's own
+/// state must be in place before a launch on any other stream. Once per prepared launch, never on
+/// a cached call.
+fn wait_for_zeroing(stream: &CudaStream) -> Result<()> {
+    stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))
 }
 
 /// Claims and blocks done claiming.
