@@ -52,13 +52,12 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 /// - D=256: 80-key tiles (O alone is 128 registers): 724 against 667 for 64 at 16k; 224 KiB.
 /// - Every head dim: O leaves by TMA stores (`tma_store`), staged in the Q tile, or on
 ///   persistent blocks in a tile of their own (which is why those take 128-key rings,
-///   [`for_problem`]). From registers,
-///   the epilogue was 15% of the consumers' stall samples at hd128 S=512 (ncu source counters):
-///   4-byte stores half-filling their sectors, and the next tile waiting for them to drain. A/B
-///   against the registers or 16-byte stores (ABBA, graph, `bench/results/2026-11-23-s10-tma-store-ab.txt`):
-///   hd128 512 -9.7/-7.9% (none/causal), 1k -8.0%, 2k causal -5.8%, 16k -1.7/-0.9%; hd64 512-1k
-///   -0.5 to -1.7%, 4k -1.3/-1.6%, 16k causal -1.2%; hd256 512 -3.0/-3.4%, 16k +1.3% (spreads
-///   overlap).
+///   [`for_problem`]). From registers, the epilogue was 15% of the consumers' stall samples at
+///   hd128 S=512 (ncu source counters): 4-byte stores half-filling their sectors, and the next
+///   tile waiting for them to drain. A/B against the registers or 16-byte stores (ABBA, graph,
+///   `bench/results/2026-11-23-s10-tma-store-ab.txt`): hd128 512 -9.7/-7.9% (none/causal), 1k
+///   -8.0%, 2k causal -5.8%, 16k -1.7/-0.9%; hd64 512-1k -0.5 to -1.7%, 4k -1.3/-1.6%, 16k
+///   causal -1.2%; hd256 512 -3.0/-3.4%, 16k +1.3% (spreads overlap).
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let (block_n, consumer_warpgroups) = match head_dim {
         d if d <= 64 => (128, 3),
@@ -145,8 +144,8 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
 ///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
 /// - Causal past the short ones, up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 and hd128: 4k):
-///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first (`dynamic_tiles`),
-///   so the next tile's loads overlap this one's end and a block that finishes early takes the
+///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first
+///   (`dynamic_tiles`), so the next tile's loads overlap this one's end and a block that finishes early takes the
 ///   next tile. Against one tile per block (graph, ABBA, fa3 rows, two machines,
 ///   `bench/results/2026-11-23-s9-dynamic-tiles-ab.txt`): hd64 4k -4.3/-4.5%; hd128 2k
 ///   -4.0/-5.6%, 4k -1.8/-3.2%. Longer problems do not gain (hd64 8k -1.6/+0.3%, 16k +0.3%;
@@ -203,12 +202,12 @@ pub fn for_problem(
         let persistent = !causal
             && shape.d <= PERSISTENT_MAX_HEAD_DIM
             && (shape.sk <= PERSISTENT_MAX_KEYS || shape.d <= PERSISTENT_ANY_KEYS_MAX_HEAD_DIM);
-        if persistent && shape.sk <= SHORT_UNMASKED_MAX_KEYS {
-            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS, ..c }
-        } else if persistent {
-            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, ..c }
-        } else {
+        if !persistent {
             c
+        } else {
+            let consumer_warpgroups =
+                if shape.sk <= SHORT_UNMASKED_MAX_KEYS { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
+            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups, ..c }
         }
     };
     KernelConfig::Wgmma(config)

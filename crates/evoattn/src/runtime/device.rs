@@ -394,9 +394,10 @@ mod tests {
 
     #[test]
     fn tensor_map_params_match_tma_map() {
-        // After `AttnParams` (184 bytes) a TMA kernel takes three `TmaMap`s: 128 bytes each,
-        // `__align__(64)` in kernels/ptx_sm90.cuh; each is its own parameter, so the driver
-        // places it by the kernel's parameter layout and the host value only needs its size.
+        // After `AttnParams` (184 bytes) a TMA kernel takes three `TmaMap`s (four with
+        // `tma_store`): 128 bytes each, `__align__(64)` in kernels/ptx_sm90.cuh; each is its own
+        // parameter, so the driver places it by the kernel's parameter layout and the host value
+        // only needs its size.
         assert_eq!(std::mem::size_of::<TensorMap>(), 128);
         assert_eq!(std::mem::align_of::<TensorMap>() % 64, 0);
         let src = crate::kernels::HEADERS.iter().find(|f| f.name == "ptx_sm90.cuh").unwrap().text;

@@ -271,11 +271,11 @@ impl PreparedLaunch {
         // `tensor_map_rows` names), each pointer to a live `repr(C)` value owned by `self`.
         // The addresses in `params` come from views borrowed for this call, whose sizes,
         // alignment and disjointness `validate_buffers` checked against the validated problem;
-        // the maps cover exactly their tensors' extents (TMA never reads or writes outside them); a
-        // dynamic scheduler's counters live as long as `self` and are zero between launches
-        // (one stream at a time, above); the workspace holds every split's rows of every tile
-        // (sized from the same problem and split count as the grid). The sync guards (`_q_sync`..) keep stream ordering with
-        // the buffers' other uses.
+        // the maps cover exactly their tensors' extents (TMA never reads or writes outside
+        // them); a dynamic scheduler's counters live as long as `self` and are zero between
+        // launches (one stream at a time, above); the workspace holds every split's rows of
+        // every tile (sized from the same problem and split count as the grid). The sync guards
+        // (`_q_sync`..) keep stream ordering with the buffers' other uses.
         unsafe { launch(&self.function, self.grid, self.block, self.smem, stream, &mut args[..n_args]) }?;
         if let Some((function, grid)) = &self.combine {
             // Safety: the merge kernel of the same module takes the same `AttnParams` and
