@@ -5,7 +5,8 @@
 # usage: [IMPL=splitkv] [REPS=20] CONFIGS="default block_n=64 consumer_warpgroups=1,pingpong=0" \
 #          scripts/gpu-config-sweep.sh NAME [bench args...]
 # A config the kernel refuses for one case (validate) aborts that config's whole bench: sweep
-# problems one head dim at a time.
+# problems one head dim at a time. ON_PLAN=1 applies each config on top of the planner's
+# per-problem config (`--config-on-plan`) instead of the head dim's default.
 set -u
 BIN=${EVOATTN_BIN:-target/release/evoattn}
 OUT=${OUT:-out}
@@ -13,6 +14,7 @@ name=$1; shift
 i=0
 for cfg in ${CONFIGS:?CONFIGS lists lever sets, default for none}; do
   extra=(); [ "$cfg" != default ] && extra=(--config "$cfg")
+  [ "${ON_PLAN:-0}" = 1 ] && [ "$cfg" != default ] && extra+=(--config-on-plan)
   $BIN bench "$@" --impl "${IMPL:-wgmma}" "${extra[@]}" --mode graph --reps "${REPS:-20}" --peers none --no-history \
     --json "$OUT/$name-$i.json" > "$OUT/$name-$i.txt" 2>&1 || echo "config $cfg: exit $? (see $name-$i.txt)"
   i=$((i + 1))
