@@ -260,7 +260,8 @@ mod tests {
     #[test]
     fn a_disturbed_round_does_not_move_the_host_cost() {
         // Round medians 2, 3, 20, 4, 2: their median is 3 however high the disturbed round reads.
-        let rounds = [vec![1.0, 2.0, 3.0], vec![2.0, 3.0, 4.0], vec![10.0, 20.0, 30.0], vec![3.0, 4.0, 5.0], vec![2.0; 3]];
+        let rounds =
+            [vec![1.0, 2.0, 3.0], vec![2.0, 3.0, 4.0], vec![10.0, 20.0, 30.0], vec![3.0, 4.0, 5.0], vec![2.0; 3]];
         // p90 of all 15 samples (1, 2 x5, 3 x3, 4 x2, 5, 10, 20, 30): position 12.6, 10 + 0.6 * 10.
         let c = host_cost_figure(&rounds).unwrap();
         assert_eq!((c.median, c.round_min, c.round_max), (3.0, 2.0, 20.0));
