@@ -12,21 +12,20 @@ __global__ void k_f32(float* out, float seed) {
     float s = 0; for (int i = 0; i < 8; ++i) s += a[i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
-__global__ void k_f16x2(float* out, float seed) {
+// Packed operands: f16x2 (BF16 = false) or bf16x2.
+template <bool BF16> __global__ void k_packed(float* out, float seed) {
     unsigned a[8];
-    for (int i = 0; i < 8; ++i) { float x = seed * (threadIdx.x + i) * -1e-3f; asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(a[i]) : "f"(x)); }
+    for (int i = 0; i < 8; ++i) {
+        float x = seed * (threadIdx.x + i) * -1e-3f;
+        if (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(a[i]) : "f"(x));
+        else asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(a[i]) : "f"(x));
+    }
     for (int it = 0; it < N_ITER; ++it)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) asm volatile("ex2.approx.f16x2 %0, %0;" : "+r"(a[i]));
-    unsigned s = 0; for (int i = 0; i < 8; ++i) s ^= a[i];
-    out[blockIdx.x * blockDim.x + threadIdx.x] = (float)s;
-}
-__global__ void k_bf16x2(float* out, float seed) {
-    unsigned a[8];
-    for (int i = 0; i < 8; ++i) { float x = seed * (threadIdx.x + i) * -1e-3f; asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(a[i]) : "f"(x)); }
-    for (int it = 0; it < N_ITER; ++it)
-#pragma unroll
-        for (int i = 0; i < 8; ++i) asm volatile("ex2.approx.ftz.bf16x2 %0, %0;" : "+r"(a[i]));
+        for (int i = 0; i < 8; ++i) {
+            if (BF16) asm volatile("ex2.approx.ftz.bf16x2 %0, %0;" : "+r"(a[i]));
+            else asm volatile("ex2.approx.f16x2 %0, %0;" : "+r"(a[i]));
+        }
     unsigned s = 0; for (int i = 0; i < 8; ++i) s ^= a[i];
     out[blockIdx.x * blockDim.x + threadIdx.x] = (float)s;
 }
@@ -40,8 +39,8 @@ int main() {
     float* out; int blocks = 132 * 4, threads = 512; cudaMalloc(&out, blocks * threads * 4);
     double ops = (double)blocks * threads * N_ITER * 8;
     float t1 = timeit([&] { k_f32<<<blocks, threads>>>(out, 1.f); });
-    float t2 = timeit([&] { k_f16x2<<<blocks, threads>>>(out, 1.f); });
-    float t3 = timeit([&] { k_bf16x2<<<blocks, threads>>>(out, 1.f); });
+    float t2 = timeit([&] { k_packed<false><<<blocks, threads>>>(out, 1.f); });
+    float t3 = timeit([&] { k_packed<true><<<blocks, threads>>>(out, 1.f); });
     printf("f32 ex2: %.3f ms, %.1f G instr/s, %.1f G exp/s\n", t1, ops / t1 / 1e6, ops / t1 / 1e6);
     printf("f16x2 ex2: %.3f ms, %.1f G instr/s, %.1f G exp/s\n", t2, ops / t2 / 1e6, 2 * ops / t2 / 1e6);
     printf("bf16x2 ex2: %.3f ms, %.1f G instr/s, %.1f G exp/s\n", t3, ops / t3 / 1e6, 2 * ops / t3 / 1e6);
