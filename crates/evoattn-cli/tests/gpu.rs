@@ -163,6 +163,37 @@ fn splitkv_tma_loads_are_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_lazy_rescale_is_correct_on_hopper() {
+    require_gpu!();
+    let info = stdout(&evoattn(&["info"]));
+    if !info.contains("(sm_90") {
+        println!("skipped: wgmma needs sm_90a; this GPU is not one: {}", info.lines().nth(2).unwrap_or(""));
+        return;
+    }
+    // Tails, GQA, Sq != Sk and both layouts, on the planner's configs (persistent, dynamic and
+    // small-grid ones among them) and on the loop without warp specialisation. The odd seed's
+    // wide inputs move a row's max by more than the slack after its first block, a negative
+    // scale flips the reductions, and causal masks leave rows whose first keys come late.
+    let shapes = ["2,4,333,64,2,900", "1,8,1000,128,2", "2,2,130,256,1,77", "4,16,1000,64,4,300"];
+    for (config, extra) in [
+        ("lazy_rescale=1", &["--config-on-plan"][..]),
+        ("lazy_rescale=1", &["--config-on-plan", "--scale", "-0.3"][..]),
+        ("lazy_rescale=1,warp_specialized=0,overlap=0,pingpong=0,persistent=0,tma_store=0", &[][..]),
+    ] {
+        let mut args = vec!["check", "--impl", "wgmma", "--causal", "all", "--layout", "all", "--dtype", "all"];
+        for shape in &shapes {
+            args.extend(["--shape", shape]);
+        }
+        args.extend(["--config", config]);
+        args.extend(extra);
+        let out = evoattn(&args);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{config} {extra:?}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("_lr1"), "{config}: {text}");
+    }
+}
+
+#[test]
 fn auto_runs_decoding_with_splitkv() {
     require_gpu!();
     let out = evoattn(&["check", "--shape", "1,32,1,128,4,16384", "--dtype", "bf16", "--seeds", "1"]);

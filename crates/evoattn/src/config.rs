@@ -243,6 +243,11 @@ pub struct WgmmaConfig {
     /// instead of MUFU, which at hd64 is as busy as the tensor cores (16 exponentials a cycle
     /// per SM against 128 FMAs).
     pub exp2_poly: u32,
+    /// A row's running max follows its new max only when that exceeds it by 2^8 (log2 units),
+    /// and a warp rescales O only when one of its rows moved: the exponentials may reach 256,
+    /// and most key blocks skip the rescale's FMULs and MUFUs between P·V's completion and the
+    /// next GEMM.
+    pub lazy_rescale: bool,
 }
 
 /// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
@@ -332,6 +337,7 @@ impl KernelConfig {
                 ("dynamic_tiles", u32::from(c.dynamic_tiles).to_string()),
                 ("tma_store", u32::from(c.tma_store).to_string()),
                 ("exp2_poly", c.exp2_poly.to_string()),
+                ("lazy_rescale", u32::from(c.lazy_rescale).to_string()),
             ],
             KernelConfig::Splitkv(c) => vec![
                 ("block_m", c.block_m.to_string()),
@@ -399,6 +405,7 @@ impl KernelConfig {
                     "dynamic_tiles" => c.dynamic_tiles = num != 0,
                     "tma_store" => c.tma_store = num != 0,
                     "exp2_poly" => c.exp2_poly = num,
+                    "lazy_rescale" => c.lazy_rescale = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
                 KernelConfig::Splitkv(c) => match key {
@@ -706,7 +713,10 @@ impl KernelSpec {
                             for loads in Loads::ALL {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
-                                for (bits, &exp2_poly) in (0..64u32).flat_map(|b| polys.iter().map(move |p| (b, p))) {
+                                let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
+                                for (bits, (exp2_poly, lazy_rescale)) in
+                                    (0..64u32).flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
+                                {
                                     let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store] =
                                         [0, 1, 2, 3, 4, 5].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
@@ -721,6 +731,7 @@ impl KernelSpec {
                                         dynamic_tiles,
                                         tma_store,
                                         exp2_poly,
+                                        lazy_rescale,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
                                 }
@@ -791,6 +802,7 @@ fn short_key(key: &str) -> &str {
         "dynamic_tiles" => "dt",
         "tma_store" => "ts",
         "exp2_poly" => "xp",
+        "lazy_rescale" => "lr",
         "splits" => "sp",
         "key_warps" => "kw",
         "combine" => "cb",
@@ -858,7 +870,7 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 64);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 64 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -910,6 +922,7 @@ mod tests {
                 dynamic_tiles: false,
                 tma_store: false,
                 exp2_poly: 0,
+                lazy_rescale: false,
             }),
             dtype: Dtype::F16,
             head_dim,
@@ -929,7 +942,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -954,8 +967,8 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0");
-        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0");
+        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0");
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
         let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
@@ -1167,11 +1180,12 @@ mod tests {
                 dynamic_tiles: false,
                 tma_store: false,
                 exp2_poly: 0,
+                lazy_rescale: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -58,6 +58,11 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   `bench/results/2026-11-23-s10-tma-store-ab.txt`): hd128 512 -9.7/-7.9% (none/causal), 1k
 ///   -8.0%, 2k causal -5.8%, 16k -1.7/-0.9%; hd64 512-1k -0.5 to -1.7%, 4k -1.3/-1.6%, 16k
 ///   causal -1.2%; hd256 512 -3.0/-3.4%, 16k +1.3% (spreads overlap).
+/// - `lazy_rescale` off: not yet measured (session 12 built it when no device was lent). It
+///   trims the chain from P·V's completion to the next GEMM turn (an hd64 warp's 470
+///   instructions a key block include 34 for the rescale), but moving work in that chain is
+///   not a sure gain: running the exponentials under the warpgroup's own P·V measured 3-8%
+///   slower (`bench/results/2026-11-23-s12-intra-wg-overlap-ab.txt`).
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let (block_n, consumer_warpgroups) = match head_dim {
         d if d <= 64 => (128, 3),
@@ -76,6 +81,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         dynamic_tiles: false,
         tma_store: true,
         exp2_poly: 0,
+        lazy_rescale: false,
     }
 }
 

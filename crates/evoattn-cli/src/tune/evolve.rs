@@ -366,10 +366,11 @@ pub(crate) mod tests {
 
     const VARIANT_SPEEDUP: f64 = 10.0;
 
-    /// The mock's optimum, with every pipeline switch and the polynomial exponential off.
+    /// The mock's optimum, with every pipeline switch, the polynomial exponential and the lazy
+    /// rescale off.
     const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
     const SWITCHES_OFF: &str =
-        "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0";
+        "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0";
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
@@ -378,14 +379,16 @@ pub(crate) mod tests {
         t += (c.stages as f64 - 3.0).abs() * 15.0;
         t += if c.consumer_warpgroups == 2 { 0.0 } else { 30.0 };
         t += if c.loads == Loads::Tma { 0.0 } else { 40.0 };
-        // Each pipeline switch, and the polynomial exponential, costs more than the 10% discard
-        // margin, so the optimum is unique (all off) and every neighbour of it is discarded.
+        // Each pipeline switch, the polynomial exponential and the lazy rescale cost more than
+        // the 10% discard margin, so the optimum is unique (all off) and every neighbour of it
+        // is discarded.
         t += 15.0
             * [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles, c.tma_store]
                 .iter()
                 .filter(|on| **on)
                 .count() as f64;
         t += if c.exp2_poly == 0 { 0.0 } else { 15.0 };
+        t += if c.lazy_rescale { 15.0 } else { 0.0 };
         t
     }
 
@@ -421,6 +424,7 @@ pub(crate) mod tests {
             dynamic_tiles: false,
             tma_store: false,
             exp2_poly: 0,
+            lazy_rescale: false,
         };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
     }

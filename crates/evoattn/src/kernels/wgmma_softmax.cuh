@@ -55,12 +55,22 @@ __device__ __forceinline__ void row_extremes(const float (&s)[S_REGS], float (&e
     }
 }
 
-// Turns raw scores into probabilities relative to the new running max (exp2 of the scaled
-// score minus the max, one FFMA and one MUFU per score) and folds them into the running sum;
-// returns, per row, the factor exp2(m_old - m_new) by which the output accumulator must be
-// rescaled (`rescale_output`). Apart from it so that a pipelined loop can compute probabilities
-// while the previous P·V still accumulates into O.
-__device__ __forceinline__ void softmax_step(float (&s)[S_REGS], RowState& st, float (&correction)[2],
+// lazy_rescale=1: how far (log2 units) a row's max may rise before the running max follows it.
+// Until then the exponentials keep the old max, so probabilities may reach 2^8 = 256 (fine in
+// the fp32 sums and in the 16-bit P), and O needs no rescale. Past the first key blocks the
+// max rarely moves that far, so most warps skip the rescale (32 FMULs at hd64, 2 MUFU) that
+// otherwise sits between P·V's completion and the next GEMM turn.
+#define LAZY_RESCALE EVOATTN_LAZY_RESCALE
+#define RESCALE_SLACK_LOG2 8.f
+
+// Turns raw scores into probabilities relative to the running max (exp2 of the scaled score
+// minus the max, one FFMA and one MUFU per score) and folds them into the running sum; sets,
+// per row, the factor exp2(m_old - m_new) by which the output accumulator must be rescaled
+// (`rescale_output`) and returns whether it must be (warp-uniform; always, unless
+// LAZY_RESCALE, where the max moves only when a row's new one exceeds it by
+// RESCALE_SLACK_LOG2 and a row that kept its max has the factor 1). Apart from it so that a
+// pipelined loop can compute probabilities while the previous P·V still accumulates into O.
+__device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, float (&correction)[2],
                                              float scale_log2) {
     // Both rows' extremes in one uniform branch (not a select per score, which ptxas predicates
     // into both FMNMX forms; not a branch per row, which keeps row 1's reduction from
@@ -71,13 +81,27 @@ __device__ __forceinline__ void softmax_step(float (&s)[S_REGS], RowState& st, f
     } else {
         row_extremes<false>(s, ext);
     }
+#if LAZY_RESCALE
+    // A row's quad holds the same max and extreme, so its 4 lanes decide alike. -inf + slack
+    // stays -inf: a row's first visible key always sets its max.
+    bool moves[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) moves[r] = ext[r] * scale_log2 > st.m[r] + RESCALE_SLACK_LOG2;
+    const bool rescale = __any_sync(0xffffffffu, moves[0] | moves[1]);
+#else
+    const bool rescale = true;
+#endif
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+#if LAZY_RESCALE
+        const float mx = moves[r] ? ext[r] * scale_log2 : st.m[r];
+#else
         const float mx = fmaxf(st.m[r], ext[r] * scale_log2);
+#endif
         // A row with every key masked so far keeps m = -inf; subtract 0 instead of -inf so
         // exp2 gives 0, not NaN.
         const float base = mx == NEG_INF ? 0.f : mx;
-        correction[r] = fast_exp2(st.m[r] - base);
+        correction[r] = rescale ? fast_exp2(st.m[r] - base) : 1.f;
         st.m[r] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -88,6 +112,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[S_REGS], RowState& st, f
         }
         st.l[r] = st.l[r] * correction[r] + sum;
     }
+    return rescale;
 }
 
 __device__ __forceinline__ void rescale_output(float (&o)[O_REGS], const float (&correction)[2]) {
@@ -105,6 +130,5 @@ __device__ __forceinline__ void rescale_output(float (&o)[O_REGS], const float (
 __device__ __forceinline__ void online_softmax(float (&s)[S_REGS], float (&o)[O_REGS], RowState& st,
                                                float scale_log2) {
     float correction[2];
-    softmax_step(s, st, correction, scale_log2);
-    rescale_output(o, correction);
+    if (softmax_step(s, st, correction, scale_log2)) rescale_output(o, correction);
 }

@@ -188,12 +188,12 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         release(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release(&b.q_empty);  // the tile's last read of Q
         mask_block(s, p, t, row0, j);
-        softmax_step(s, st, correction, p.scale_log2);
+        const bool rescale = softmax_step(s, st, correction, p.scale_log2);
         wgmma_wait<0>();
         fence_operand(o);
         fence_operand(pf);
         release(&b.v_empty[vs]);
-        rescale_output(o, correction);
+        if (rescale) rescale_output(o, correction);
         pack_p(pf, s);
     }
     const int vs = stage(t.n_blocks - 1);
