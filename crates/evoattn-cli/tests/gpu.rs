@@ -41,6 +41,16 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Whether the GPU is a Hopper (sm_90); if not, prints that the test skips because `needs`.
+fn hopper_or_skip(needs: &str) -> bool {
+    let info = stdout(&evoattn(&["info"]));
+    let hopper = info.contains("(sm_90");
+    if !hopper {
+        println!("skipped: {needs}; this GPU is not one: {}", info.lines().nth(2).unwrap_or(""));
+    }
+    hopper
+}
+
 #[test]
 fn mma_passes_the_small_set_against_float64() {
     require_gpu!();
@@ -141,9 +151,7 @@ fn splitkv_levers_and_forced_split_counts_are_correct() {
 #[test]
 fn splitkv_tma_loads_are_correct_on_hopper() {
     require_gpu!();
-    let info = stdout(&evoattn(&["info"]));
-    if !info.contains("(sm_90") {
-        println!("skipped: loads=tma needs sm_90; this GPU is not one: {}", info.lines().nth(2).unwrap_or(""));
+    if !hopper_or_skip("loads=tma needs sm_90") {
         return;
     }
     // Every head dim with the default tiles and the narrowest (two key warps of 16 keys); up
@@ -165,9 +173,7 @@ fn splitkv_tma_loads_are_correct_on_hopper() {
 #[test]
 fn wgmma_lazy_rescale_is_correct_on_hopper() {
     require_gpu!();
-    let info = stdout(&evoattn(&["info"]));
-    if !info.contains("(sm_90") {
-        println!("skipped: wgmma needs sm_90a; this GPU is not one: {}", info.lines().nth(2).unwrap_or(""));
+    if !hopper_or_skip("wgmma needs sm_90a") {
         return;
     }
     // Tails, GQA, Sq != Sk and both layouts, on the planner's configs (persistent, dynamic and
