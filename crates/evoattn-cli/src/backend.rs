@@ -62,6 +62,15 @@ pub struct Timing {
     pub samples_us: Vec<f64>,
 }
 
+/// How [`Backend::host_cost`] samples: `rounds` rounds of `calls` calls each, `pause` apart, so
+/// that a passing disturbance of the machine spoils one round, not the figure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostCostRounds {
+    pub rounds: usize,
+    pub calls: usize,
+    pub pause: std::time::Duration,
+}
+
 /// A place to run attention forward passes.
 pub trait Backend {
     fn info(&self) -> BackendInfo;
@@ -97,18 +106,19 @@ pub trait Backend {
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot {what}", self.info().gpu)))
     }
 
-    /// Host (CPU) time in microseconds of each of `calls` calls of the library's launch path
-    /// (`Attention::forward_on`) on an already prepared problem: what a caller's thread pays
-    /// per call, GPU time excluded. Backends without a launch path say so.
+    /// Host (CPU) time in microseconds of each call of the library's launch path
+    /// (`Attention::forward_on`) on an already prepared problem, in `rounds` (inputs uploaded
+    /// and the problem prepared once): what a caller's thread pays per call, GPU time excluded.
+    /// One vector of samples per round. Backends without a launch path say so.
     fn host_cost(
         &mut self,
         problem: &Problem,
         choice: ImplChoice,
         config: Option<KernelConfig>,
         inputs: [&[u16]; 3],
-        calls: usize,
-    ) -> evoattn::Result<Vec<f64>> {
-        let _ = (problem, choice, config, inputs, calls);
+        rounds: HostCostRounds,
+    ) -> evoattn::Result<Vec<Vec<f64>>> {
+        let _ = (problem, choice, config, inputs, rounds);
         Err(evoattn::Error::NoGpu(format!("the {} backend has no launch path to time", self.info().gpu)))
     }
 

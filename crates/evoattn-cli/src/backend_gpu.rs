@@ -1,6 +1,6 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward, Kernel, Timing, TimingOptions, Variant};
+use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, Variant};
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
@@ -266,26 +266,33 @@ impl Backend for GpuBackend {
         choice: ImplChoice,
         config: Option<KernelConfig>,
         inputs: [&[u16]; 3],
-        calls: usize,
-    ) -> evoattn::Result<Vec<f64>> {
+        rounds: HostCostRounds,
+    ) -> evoattn::Result<Vec<Vec<f64>>> {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
         let [q, k, v] = inputs;
         let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
         // The first call plans, compiles or loads, and prepares: not what is measured.
         self.attention.forward_on(&stream, problem, choice, config, case.tensors())?;
-        let mut samples_us = Vec::with_capacity(calls);
-        while samples_us.len() < calls {
-            stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
-            for _ in 0..HOST_COST_BATCH.min(calls - samples_us.len()) {
-                let tensors = case.tensors();
-                let start = std::time::Instant::now();
-                self.attention.forward_on(&stream, problem, choice, config, tensors)?;
-                samples_us.push(start.elapsed().as_secs_f64() * 1e6);
+        let mut all = Vec::with_capacity(rounds.rounds);
+        for round in 0..rounds.rounds {
+            if round > 0 {
+                std::thread::sleep(rounds.pause);
             }
+            let mut samples_us = Vec::with_capacity(rounds.calls);
+            while samples_us.len() < rounds.calls {
+                stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+                for _ in 0..HOST_COST_BATCH.min(rounds.calls - samples_us.len()) {
+                    let tensors = case.tensors();
+                    let start = std::time::Instant::now();
+                    self.attention.forward_on(&stream, problem, choice, config, tensors)?;
+                    samples_us.push(start.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+            all.push(samples_us);
         }
-        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
-        Ok(samples_us)
+        Ok(all)
     }
 
     fn launch_image(

@@ -3,11 +3,11 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
-use crate::backend::{Backend, BackendInfo, Forward, Kernel, Timing, TimingOptions, Variant};
+use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, Variant};
 use crate::inputs::nan_bits;
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::reference::{attention_f64, logical_offsets};
-use evoattn::{Arch, Error, KernelConfig, Problem, ProblemError, TensorName};
+use evoattn::{Arch, Error, KernelConfig, KernelSpec, Problem, ProblemError, TensorName};
 
 /// Environment variable that makes the mock misbehave (tests only): `unwritten` or `wrong`.
 pub const FAULT_ENV: &str = "EVOATTN_MOCK_FAULT";
@@ -27,6 +27,15 @@ const MOCK_TFLOPS: f64 = 100.0;
 const MOCK_LAUNCH_US: f64 = 5.0;
 /// Relative spread of the synthetic samples (deterministic, seeded by the sample index).
 const MOCK_JITTER: f64 = 0.02;
+/// Host cost of one prepared call in the synthetic host-cost samples, in microseconds: what
+/// an H100 machine's launch path measured (3-4 µs, docs/perf-log.md).
+const MOCK_HOST_COST_US: f64 = 3.5;
+
+/// Sample `i`'s deterministic relative deviation in [-MOCK_JITTER, MOCK_JITTER): a fixed
+/// low-discrepancy sequence (the golden ratio's fractions) scaled to the spread.
+fn jitter(i: usize) -> f64 {
+    ((i as f64 * 0.618_033_988_75).fract() * 2.0 - 1.0) * MOCK_JITTER
+}
 
 /// Added to one output element by the `wrong` fault: far outside any tolerance, and exact in
 /// both dtypes so the shift survives rounding.
@@ -120,19 +129,7 @@ impl Backend for MockBackend {
         k: &[u16],
         v: &[u16],
     ) -> evoattn::Result<Forward> {
-        let (choice, config) = planned(kernel);
-        problem.validate()?;
-        let plan = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config);
-        plan.spec
-            .validate(MOCK_ARCH)
-            .map_err(|reason| Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;
-        for (tensor, buf) in [(TensorName::Q, q), (TensorName::K, k), (TensorName::V, v)] {
-            let need = problem.extent(tensor);
-            if buf.len() < need {
-                return Err(ProblemError::BufferTooSmall { tensor, need, have: buf.len() }.into());
-            }
-        }
-
+        let spec = checked_spec(problem, kernel, [q, k, v])?;
         let reference = attention_f64(problem, q, k, v);
         // Dense O is [B, H, Sq, D]: the last row of the last head is its last D elements.
         let written = match self.fault {
@@ -151,7 +148,7 @@ impl Backend for MockBackend {
             }
             lse
         });
-        Ok(Forward { o, lse, kernel: plan.spec.name() })
+        Ok(Forward { o, lse, kernel: spec.name() })
     }
 
     /// Synthetic, deterministic samples: FLOPs at [`MOCK_TFLOPS`] plus a launch cost, with a
@@ -169,11 +166,41 @@ impl Backend for MockBackend {
         problem.validate()?;
         let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
         let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6)) * relative_cost(spec.config, spec.head_dim);
-        // A fixed low-discrepancy sequence in [-1, 1): the golden-ratio fractions.
-        let spread = |i: usize| ((i as f64 * 0.618_033_988_75).fract() * 2.0 - 1.0) * MOCK_JITTER;
-        let samples_us = (0..options.samples).map(|i| base * (1.0 + spread(i))).collect();
+        let samples_us = (0..options.samples).map(|i| base * (1.0 + jitter(i))).collect();
         Ok(Timing { samples_us })
     }
+
+    /// Synthetic, deterministic samples around [`MOCK_HOST_COST_US`], after the checks a first
+    /// (preparing) call makes. No pause between rounds: nothing disturbs the mock.
+    fn host_cost(
+        &mut self,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        inputs: [&[u16]; 3],
+        rounds: HostCostRounds,
+    ) -> evoattn::Result<Vec<Vec<f64>>> {
+        checked_spec(problem, Kernel::Planned(choice, config), inputs)?;
+        Ok((0..rounds.rounds)
+            .map(|r| (0..rounds.calls).map(|i| MOCK_HOST_COST_US * (1.0 + jitter(r * rounds.calls + i))).collect())
+            .collect())
+    }
+}
+
+/// The kernel the GPU path would launch for `problem`, after the checks it makes before a
+/// launch (problem, kernel spec, buffer sizes).
+fn checked_spec(problem: &Problem, kernel: Kernel, inputs: [&[u16]; 3]) -> evoattn::Result<KernelSpec> {
+    let (choice, config) = planned(kernel);
+    problem.validate()?;
+    let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
+    spec.validate(MOCK_ARCH).map_err(|reason| Error::Unsupported { imp: spec.imp().to_string(), reason })?;
+    for (tensor, buf) in [TensorName::Q, TensorName::K, TensorName::V].into_iter().zip(inputs) {
+        let need = problem.extent(tensor);
+        if buf.len() < need {
+            return Err(ProblemError::BufferTooSmall { tensor, need, have: buf.len() }.into());
+        }
+    }
+    Ok(spec)
 }
 
 /// The choice and config the mock computes `kernel` as. The mock cannot execute CUDA: a variant

@@ -2,6 +2,7 @@
 //! with `--json`, every raw sample and the environment. The run is added to the history (what
 //! `gate --against-history` and `report` read) unless `--no-history`.
 
+use crate::backend::HostCostRounds;
 use crate::lab::{measure, LabArgs};
 use crate::record::{is_control, BenchRecord, Measurement, ResultRecord};
 use crate::stats::{summarize, Verdict};
@@ -229,19 +230,8 @@ fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
         let problem = problem.clone().with_lse(false);
         let config = lab.kernel.config(choice, (arch, info.sm_count), &problem)?;
         let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, lab.seed + i as u64);
-        let mut rounds = Vec::with_capacity(HOST_COST_ROUNDS);
-        for round in 0..HOST_COST_ROUNDS {
-            if round > 0 {
-                std::thread::sleep(HOST_COST_PAUSE);
-            }
-            rounds.push(backend.host_cost(
-                &problem,
-                choice,
-                config,
-                [&inputs.q, &inputs.k, &inputs.v],
-                HOST_COST_CALLS,
-            )?);
-        }
+        let plan = HostCostRounds { rounds: HOST_COST_ROUNDS, calls: HOST_COST_CALLS, pause: HOST_COST_PAUSE };
+        let rounds = backend.host_cost(&problem, choice, config, [&inputs.q, &inputs.k, &inputs.v], plan)?;
         let c = host_cost_figure(&rounds).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;
         let verdict = if c.median < HOST_COST_TARGET_US { "within" } else { "OVER" };
         println!(

@@ -196,6 +196,39 @@ fn config_on_plan_changes_one_lever_of_the_planners_choice() {
     assert!(stderr(&out).contains("--config"), "{}", stderr(&out));
 }
 
+#[test]
+fn bench_host_cost_gives_each_case_the_median_of_its_rounds() {
+    let cache = tempfile::tempdir().unwrap();
+    let args = ["bench", "--shape", "1,8,512,64", "--shape", "2,4,100,128,2", "--peers", "none", "--reps", "3"];
+    let out = evoattn(
+        &[&args[..], &["--host-cost", "--no-history"]].concat(),
+        &[("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("host_cost ")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    // The mock's calls cost 3.5 us within +-2%: the median and every round's median lie inside.
+    let number_after = |line: &str, key: &str| -> f64 {
+        let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len()..];
+        rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
+    };
+    for line in &lines {
+        assert!(line.contains("within the 5 us target"), "{line}");
+        for key in ["median ", "round medians "] {
+            let x = number_after(line, key);
+            assert!((3.43..=3.57).contains(&x), "{key}{x} in {line}");
+        }
+    }
+    assert!(lines[1].starts_with("host_cost 2,4,100,128,2"), "{}", lines[1]);
+    // A config the kernel cannot run is refused before any call is timed.
+    let out = evoattn(
+        &[&args[..], &["--host-cost", "--no-history", "--impl", "wgmma", "--config", "block_n=100"]].concat(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{}", stderr(&out));
+}
+
 /// Each bad input exits 2 with exactly one line on stderr that contains `needle`, and writes
 /// no output file.
 fn assert_rejected(tensors: &[Tensor], extra: &[&str], env: &[(&str, &str)], needle: &str) {
