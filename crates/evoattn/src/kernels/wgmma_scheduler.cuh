@@ -41,19 +41,24 @@ __device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, in
     return t;
 }
 
+// The same, for the flattened head index `head_batch` = batch * H + head of the orders below.
+__device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, int head_batch) {
+    return tile_at(p, m_block, head_batch % p.h, head_batch / p.h);
+}
+
 // The tile at `index` of the linear order, with `m_blocks` query blocks a head. Under a causal
 // mask later query blocks see more keys: each section of heads starts with them.
 __device__ __forceinline__ WorkTile ordered_tile(const AttnParams& p, int m_blocks, int index) {
     if (!p.causal) {
         const int head_batch = index / m_blocks;
-        return tile_at(p, index % m_blocks, head_batch % p.h, head_batch / p.h);
+        return tile_at(p, index % m_blocks, head_batch);
     }
     // Every section but the last has head_group heads, so m_blocks * head_group tiles.
     const int first_head = index / (m_blocks * p.head_group) * p.head_group;
     const int heads = min(p.head_group, p.h * p.b - first_head);
     const int in_section = index - first_head * m_blocks;
     const int head_batch = first_head + in_section % heads;
-    return tile_at(p, m_blocks - 1 - in_section / heads, head_batch % p.h, head_batch / p.h);
+    return tile_at(p, m_blocks - 1 - in_section / heads, head_batch);
 }
 
 // The grid scheduler: one tile, from the block's linear index (unmasked, straight from the
@@ -101,7 +106,7 @@ struct PersistentTiles : PersistentBlocks {
         // a short one in each block's consecutive heads.
         const bool down = p.causal && head_batch % 2 == 0;
         const int m_block = down ? m_blocks - 1 - in_head : in_head;
-        return tile_at(p, m_block, head_batch % p.h, head_batch / p.h);
+        return tile_at(p, m_block, head_batch);
     }
     __device__ __forceinline__ void finish() const {}
 };
