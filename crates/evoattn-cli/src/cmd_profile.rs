@@ -99,6 +99,8 @@ fn print_profile(p: &KernelProfile) {
     let (bound, reason) = classify(p);
     println!("{} (launch {})", p.kernel, p.launch_id);
     println!("  tensor pipe active   {:>12}", show(p.tensor_pct(), 2, " %"));
+    println!("  XU pipe (MUFU)       {:>12}", show(p.xu_pct(), 2, " %"));
+    println!("  issue slots active   {:>12}", show(p.issue_pct(), 2, " %"));
     println!("  DRAM throughput      {:>12}", show(p.dram_pct(), 2, " %"));
     println!("  SM throughput        {:>12}", show(p.sm_pct(), 2, " %"));
     println!("  warps active         {:>12}", show(p.warps_active_pct(), 2, " %"));

@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 const TENSOR_HMMA_PCT: &str = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active";
 /// The wgmma pipe on its own; ncu 13.0 / H100 reports "n/a", other versions may not.
 const TENSOR_GMMA_PCT: &str = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active";
+/// The XU pipe (MUFU: ex2 and the other transcendentals), % of its peak instruction rate.
+const XU_PCT: &str = "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active";
+/// Issue slots used, % of active cycles: each SM sub-partition issues one warp instruction a cycle.
+const ISSUE_PCT: &str = "smsp__issue_active.avg.pct_of_peak_sustained_active";
 const DRAM_PCT: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
 const WARPS_ACTIVE_PCT: &str = "sm__warps_active.avg.pct_of_peak_sustained_active";
@@ -28,6 +32,10 @@ pub const METRICS: &[&str] = &[
     "sm__inst_executed_pipe_tensor_op_hmma.sum",
     // wgmma instructions issued: non-zero only for the Hopper kernels.
     "sm__inst_executed_pipe_tensor_op_gmma.sum",
+    // The softmax's exponentials: at hd64 they need as many cycles as the tensor pipe.
+    XU_PCT,
+    // Issue slots: with both pipes part-busy, whether instructions themselves are the limit.
+    ISSUE_PCT,
     // DRAM bandwidth used: high means K/V streaming is the limit.
     DRAM_PCT,
     // The busiest SM unit: high with a quiet tensor pipe means softmax/ALU work dominates.
@@ -67,6 +75,12 @@ impl KernelProfile {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
+    }
+    pub fn xu_pct(&self) -> Option<f64> {
+        self.get(XU_PCT)
+    }
+    pub fn issue_pct(&self) -> Option<f64> {
+        self.get(ISSUE_PCT)
     }
     pub fn dram_pct(&self) -> Option<f64> {
         self.get(DRAM_PCT)
@@ -196,6 +210,9 @@ const COMPUTE_MAX_DRAM_PCT: f64 = 50.0;
 /// Some SM unit at or above this % while the tensor pipe is not: non-tensor work (softmax
 /// exp/FMA, address math) is the limit.
 const COMPUTE_SM_PCT: f64 = 60.0;
+/// The XU pipe (MUFU) at or above this % while the tensor pipe is not: the exponentials are the
+/// limit (ncu's SM throughput, the busiest unit over the kernel, need not show it).
+const COMPUTE_XU_PCT: f64 = 60.0;
 /// Warps active below this % of the SM's 64 slots is under 6.4 warps per SM: less than one
 /// 8-warp CTA resident on average, so SMs sit idle (grid too small, tail, or launch limits).
 const UNDER_OCCUPIED_WARPS_PCT: f64 = 10.0;
@@ -223,6 +240,17 @@ pub fn classify(p: &KernelProfile) -> (Bound, String) {
             ),
         );
     }
+    let xu = p.xu_pct();
+    if at_least(xu, COMPUTE_XU_PCT) {
+        return (
+            Bound::Compute,
+            format!(
+                "XU pipe (MUFU) {} ≥ {COMPUTE_XU_PCT}% with tensor pipe {}: the softmax's exponentials are the limit",
+                pct(xu),
+                pct(tensor)
+            ),
+        );
+    }
     if at_least(sm, COMPUTE_SM_PCT) {
         return (
             Bound::Compute,
@@ -247,10 +275,13 @@ pub fn classify(p: &KernelProfile) -> (Bound, String) {
     (
         Bound::Latency,
         format!(
-            "tensor {}, DRAM {}, SM {} all below saturation with warps active {}: stalls on dependencies or barriers",
+            "tensor {}, XU {}, DRAM {}, SM {} all below saturation with issue slots {} and warps active {}: stalls \
+             on dependencies or barriers",
             pct(tensor),
+            pct(xu),
             pct(dram),
             pct(sm),
+            pct(p.issue_pct()),
             pct(warps)
         ),
     )
@@ -289,8 +320,11 @@ mod tests {
         assert_eq!(profiles.len(), 2);
         let p = &profiles[0];
         assert_eq!((p.kernel.as_str(), p.launch_id), ("evoattn_mma_bf16_d128_bm128_bn64_s2_qr1", 0));
-        assert_eq!(p.metrics.len(), METRICS.len());
-        assert!(METRICS.iter().all(|m| p.metrics.contains_key(*m)));
+        // A capture from before the XU and issue metrics joined the list: every other one is there.
+        let added = [XU_PCT, ISSUE_PCT];
+        assert_eq!(p.metrics.len(), METRICS.len() - added.len());
+        assert!(METRICS.iter().filter(|m| !added.contains(m)).all(|m| p.metrics.contains_key(*m)));
+        assert_eq!((p.xu_pct(), p.issue_pct()), (None, None));
         assert_eq!(p.tensor_pct(), Some(37.56));
         assert_eq!(p.dram_pct(), Some(3.37));
         assert_eq!(p.sm_pct(), Some(43.58));
@@ -368,6 +402,25 @@ mod tests {
         assert_eq!(classify(&edge).0, Bound::Memory);
         let edge = profile(&[(DRAM_PCT, 49.9), (TENSOR_HMMA_PCT, COMPUTE_TENSOR_PCT)]);
         assert_eq!(classify(&edge).0, Bound::Compute);
+        // The XU pipe (MUFU) saturated under a part-busy tensor pipe.
+        let mufu = profile(&[(DRAM_PCT, 5.0), (TENSOR_HMMA_PCT, 45.0), (XU_PCT, COMPUTE_XU_PCT), (SM_PCT, 50.0)]);
+        assert_eq!(classify(&mufu).0, Bound::Compute);
+        assert!(classify(&mufu).1.contains("exponentials"), "{}", classify(&mufu).1);
+        // hd64 S=512 on the H100: tensor, XU and issue from bench/results/2026-11-23-s12-pipes.txt,
+        // DRAM and SM from -s10-ncu-d64-512-stalls.txt (same kernel sources), warps 12 of 64
+        // (one 384-thread block an SM). Every pipe near 40%: stalls, and the reason says which
+        // pipes it read.
+        let hd64 = profile(&[
+            (DRAM_PCT, 41.9),
+            (TENSOR_HMMA_PCT, 40.3),
+            (XU_PCT, 42.9),
+            (ISSUE_PCT, 44.1),
+            (SM_PCT, 42.3),
+            (WARPS_ACTIVE_PCT, 18.75),
+        ]);
+        let (bound, reason) = classify(&hd64);
+        assert_eq!(bound, Bound::Latency);
+        assert!(reason.contains("XU 42.9%") && reason.contains("issue slots 44.1%"), "{reason}");
         // Nothing readable: no rule fires, and the reason says so.
         let empty = profile(&[]);
         let (bound, reason) = classify(&empty);
