@@ -2,7 +2,8 @@
 // softmax, per SM and cycle (clock64 around each warpgroup's loop), against the 2048 bf16 MACs
 // a cycle an SM peaks at. Per key block a consumer warpgroup issues S = Q·Kᵀ as four
 // m64n128k16 (shared A and B) and O += P·V as eight m64n64k16 (A from registers, B transposed),
-// 1,048,576 MACs in all. Modes: S only, P·V only, both in one commit group; 1-3 warpgroups
+// 1,048,576 MACs in all. Modes: S only, P·V only, both in one commit group, and P·V with P
+// from shared memory (FA3 keeps P in registers; this says what that is worth); 1-3 warpgroups
 // issuing at once, no turns. Operand values are fixed small numbers: the rate, not the result.
 // nvcc -O3 -arch=sm_90a -o wgmma-shapes wgmma-shapes.cu && ./wgmma-shapes
 #include <cstdio>
@@ -35,7 +36,16 @@ __device__ __forceinline__ void rs_n64(float (&d)[32], const u32 (&a)[4], u64 b)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1u));
 }
 
-// MODE 0: S only; 1: P·V only; 2: both, one commit group. Every warpgroup issues alone.
+// m64n64k16, A from shared memory (K-major), B MN-major: P·V with P staged in shared memory.
+__device__ __forceinline__ void ss_n64_tb(float (&d)[32], u64 a, u64 b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(1u));
+}
+
+// MODE 0: S only; 1: P·V only; 2: both, one commit group; 3: P·V with P from shared memory (its
+// A reads re-walk the Q tile: the rate, not the result). Every warpgroup issues alone.
 template <int MODE>
 __global__ void __launch_bounds__(384, 1) gemms(long long* cycles, float* sink) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -63,13 +73,17 @@ __global__ void __launch_bounds__(384, 1) gemms(long long* cycles, float* sink) 
     const long long t0 = clock64();
     for (int it = 0; it < ITERS; ++it) {
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        if (MODE != 1) {
+        if (MODE == 0 || MODE == 2) {
 #pragma unroll
             for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, ks > 0);
         }
-        if (MODE != 0) {
+        if (MODE == 1 || MODE == 2) {
 #pragma unroll
             for (int kk = 0; kk < 8; ++kk) rs_n64(o, p[kk], vd + kk * 16 * ROW_BYTES / 16);
+        }
+        if (MODE == 3) {
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk) ss_n64_tb(o, qd + (kk % 4) * 2, vd + kk * 16 * ROW_BYTES / 16);
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -105,7 +119,7 @@ template <int MODE> void run(const char* name, int n_wg, long long* cyc, float* 
     }
     c /= 132;
     const double macs_s = 64.0 * 128 * 64, macs_pv = 64.0 * 64 * 128;
-    const double macs = n_wg * (double)ITERS * (MODE == 0 ? macs_s : MODE == 1 ? macs_pv : macs_s + macs_pv);
+    const double macs = n_wg * (double)ITERS * (MODE == 0 ? macs_s : MODE == 2 ? macs_s + macs_pv : macs_pv);
     printf("%-10s %d wg  cycles/iter/wg %7.1f  MACs/SM/cycle %7.1f (%5.1f%% of peak)  %6.1f TFLOP/s  SM clock %4.0f MHz\n",
            name, n_wg, c / ITERS, macs / c, 100 * macs / c / PEAK_MACS_PER_SM_CYCLE, 2 * macs * 132 / (ms * 1e9), c / (ms * 1e3));
 }
@@ -119,6 +133,7 @@ int main() {
         run<0>("S only", n_wg, cyc, sink);
         run<1>("PV only", n_wg, cyc, sink);
         run<2>("S and PV", n_wg, cyc, sink);
+        run<3>("PV P smem", n_wg, cyc, sink);
     }
     printf("err %s\n", cudaGetErrorString(cudaGetLastError()));
 }
