@@ -5,7 +5,7 @@
 // 1,048,576 MACs in all. Modes: S only, P·V only, both in one commit group, and P·V with P
 // from shared memory (FA3 keeps P in registers; this says what that is worth); 1-3 warpgroups
 // issuing at once, no turns. Operand values are fixed small numbers: the rate, not the result.
-// nvcc -O3 -arch=sm_90a -o wgmma-shapes wgmma-shapes.cu && ./wgmma-shapes
+// nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o wgmma-shapes wgmma-shapes.cu && ./wgmma-shapes
 #include <cstdio>
 #include <cuda_runtime.h>
 typedef unsigned int u32;

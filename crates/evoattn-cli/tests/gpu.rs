@@ -200,6 +200,50 @@ fn wgmma_lazy_rescale_is_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_split_tail_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // On 132 SMs: fewer tiles than blocks (every tile cut into pieces), a whole round and a
+    // tail, runs that start inside a tile and end in the next, a run holding a whole tile,
+    // one tile per block and no tail; key tails, GQA and Sq != Sk. Two seeds run every kernel
+    // twice, so the second launch meets the counters the first one's last pieces reset.
+    let small_heads = ["3,5,1000,64", "2,8,2000,64,2,1500", "1,4,130,64,1,77", "4,16,1000,128,4,300", "1,2,4000,128"];
+    let hd256 = ["2,2,130,256,1,77", "1,16,2048,256", "3,3,700,256,1,1500"];
+    for (config, shapes) in [
+        ("persistent=1,split_tail=1,block_n=128", &small_heads[..]),
+        ("persistent=1,split_tail=1,block_n=64,consumer_warpgroups=2", &small_heads[..]),
+        ("persistent=1,split_tail=1,block_n=128,consumer_warpgroups=1,pingpong=0,tma_store=0", &small_heads[..]),
+        ("persistent=1,split_tail=1,tma_store=0", &hd256[..]),
+    ] {
+        let mut args = vec!["check", "--impl", "wgmma", "--layout", "all", "--dtype", "all", "--seeds", "2"];
+        for shape in shapes {
+            args.extend(["--shape", shape]);
+        }
+        args.extend(["--config", config]);
+        let out = evoattn(&args);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("_st1"), "{config}: {text}");
+    }
+    // Causal tiles differ in length: refused, not run unbalanced.
+    let out = evoattn(&[
+        "check",
+        "--impl",
+        "wgmma",
+        "--shape",
+        "1,4,1000,64",
+        "--causal",
+        "top-left",
+        "--config",
+        "persistent=1,split_tail=1",
+    ]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && text.contains("causal tiles differ in length"), "{text}");
+}
+
+#[test]
 fn auto_runs_decoding_with_splitkv() {
     require_gpu!();
     let out = evoattn(&["check", "--shape", "1,32,1,128,4,16384", "--dtype", "bf16", "--seeds", "1"]);

@@ -248,6 +248,12 @@ pub struct WgmmaConfig {
     /// and most key blocks skip the rescale's FMULs and MUFUs between P·V's completion and the
     /// next GEMM.
     pub lazy_rescale: bool,
+    /// Persistent blocks cut the last round's tiles (fewer than the blocks) into runs of key
+    /// blocks, one run per block, and the last piece of each tile merges the pieces' partial
+    /// (O, max, sum) through global memory: without it, 4096 tiles on 132 SMs take 32 rounds
+    /// for 31.03 tiles of work a block. Needs `persistent`, not `dynamic_tiles`; unmasked
+    /// problems (causal tiles differ in length: `dynamic_tiles` balances those).
+    pub split_tail: bool,
 }
 
 /// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
@@ -338,6 +344,7 @@ impl KernelConfig {
                 ("tma_store", u32::from(c.tma_store).to_string()),
                 ("exp2_poly", c.exp2_poly.to_string()),
                 ("lazy_rescale", u32::from(c.lazy_rescale).to_string()),
+                ("split_tail", u32::from(c.split_tail).to_string()),
             ],
             KernelConfig::Splitkv(c) => vec![
                 ("block_m", c.block_m.to_string()),
@@ -406,6 +413,7 @@ impl KernelConfig {
                     "tma_store" => c.tma_store = num != 0,
                     "exp2_poly" => c.exp2_poly = num,
                     "lazy_rescale" => c.lazy_rescale = num != 0,
+                    "split_tail" => c.split_tail = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
                 KernelConfig::Splitkv(c) => match key {
@@ -508,6 +516,12 @@ impl KernelSpec {
         };
         let tiles = [shape.sq.div_ceil(rows_per_block), shape.h, shape.b];
         match self.config {
+            // A split tail cuts tiles into runs of key blocks: one block per SM even with fewer
+            // tiles, up to one a key block.
+            KernelConfig::Wgmma(c) if c.split_tail => {
+                let units = tiles.iter().product::<usize>() * shape.sk.div_ceil(c.block_n as usize);
+                [units.clamp(1, sm_count as usize), 1, 1]
+            }
             KernelConfig::Wgmma(c) if c.persistent => [tiles.iter().product::<usize>().min(sm_count as usize), 1, 1],
             _ => tiles,
         }
@@ -627,6 +641,13 @@ impl KernelSpec {
                 if c.tma_store && c.loads != Loads::Tma {
                     return Err("tma_store=1 needs loads=tma (O's tensor map follows those of Q, K and V)".into());
                 }
+                if c.split_tail && (!c.persistent || c.dynamic_tiles) {
+                    return Err(
+                        "split_tail=1 needs persistent=1 and dynamic_tiles=0 (it cuts the static round robin's \
+                                last round)"
+                            .into(),
+                    );
+                }
                 if c.dynamic_tiles && !c.persistent {
                     return Err(
                         "dynamic_tiles=1 needs persistent=1 (grid blocks take their tile from the launch)".into()
@@ -715,10 +736,10 @@ impl KernelSpec {
                                 // those whose prerequisites are off.
                                 let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
                                 for (bits, (exp2_poly, lazy_rescale)) in
-                                    (0..64u32).flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
+                                    (0..128u32).flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
                                 {
-                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store] =
-                                        [0, 1, 2, 3, 4, 5].map(|b| bits & (1 << b) != 0);
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail] =
+                                        [0, 1, 2, 3, 4, 5, 6].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
                                         block_n,
                                         stages,
@@ -732,6 +753,7 @@ impl KernelSpec {
                                         tma_store,
                                         exp2_poly,
                                         lazy_rescale,
+                                        split_tail,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
                                 }
@@ -803,6 +825,7 @@ fn short_key(key: &str) -> &str {
         "tma_store" => "ts",
         "exp2_poly" => "xp",
         "lazy_rescale" => "lr",
+        "split_tail" => "st",
         "splits" => "sp",
         "key_warps" => "kw",
         "combine" => "cb",
@@ -870,7 +893,7 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 64 * 2);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 128 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -923,6 +946,7 @@ mod tests {
                 tma_store: false,
                 exp2_poly: 0,
                 lazy_rescale: false,
+                split_tail: false,
             }),
             dtype: Dtype::F16,
             head_dim,
@@ -942,7 +966,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -967,8 +991,11 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0");
-        assert_eq!(with_tma(spec).name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0");
+        assert_eq!(
+            with_tma(spec).name(),
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0"
+        );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
         let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
@@ -1012,6 +1039,26 @@ mod tests {
             ..spec
         };
         assert_eq!((persistent.grid(&shape, 1, 132), persistent.grid(&shape, 1, 8)), ([30, 1, 1], [8, 1, 1]));
+        // A split tail cuts tiles into runs of key blocks: 30 tiles of 1 key block (7 keys)
+        // still take 30 blocks; with 1000 keys (8 blocks of 128) 240 runs fill the 132 SMs.
+        let split = KernelSpec { config: persistent.config.with_overrides("split_tail=1").unwrap(), ..spec };
+        assert_eq!(split.grid(&shape, 1, 132), [30, 1, 1]);
+        assert_eq!(split.grid(&crate::problem::Shape { sk: 1000, ..shape }, 1, 132), [132, 1, 1]);
+    }
+
+    #[test]
+    fn split_tail_needs_static_persistent_blocks() {
+        let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
+        let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
+        assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1"));
+        for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
+            let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
+        }
+        assert!(spec("persistent=1,split_tail=1")
+            .defines()
+            .contains(&("EVOATTN_SPLIT_TAIL".to_string(), "1".to_string())));
     }
 
     #[test]
@@ -1181,11 +1228,12 @@ mod tests {
                 tma_store: false,
                 exp2_poly: 0,
                 lazy_rescale: false,
+                split_tail: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -58,7 +58,11 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   `bench/results/2026-11-23-s10-tma-store-ab.txt`): hd128 512 -9.7/-7.9% (none/causal), 1k
 ///   -8.0%, 2k causal -5.8%, 16k -1.7/-0.9%; hd64 512-1k -0.5 to -1.7%, 4k -1.3/-1.6%, 16k
 ///   causal -1.2%; hd256 512 -3.0/-3.4%, 16k +1.3% (spreads overlap).
-/// - `lazy_rescale` off: not yet measured (session 12 built it when no device was lent). It
+/// - `split_tail` off here: it needs persistent blocks, which [`for_problem`] chooses (and
+///   with them the split where it measured faster).
+/// - `lazy_rescale` off: measured (session 13, planner configs, graph, 30 samples,
+///   `bench/results/2026-11-23-s13-lazy-rescale.txt`): hd64 512-2k +0.4 to +2.0% slower, hd128
+///   1k/4k -0.3 to -1.1% but 16k +0.3/+0.7%, seed shapes within ±1%. Not adopted. It
 ///   trims the chain from P·V's completion to the next GEMM turn (an hd64 warp's 470
 ///   instructions a key block include 34 for the rescale), but moving work in that chain is
 ///   not a sure gain: running the exponentials under the warpgroup's own P·V measured 3-8%
@@ -82,6 +86,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         tma_store: true,
         exp2_poly: 0,
         lazy_rescale: false,
+        split_tail: false,
     }
 }
 
@@ -128,6 +133,15 @@ const WGMMA_TILE_ROWS: usize = 128;
 /// into whole blocks, and its ring leaves room for the TMA stores' staging tile (208 KiB of
 /// 176-key ring and Q do not).
 const SHORT_BLOCK_N: u32 = 128;
+/// Fewest key blocks a tile needs for unmasked persistent `wgmma` blocks to split the tail
+/// (`split_tail`): 2048 keys at [`SHORT_BLOCK_N`]. Where a tile is long, a piece's own costs
+/// (its Q, the partial's round trip through global memory, the merge) are small against the
+/// idle round it saves: graph mode, ABBA, planner configs (`bench/results/2026-11-23-s13-split-tail.txt`):
+/// hd64 2k/4k/8k/16k -1.4/-2.5/-0.5/-2.7%, hd128 2k/4k -0.2/-1.2%, and where tiles are few,
+/// 1,2,16384,64 -32% and 1,4,4096,64 -17%. Shorter tiles lose: hd64 512/1k +10.5/+6.5%,
+/// hd128 512/1k +5/+1.2%. Of hd64 512's +10.5%, 3.4% is the merge code's presence alone (a
+/// build whose scheduler had no tail); the rest is the pieces' own cost, not yet profiled.
+pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 
 /// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: [`config`],
 /// with `wgmma` adapted to the problem where it measured faster (H100, 2026-11-22, graph
@@ -175,6 +189,8 @@ const SHORT_BLOCK_N: u32 = 128;
 ///   4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8. At hd128 2k-4k the
 ///   176-key ring left no room for the TMA stores' staging tile: with 128-key blocks and TMA
 ///   stores 401.5/774.1 µs against 430.6/807.1 (8,16,2048,128 and 4,16,4096,128).
+/// - Those persistent blocks cut the last round's tiles into runs of key blocks (`split_tail`)
+///   when a tile has at least [`SPLIT_TAIL_MIN_KEY_BLOCKS`] key blocks. See that constant.
 pub fn for_problem(
     imp: crate::config::Impl,
     arch: Arch,
@@ -213,7 +229,8 @@ pub fn for_problem(
         } else {
             let consumer_warpgroups =
                 if shape.sk <= SHORT_UNMASKED_MAX_KEYS { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
-            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups, ..c }
+            let split_tail = shape.sk.div_ceil(SHORT_BLOCK_N as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS;
+            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups, split_tail, ..c }
         }
     };
     KernelConfig::Wgmma(config)
@@ -335,9 +352,25 @@ mod tests {
         assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
         // hd64 (three consumers) stays persistent at every length; hd128 not past 4k.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
-        assert_eq!(long, WgmmaConfig { persistent: true, ..wgmma(64) });
+        assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, ..wgmma(64) });
         assert_eq!(long.consumer_warpgroups, 3);
         assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS), config(Impl::Mma, Arch::Sm80, 128));
+    }
+
+    #[test]
+    fn unmasked_persistent_problems_split_the_tail_from_16_key_blocks_a_tile() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |b, h, s, d| wgmma_for(&Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd));
+        // 2048 keys are 16 blocks of 128: split; 1024 are 8: not (the pieces' cost measured more
+        // than the idle round there); 2047 keys round up to 16 blocks.
+        assert!(plan(8, 32, 2048, 64).split_tail && plan(4, 16, 4096, 128).split_tail);
+        assert!(plan(1, 32, 16384, 64).split_tail && plan(8, 32, 2047, 64).split_tail);
+        assert!(!plan(16, 32, 1024, 64).split_tail && !plan(32, 16, 512, 128).split_tail);
+        // Only on persistent blocks: not at hd128 past 4k keys, nor at hd256, nor causal.
+        assert!(!plan(1, 16, 16384, 128).split_tail && !plan(4, 8, 4096, 256).split_tail);
+        let causal =
+            Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        assert!(!wgmma_for(&causal).split_tail);
     }
 
     #[test]

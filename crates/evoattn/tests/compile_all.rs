@@ -200,11 +200,17 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // pipeline, key block, consumer count and head dim with them, at one ring depth (2 stages),
     // which keeps the space's compile time near what it was without them. The lazy rescale
     // changes only the softmax step and the rescale's call sites: every pipeline, consumer count
-    // and head dim with it, at 2 stages, 64- and 128-key blocks and MUFU exponentials.
+    // and head dim with it, at 2 stages, 64- and 128-key blocks and MUFU exponentials. The split
+    // tail changes the persistent scheduler and adds the merge after the main loop: every
+    // persistent pipeline, consumer count and head dim with it, at the same ring depths and key
+    // blocks, without the lazy rescale.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
-            !(c.tma_store && c.stages != 2)
-                && !(c.lazy_rescale && (c.stages != 2 || c.exp2_poly != 0 || ![64, 128].contains(&c.block_n)))
+            let narrow = c.stages != 2 || c.exp2_poly != 0 || ![64, 128].contains(&c.block_n);
+            let left_out = (c.tma_store && c.stages != 2)
+                || (c.lazy_rescale && narrow)
+                || (c.split_tail && (narrow || c.lazy_rescale));
+            !left_out
         }
         _ => true,
     };

@@ -33,7 +33,10 @@ struct AttnParams {
     int causal_offset;  // 0 for top-left, Sk - Sq for bottom-right
     float scale_log2;   // softmax scale * log2(e): scores go straight into exp2
     int head_group;     // heads per section of the causal wgmma grid order (plan::head_group)
-    int* tile_counter;  // the dynamic wgmma scheduler's two counters (zeroed), or null
+    // Zeroed counters of the wgmma persistent schedulers, or null: the dynamic one's two, or
+    // the split tail's one per tail tile and consumer warpgroup.
+    int* tile_counter;
+    float* split_work;  // the split tail's partials: two slots per block (wgmma_epilogue.cuh), or null
 };
 
 __device__ __forceinline__ float elem_to_float(elem_t x) {

@@ -63,6 +63,16 @@ __device__ __forceinline__ float ld_cg(const float* p) {
     return x;
 }
 
+// Atomic add at GPU scope with acquire-release semantics: the release is cumulative, so it
+// publishes the stores of every thread that a barrier ordered before it; the acquire orders the
+// caller's (and, after a barrier, its block's) later loads after the stores it observes.
+// Lighter than a __threadfence() (fence.sc.gpu) in every thread.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // ld_cg of four consecutive floats (16-byte aligned).
 __device__ __forceinline__ float4 ld_cg4(const float* p) {
     float4 x;

@@ -15,6 +15,19 @@ __device__ __forceinline__ void row_state_init(RowState& st) {
     st.l[0] = st.l[1] = 0.f;
 }
 
+// Folds another partial state of row r (its max and this thread's share of its sum, over
+// other keys) into st; the partials' O fragments then combine as o * keep + o_other * take.
+__device__ __forceinline__ void merge_row(RowState& st, int r, float m_other, float l_other, float& keep,
+                                          float& take) {
+    const float mx = fmaxf(st.m[r], m_other);
+    // Both -inf (no key seen by either): scale by exp2(-inf) = 0, not NaN.
+    const float base = mx == NEG_INF ? 0.f : mx;
+    keep = fast_exp2(st.m[r] - base);
+    take = fast_exp2(m_other - base);
+    st.m[r] = mx;
+    st.l[r] = st.l[r] * keep + l_other * take;
+}
+
 __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);

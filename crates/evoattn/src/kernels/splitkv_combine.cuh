@@ -64,13 +64,8 @@ __device__ __forceinline__ void merge_key_warps(float (&o)[O_TILES][4], RowState
         if (key_warp == 0) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const float m_other = mine[(O_TILES * 4 + r) * 32];
-                const float mx = fmaxf(st.m[r], m_other);
-                // Both -inf (no key seen by either): scale by exp2(-inf) = 0, not NaN.
-                const float base = mx == NEG_INF ? 0.f : mx;
-                const float keep = fast_exp2(st.m[r] - base), take = fast_exp2(m_other - base);
-                st.m[r] = mx;
-                st.l[r] = st.l[r] * keep + mine[(O_TILES * 4 + 2 + r) * 32] * take;
+                float keep, take;
+                merge_row(st, r, mine[(O_TILES * 4 + r) * 32], mine[(O_TILES * 4 + 2 + r) * 32], keep, take);
 #pragma unroll
                 for (int nt = 0; nt < O_TILES; ++nt) {
                     o[nt][2 * r] = o[nt][2 * r] * keep + mine[(nt * 4 + 2 * r) * 32] * take;

@@ -75,6 +75,66 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
     }
 }
 
+#if EVOATTN_SPLIT_TAIL
+// A piece's partial in its slot of p.split_work: per consumer thread, its O fragment and then
+// its rows' (m0, m1, l0, l1), as float4 chunks laid out [chunk][consumer thread] so that a
+// warp's accesses are contiguous.
+#define PIECE_CHUNKS (O_REGS / 4 + 1)
+#define PIECE_FLOATS (PIECE_CHUNKS * 4 * CONSUMERS * WG_THREADS)
+
+__device__ __forceinline__ float* piece_chunk(const AttnParams& p, int slot, int chunk, int wg) {
+    return p.split_work + (i64)slot * PIECE_FLOATS + ((i64)chunk * CONSUMERS * WG_THREADS + wg * WG_THREADS + threadIdx.x % WG_THREADS) * 4;
+}
+
+// Consumer warpgroup `wg`, at the end of piece `index` (slot index - tiles.full) of tail tile
+// `tail_tile`: writes its rows' partial, then counts the piece on the tile's counter
+// (p.tile_counter[tail_tile * CONSUMERS + wg]). The last of the tile's pieces to count merges
+// the others' partials into (o, st), resets the counter for the next launch and returns true:
+// it writes O. The others return false.
+__device__ __forceinline__ bool merge_pieces(const AttnParams& p, const SplitTailTiles& tiles, int index,
+                                             int tail_tile, int wg, float (&o)[O_REGS], RowState& st) {
+    __shared__ int merges[CONSUMERS];
+    const int own = index - tiles.full;
+#pragma unroll
+    for (int i = 0; i < O_REGS / 4; ++i) {
+        *(float4*)piece_chunk(p, own, i, wg) = make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    }
+    *(float4*)piece_chunk(p, own, O_REGS / 4, wg) = make_float4(st.m[0], st.m[1], st.l[0], st.l[1]);
+    named_barrier_sync(1 + wg, WG_THREADS);  // every thread's partial, before thread 0 releases them
+    int first, last;
+    const int n_pieces = tiles.pieces(tail_tile, first, last);
+    if (threadIdx.x % WG_THREADS == 0) {
+        int* counter = p.tile_counter + tail_tile * CONSUMERS + wg;
+        const bool merge = atom_add_acq_rel_gpu(counter, 1) == n_pieces - 1;
+        if (merge) *counter = 0;  // every piece has counted
+        merges[wg] = merge;
+    }
+    named_barrier_sync(1 + wg, WG_THREADS);
+    // Broadcast from lane 0, so ptxas knows the branch to be warp-uniform: from shared memory
+    // it is not, and the persistent loop's next tile then ran its main loop with per-thread
+    // registers and reconvergence barriers (+10% at hd64 16k).
+    if (!__shfl_sync(0xffffffffu, merges[wg], 0)) return false;
+    // The other pieces' partials, from L2 (another SM wrote them).
+    for (int b = first; b <= last; ++b) {
+        const int slot = tiles.slot_of(b, tail_tile);
+        if (slot == own || !tiles.has_run(b)) continue;
+        const float4 ml = ld_cg4(piece_chunk(p, slot, O_REGS / 4, wg));
+        float keep[2], take[2];
+        merge_row(st, 0, ml.x, ml.z, keep[0], take[0]);
+        merge_row(st, 1, ml.y, ml.w, keep[1], take[1]);
+#pragma unroll
+        for (int i = 0; i < O_REGS / 4; ++i) {
+            const float4 x = ld_cg4(piece_chunk(p, slot, i, wg));
+            o[4 * i] = o[4 * i] * keep[0] + x.x * take[0];
+            o[4 * i + 1] = o[4 * i + 1] * keep[0] + x.y * take[0];
+            o[4 * i + 2] = o[4 * i + 2] * keep[1] + x.z * take[1];
+            o[4 * i + 3] = o[4 * i + 3] * keep[1] + x.w * take[1];
+        }
+    }
+    return true;
+}
+#endif
+
 // Before the block exits: the warpgroup's TMA stores have read their staged rows.
 __device__ __forceinline__ void epilogue_finish() {
     if (O_STORE == OStore::Tma && threadIdx.x % WG_THREADS == 0) tma_store_wait_read<0>();

@@ -19,6 +19,13 @@
 //   round robin balances them (simulated: 1.06-1.87x the balanced time on the fa3 grid); a
 //   block that finishes early takes the next tile. The producer's thread claims; the
 //   consumers read the tile from shared memory with Q's barrier (wgmma_ws.cuh).
+// - split tail (persistent=1, split_tail=1, unmasked): the whole rounds of tiles go round robin
+//   as above; the last round's L < gridDim.x tiles would leave the other blocks idle for a whole
+//   tile (4096 tiles on 132 SMs: 32 rounds for 31.03 tiles of work a block, 3%). Their key
+//   blocks are instead cut into gridDim.x near-equal runs, one per block; a run covers the end
+//   of one tile and the start of the next at most. A piece of a tile writes its partial (O, m,
+//   l) to global memory, and the tile's last piece to finish merges them and writes O
+//   (wgmma_epilogue.cuh).
 #pragma once
 #include "wgmma_mainloop.cuh"
 
@@ -27,7 +34,19 @@ struct WorkTile {
     int head, kv_head, batch;
     int n_blocks;        // BN-key blocks to visit
     int first_row_keys;  // keys every row of the tile sees: blocks below need no mask
+#if EVOATTN_SPLIT_TAIL
+    int first_block;  // the first key block a piece visits (0: a whole tile)
+#endif
 };
+
+// The key block that a tile's (or piece's) j-th block is.
+__device__ __forceinline__ int key_block(const WorkTile& t, int j) {
+#if EVOATTN_SPLIT_TAIL
+    return t.first_block + j;
+#else
+    return j;
+#endif
+}
 
 __device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, int head, int batch) {
     WorkTile t;
@@ -38,6 +57,9 @@ __device__ __forceinline__ WorkTile tile_at(const AttnParams& p, int m_block, in
     const int key_end = block_key_end(p, t.m0, BM);
     t.n_blocks = (key_end + BN - 1) / BN;
     t.first_row_keys = p.causal ? min(t.m0 + p.causal_offset + 1, p.sk) : p.sk;
+#if EVOATTN_SPLIT_TAIL
+    t.first_block = 0;
+#endif
     return t;
 }
 
@@ -134,8 +156,89 @@ struct DynamicTiles : PersistentBlocks {
     }
 };
 
+#if EVOATTN_SPLIT_TAIL
+// Unmasked tiles only (all have n_blocks key blocks; the host refuses causal problems). Index
+// space: tiles [0, full) of the whole rounds, block b taking b, b + gridDim.x, ...; then piece
+// k (0, 1) of block b's run at full + 2b + k, which is also the slot of its partial; `count`
+// (past both) is the end. The piece's tile and key blocks are worked out from the index where
+// needed, which keeps them out of the registers the main loop holds.
+struct SplitTailTiles : PersistentBlocks {
+    static constexpr bool dynamic = false;
+    int full;        // tiles of the whole rounds
+    int n_blocks;    // key blocks of every tile
+    int units;       // key blocks of the tail's tiles, cut into one run per block
+    int run0, run1;  // this block's run
+    // The run is worked out once and broadcast from lane 0 (all threads, before the roles
+    // split): ptxas then knows every piece's tile and key range to be warp-uniform. Derived
+    // from the 64-bit division's call it did not, and the main loop lost its uniform
+    // registers to per-thread ones and reconvergence barriers (+10% at hd64 16k).
+    __device__ __forceinline__ explicit SplitTailTiles(const AttnParams& p)
+        : PersistentBlocks(p), full(count / (int)gridDim.x * (int)gridDim.x), n_blocks((p.sk + BN - 1) / BN) {
+        units = (count - full) * n_blocks;
+        count = full + 2 * (int)gridDim.x;
+        run0 = __shfl_sync(0xffffffffu, run_start(blockIdx.x), 0);
+        run1 = __shfl_sync(0xffffffffu, run_start(blockIdx.x + 1), 0);
+    }
+    // Block b's run is the key blocks [run_start(b), run_start(b + 1)) of the tail.
+    __device__ __forceinline__ int run_start(int b) const { return (int)((i64)b * units / gridDim.x); }
+    // The block whose run holds tail key block u: the last b with run_start(b) <= u.
+    __device__ __forceinline__ int run_of(int u) const { return (int)((((i64)u + 1) * gridDim.x - 1) / units); }
+    // Piece k of this block's run, or the end when the run has no such piece.
+    __device__ __forceinline__ int piece(int k) const {
+        const int start = k == 0 ? run0 : (run0 / n_blocks + 1) * n_blocks;
+        return start < run1 ? full + 2 * (int)blockIdx.x + k : count;
+    }
+    __device__ __forceinline__ int first() const { return (int)blockIdx.x < full ? (int)blockIdx.x : piece(0); }
+    __device__ __forceinline__ int next(int index) const {
+        if (index < full) return index + (int)gridDim.x < full ? index + (int)gridDim.x : piece(0);
+        return (index - full) % 2 == 0 ? piece(1) : count;
+    }
+    // This block's piece `index`: its tile in the tail and its key blocks [lo, hi) counted
+    // over the tail.
+    __device__ __forceinline__ void piece_range(int index, int& tail_tile, int& lo, int& hi) const {
+        tail_tile = run0 / n_blocks + (index - full) % 2;
+        lo = max(run0, tail_tile * n_blocks);
+        hi = min(run1, (tail_tile + 1) * n_blocks);
+    }
+    __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
+        if (index < full) return tile_at(p, index % m_blocks, index / m_blocks);
+        int tail_tile, lo, hi;
+        piece_range(index, tail_tile, lo, hi);
+        const int tile_index = full + tail_tile;
+        WorkTile t = tile_at(p, tile_index % m_blocks, tile_index / m_blocks);
+        t.first_block = lo - tail_tile * n_blocks;
+        t.n_blocks = hi - lo;
+        return t;
+    }
+    // The tail tile whose partial piece `index` is, or -1 for a whole tile (a run may hold one).
+    __device__ __forceinline__ int partial_of(int index) const {
+        if (index < full) return -1;
+        int tail_tile, lo, hi;
+        piece_range(index, tail_tile, lo, hi);
+        return hi - lo < n_blocks ? tail_tile : -1;
+    }
+    // The pieces of tail tile `tail_tile`: the runs of blocks [first, last] that are not empty
+    // (with fewer tail key blocks than blocks, some runs are); returns how many.
+    __device__ __forceinline__ int pieces(int tail_tile, int& first, int& last) const {
+        first = run_of(tail_tile * n_blocks);
+        last = run_of((tail_tile + 1) * n_blocks - 1);
+        int n = 0;
+        for (int b = first; b <= last; ++b) n += has_run(b);
+        return n;
+    }
+    __device__ __forceinline__ bool has_run(int b) const { return run_start(b) < run_start(b + 1); }
+    // The slot of block b's piece of tail tile `tail_tile`.
+    __device__ __forceinline__ int slot_of(int b, int tail_tile) const {
+        return 2 * b + (run_start(b) / n_blocks < tail_tile ? 1 : 0);
+    }
+    __device__ __forceinline__ void finish() const {}
+};
+#endif
+
 #if EVOATTN_PERSISTENT && EVOATTN_DYNAMIC_TILES
 typedef DynamicTiles Tiles;
+#elif EVOATTN_PERSISTENT && EVOATTN_SPLIT_TAIL
+typedef SplitTailTiles Tiles;
 #elif EVOATTN_PERSISTENT
 typedef PersistentTiles Tiles;
 #else

@@ -35,6 +35,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[S_REGS], const AttnParams
 }
 
 // Masks key block j of tile `t` where the block needs it.
+// `j` is the key block (key_block: a piece's blocks start past 0).
 __device__ __forceinline__ void mask_block(float (&s)[S_REGS], const AttnParams& p, const WorkTile& t, int row0,
                                            int j) {
     if (needs_mask(t, j)) mask_scores(s, p, row0, j * BN);

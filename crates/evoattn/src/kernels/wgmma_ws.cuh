@@ -30,6 +30,11 @@
 // follow the ordering mbarrier arrive and wait give plain shared-memory accesses); the
 // kernel's other shared memory reports no hazard.
 //
+// split_tail=1 (persistent=1, dynamic_tiles=0): the last round's tiles come as pieces, runs of
+// key blocks (wgmma_scheduler.cuh); the producer loads a piece's key blocks alone, and each
+// consumer warpgroup merges its rows of a tile's pieces in the last to finish
+// (wgmma_epilogue.cuh).
+//
 // pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
 // in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
 // the tensor cores busy. With three, each softmax has two warpgroups' GEMMs to hide under,
@@ -42,6 +47,8 @@ static_assert(EVOATTN_LOADS_TMA, "the producer warpgroup issues TMA loads");
 static_assert(!EVOATTN_PINGPONG || (CONSUMERS >= 2 && EVOATTN_OVERLAP),
               "ping-pong rotates the pipelined GEMMs of two or more consumer warpgroups");
 static_assert(!EVOATTN_PERSISTENT || EVOATTN_OVERLAP, "the persistent loop is built on the pipelined consumer");
+static_assert(!EVOATTN_SPLIT_TAIL || (EVOATTN_PERSISTENT && !EVOATTN_DYNAMIC_TILES),
+              "the split tail cuts the last round of the static persistent scheduler");
 
 // Registers: the block starts with an even share of the SM's 64K (launch bounds: THREADS, one
 // block per SM; ptxas allocates in units of 8); the producer keeps PRODUCER_REGS, enough for
@@ -97,7 +104,7 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
         const int g = g0 + j;
         if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);  // the round before's readers are done
         mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));
-        tma_load_tile<BN>(tile, map, full, j * BN, t.kv_head, t.batch);
+        tma_load_tile<BN>(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
     };
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
     if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0);
@@ -171,7 +178,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     fence_operand(s);
     release(&b.k_empty[stage(0)]);
     if (t.n_blocks == 1) release(&b.q_empty);
-    mask_block(s, p, t, row0, 0);
+    mask_block(s, p, t, row0, key_block(t, 0));
     float correction[2];
     softmax_step(s, st, correction, p.scale_log2);
     pack_p(pf, s);
@@ -187,7 +194,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(s);
         release(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release(&b.q_empty);  // the tile's last read of Q
-        mask_block(s, p, t, row0, j);
+        mask_block(s, p, t, row0, key_block(t, j));
         const bool rescale = softmax_step(s, st, correction, p.scale_log2);
         wgmma_wait<0>();
         fence_operand(o);
@@ -214,7 +221,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(s);
         release(&b.k_empty[stage(j)]);
         if (j + 1 == t.n_blocks) release(&b.q_empty);
-        mask_block(s, p, t, row0, j);
+        mask_block(s, p, t, row0, key_block(t, j));
         online_softmax(s, o, st, p.scale_log2);
         mbarrier_wait(&b.v_full[stage(j)], round_parity(g0 + j));
         gemm_pv(o, s, sm, stage(j));
@@ -290,7 +297,12 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         row_state_init(st);
         consume(p, bars, sm, t, c, g0, turns, acc, st);
         elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
-        epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c);
+#if EVOATTN_SPLIT_TAIL
+        // A piece writes O only when it is its tile's last and has merged the others.
+        const int tail_tile = tiles.partial_of(index);
+        if (tail_tile < 0 || merge_pieces(p, tiles, index, tail_tile, c, acc, st))
+#endif
+            epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c);
         g0 += t.n_blocks;
         if (!Tiles::dynamic) index = tiles.next(index);
     }

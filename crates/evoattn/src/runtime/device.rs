@@ -205,8 +205,11 @@ pub(crate) struct KernelParams {
     causal_offset: i32,
     scale_log2: f32,
     head_group: i32,
-    /// The dynamic `wgmma` scheduler's two zeroed counters, or 0 (`PreparedLaunch` sets it).
+    /// Zeroed counters of the persistent `wgmma` schedulers (the dynamic one's two, the split
+    /// tail's one per tail tile and consumer warpgroup), or 0 (`PreparedLaunch` sets it).
     pub(crate) tile_counter: u64,
+    /// The split tail's partials (two slots per block), or 0 (`PreparedLaunch` sets it).
+    pub(crate) split_work: u64,
 }
 
 // Safety: `KernelParams` is `repr(C)`, holds only plain integers and floats, and matches the
@@ -338,6 +341,7 @@ impl KernelParams {
         out.extend_from_slice(&self.head_group.to_le_bytes());
         out.resize(std::mem::offset_of!(KernelParams, tile_counter), 0);
         out.extend_from_slice(&self.tile_counter.to_le_bytes());
+        out.extend_from_slice(&self.split_work.to_le_bytes());
         out.resize(std::mem::size_of::<Self>(), 0);
         out
     }
@@ -370,6 +374,7 @@ impl KernelParams {
             scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
             head_group: crate::plan::head_group(problem, l2_bytes) as i32,
             tile_counter: 0,
+            split_work: 0,
         }
     }
 }
@@ -385,16 +390,17 @@ mod tests {
     #[test]
     fn params_layout_matches_attn_params() {
         // 5 pointers (40) + 12 i64 strides (96) + 8 i32 + 1 f32 (36, padded to 40) + the
-        // counter pointer (8) = 184 bytes, 8-aligned: what `struct AttnParams` in
-        // kernels/common.cuh occupies.
-        assert_eq!(std::mem::size_of::<KernelParams>(), 184);
+        // counter and split-work pointers (16) = 192 bytes, 8-aligned: what `struct AttnParams`
+        // in kernels/common.cuh occupies.
+        assert_eq!(std::mem::size_of::<KernelParams>(), 192);
         assert_eq!(std::mem::offset_of!(KernelParams, tile_counter), 176);
+        assert_eq!(std::mem::offset_of!(KernelParams, split_work), 184);
         assert_eq!(std::mem::align_of::<KernelParams>(), 8);
     }
 
     #[test]
     fn tensor_map_params_match_tma_map() {
-        // After `AttnParams` (184 bytes) a TMA kernel takes three `TmaMap`s (four with
+        // After `AttnParams` (192 bytes) a TMA kernel takes three `TmaMap`s (four with
         // `tma_store`): 128 bytes each, `__align__(64)` in kernels/ptx_sm90.cuh; each is its own
         // parameter, so the driver places it by the kernel's parameter layout and the host value
         // only needs its size.
@@ -440,7 +446,11 @@ mod tests {
             crate::problem::Dtype::F16,
             crate::problem::Layout::Bhsd,
         );
-        let k = KernelParams { tile_counter: 0x66, ..KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2) };
+        let k = KernelParams {
+            tile_counter: 0x66,
+            split_work: 0x77,
+            ..KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2)
+        };
         let bytes = k.to_bytes();
         assert_eq!(bytes.len(), std::mem::size_of::<KernelParams>());
         let at = |off: usize, n: usize| &bytes[off..off + n];
@@ -450,6 +460,7 @@ mod tests {
         assert_eq!(at(std::mem::offset_of!(KernelParams, scale_log2), 4), &k.scale_log2.to_le_bytes());
         assert_eq!(at(std::mem::offset_of!(KernelParams, head_group), 4), &k.head_group.to_le_bytes());
         assert_eq!(at(std::mem::offset_of!(KernelParams, tile_counter), 8), &0x66u64.to_le_bytes());
+        assert_eq!(at(std::mem::offset_of!(KernelParams, split_work), 8), &0x77u64.to_le_bytes());
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! addresses and calls `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
-use crate::config::{Impl, KernelConfig, KernelSpec, TensorMapRows};
+use crate::config::{Impl, KernelConfig, KernelSpec, TensorMapRows, WgmmaConfig, WARPGROUP_THREADS};
 use crate::error::{Error, Result};
-use crate::problem::{Problem, TensorName};
+use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
@@ -88,6 +88,26 @@ fn wait_for_zeroing(stream: &CudaStream) -> Result<()> {
 /// Claims and blocks done claiming.
 const TILE_COUNTERS: usize = 2;
 
+/// The split tail's state (`split_tail=1`, kernels/wgmma_epilogue.cuh): one zeroed counter per
+/// tail tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each
+/// tile resets; and two partial slots per block, each every consumer thread's O fragment (head
+/// dim / 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
+fn split_tail_buffers(
+    gpu: &Gpu,
+    c: &WgmmaConfig,
+    head_dim: usize,
+    blocks: usize,
+) -> Result<(CudaSlice<i32>, CudaSlice<f32>)> {
+    const SLOTS_PER_BLOCK: usize = 2;
+    const ROW_STATE_FLOATS: usize = 4;
+    let consumer_threads = (c.consumer_warpgroups * WARPGROUP_THREADS) as usize;
+    let counters = alloc_zeroed::<i32>(gpu.stream(), blocks * c.consumer_warpgroups as usize)?;
+    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS) * consumer_threads;
+    let work = alloc_zeroed::<f32>(gpu.stream(), SLOTS_PER_BLOCK * blocks * slot_floats)?;
+    wait_for_zeroing(gpu.stream())?;
+    Ok((counters, work))
+}
+
 /// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
 /// `wgmma`; K and V for `splitkv`), in its parameter order: the geometry is fixed by the
 /// problem, and a map is re-encoded only when a call brings its tensor at another address (a
@@ -148,8 +168,10 @@ pub struct PreparedLaunch {
     smem: u32,
     params: KernelParams,
     workspace: Option<Workspace>,
-    /// The dynamic scheduler's counters (`dynamic_tiles=1`), which `params` points at.
+    /// The persistent schedulers' counters (`dynamic_tiles=1`, `split_tail=1`) and the split
+    /// tail's partials, which `params` points at.
     _tile_counter: Option<CudaSlice<i32>>,
+    _split_work: Option<CudaSlice<f32>>,
     maps: Option<MapCache>,
     /// `splitkv`'s merge kernel (`combine=kernel`) and its grid: one block per tile.
     combine: Option<(CudaFunction, (u32, u32, u32))>,
@@ -176,12 +198,26 @@ impl PreparedLaunch {
             _ => None,
         };
         let mut params = KernelParams::new(problem, [0; 5], gpu.l2_bytes());
-        let tile_counter = match spec.config {
-            KernelConfig::Wgmma(c) if c.dynamic_tiles && !problem.is_empty() => Some(zeroed_tile_counter(gpu)?),
-            _ => None,
+        let (tile_counter, split_work) = match spec.config {
+            KernelConfig::Wgmma(c) if c.split_tail && problem.causal != Causal::None => {
+                return Err(unsupported(
+                    "split_tail=1 cuts equal tiles into runs of key blocks; causal tiles differ in length \
+                     (dynamic_tiles=1 balances those)"
+                        .into(),
+                ))
+            }
+            KernelConfig::Wgmma(c) if c.split_tail && !problem.is_empty() => {
+                let (counters, work) = split_tail_buffers(gpu, &c, problem.shape.d, grid[0])?;
+                (Some(counters), Some(work))
+            }
+            KernelConfig::Wgmma(c) if c.dynamic_tiles && !problem.is_empty() => (Some(zeroed_tile_counter(gpu)?), None),
+            _ => (None, None),
         };
         if let Some(counter) = &tile_counter {
             params.tile_counter = counter.device_ptr(gpu.stream()).0;
+        }
+        if let Some(work) = &split_work {
+            params.split_work = work.device_ptr(gpu.stream()).0;
         }
         let maps = match spec.tensor_map_rows() {
             Some(rows) if !problem.is_empty() => Some(MapCache::new(problem, spec.imp(), rows)?),
@@ -200,6 +236,7 @@ impl PreparedLaunch {
             params,
             workspace,
             _tile_counter: tile_counter,
+            _split_work: split_work,
             maps,
             combine,
         })
