@@ -137,9 +137,10 @@ const SHORT_BLOCK_N: u32 = 128;
 /// (`split_tail`): 2048 keys at [`SHORT_BLOCK_N`]. Where a tile is long, a piece's own costs
 /// (its Q, the partial's round trip through global memory, the merge) are small against the
 /// idle round it saves: graph mode, ABBA, planner configs (`bench/results/2026-11-23-s13-split-tail.txt`):
-/// hd64 2k/4k/8k/16k -1.4/-2.5/-0.5/-2.7%, hd128 2k/4k -0.2/-1.2%, and where tiles are few,
-/// 1,2,16384,64 -32% and 1,4,4096,64 -17%. Shorter tiles lose: hd64 512/1k +10.5/+6.5%,
-/// hd128 512/1k +5/+1.2%. Of hd64 512's +10.5%, 3.4% is the merge code's presence alone (a
+/// hd64 2k/4k/8k/16k -1.5/-2.6/-0.3/-4.4% (16k: the two runs without it differ by 3%), hd128
+/// 2k/4k -0.5/-1.2%, and where tiles are few, 1,2,16384,64 -32% and 1,4,4096,64 -17%. Shorter
+/// tiles lose: hd64 512 +10.4%, 1k +6.5%; hd128 512 +4.8%, 1k +1.2% (1k rows from a sequential
+/// sweep). Of hd64 512's +10.4%, 3.4% is the merge code's presence alone (a
 /// build whose scheduler had no tail); the rest is the pieces' own cost, not yet profiled.
 pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 
