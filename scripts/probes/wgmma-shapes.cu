@@ -75,7 +75,10 @@ __global__ void __launch_bounds__(384, 1) gemms(long long* cycles, float* sink) 
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         if (MODE == 0 || MODE == 2) {
 #pragma unroll
-            for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, ks > 0);
+            // S accumulates across iterations (scale-d 1): with the kernel's scale-d 0 on the
+            // first step, only the last iteration's S reached the sink and ptxas dropped the
+            // rest (session 13 read 4-11x the tensor peak).
+            for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, 1u);
         }
         if (MODE == 1 || MODE == 2) {
 #pragma unroll
