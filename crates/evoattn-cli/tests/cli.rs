@@ -197,6 +197,34 @@ fn config_on_plan_changes_one_lever_of_the_planners_choice() {
 }
 
 #[test]
+fn the_planner_splits_the_tail_of_long_unmasked_persistent_problems_only() {
+    // On the (H100) mock: 2048 keys make 16 key blocks of 128 a tile, where the split tail starts;
+    // 1024 keys and causal problems keep whole tiles. (`tma_store=1` on the plan changes nothing
+    // but makes the bench print the planned levers.)
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap())];
+    let bench = |extra: &[&str]| {
+        let args =
+            [&["bench", "--peers", "none", "--reps", "3", "--impl", "wgmma", "--no-history"][..], extra].concat();
+        evoattn(&args, &env)
+    };
+    let planned = |shape: &[&str]| {
+        let out = bench(&[shape, &["--config", "tma_store=1", "--config-on-plan"][..]].concat());
+        assert!(out.status.success(), "{shape:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(planned(&["--shape", "1,2,128,128,2,2048"])
+        .contains("persistent=1,dynamic_tiles=0,tma_store=1,exp2_poly=0,lazy_rescale=0,split_tail=1"));
+    assert!(planned(&["--shape", "1,2,128,128,2,1024"])
+        .contains("persistent=1,dynamic_tiles=0,tma_store=1,exp2_poly=0,lazy_rescale=0,split_tail=0"));
+    assert!(planned(&["--shape", "1,2,128,128,2,2048", "--causal", "top-left"]).contains("split_tail=0"));
+    // Forced on one tile per block (hd256's plan), it is refused before anything is timed.
+    let out = bench(&["--shape", "1,2,128,256,2,4096", "--config", "split_tail=1", "--config-on-plan"]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{}", stderr(&out));
+    assert!(stderr(&out).contains("split_tail=1 needs persistent=1"), "{}", stderr(&out));
+}
+
+#[test]
 fn bench_host_cost_gives_each_case_the_median_of_its_rounds() {
     let cache = tempfile::tempdir().unwrap();
     let args = ["bench", "--shape", "1,8,512,64", "--shape", "2,4,100,128,2", "--peers", "none", "--reps", "3"];
