@@ -168,10 +168,10 @@ struct SplitTailTiles : PersistentBlocks {
     int n_blocks;    // key blocks of every tile
     int units;       // key blocks of the tail's tiles, cut into one run per block
     int run0, run1;  // this block's run
-    // The run is worked out once and broadcast from lane 0 (all threads, before the roles
-    // split): ptxas then knows every piece's tile and key range to be warp-uniform. Derived
-    // from the 64-bit division's call it did not, and the main loop lost its uniform
-    // registers to per-thread ones and reconvergence barriers (+10% at hd64 16k).
+    // This block's run is worked out once (all threads, before the roles split), so a piece's
+    // tile and key range need no 64-bit division, and broadcast from lane 0 so that ptxas
+    // knows them to be warp-uniform (what made the main loop lose its uniform registers was
+    // the merge flag, wgmma_epilogue.cuh; this keeps the piece's values out of that risk).
     __device__ __forceinline__ explicit SplitTailTiles(const AttnParams& p)
         : PersistentBlocks(p), full(count / (int)gridDim.x * (int)gridDim.x), n_blocks((p.sk + BN - 1) / BN) {
         units = (count - full) * n_blocks;
