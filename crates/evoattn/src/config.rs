@@ -288,6 +288,14 @@ impl WgmmaConfig {
     pub fn block_m(&self) -> u32 {
         self.consumer_warpgroups * WGMMA_ROWS_PER_WARPGROUP
     }
+
+    /// Whether a split tail of `sk` keys over `blocks` persistent blocks stays within the
+    /// kernel's 32-bit piece arithmetic (`SplitTailTiles`, kernels/wgmma_scheduler.cuh), which
+    /// multiplies a tail's key blocks (at most a tile's times the blocks) by the blocks: 15.8M
+    /// keys of 128-key blocks on 132 SMs.
+    pub fn split_tail_fits(&self, sk: usize, blocks: usize) -> bool {
+        sk.div_ceil(self.block_n as usize).saturating_mul(blocks).saturating_mul(blocks) <= i32::MAX as usize
+    }
 }
 
 /// Box rows of a kernel's TMA tensor maps, which it takes in the order Q, K, V, O (those it has).
@@ -1044,6 +1052,15 @@ mod tests {
         let split = KernelSpec { config: persistent.config.with_overrides("split_tail=1").unwrap(), ..spec };
         assert_eq!(split.grid(&shape, 1, 132), [30, 1, 1]);
         assert_eq!(split.grid(&crate::problem::Shape { sk: 1000, ..shape }, 1, 132), [132, 1, 1]);
+    }
+
+    #[test]
+    fn split_tail_piece_arithmetic_fits_32_bits() {
+        let c = WgmmaConfig { block_n: 128, ..crate::defaults::wgmma(64) };
+        // 123,248 key blocks (15.78M keys) times 132² is 2,147,473,152: fits; one more block does not.
+        assert!(c.split_tail_fits(123_248 * 128, 132));
+        assert!(!c.split_tail_fits(123_249 * 128, 132));
+        assert!(c.split_tail_fits(1 << 24, 8));
     }
 
     #[test]

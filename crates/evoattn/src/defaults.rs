@@ -90,9 +90,15 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     }
 }
 
-/// Most keys for which `wgmma` runs persistent blocks on unmasked problems: the next tile's
-/// loads hide under the current one's last GEMM and epilogue, which matters while a tile has
-/// few key blocks.
+/// Most keys for which unmasked persistent `wgmma` blocks over [`PERSISTENT_ANY_KEYS_MAX_HEAD_DIM`]
+/// take 128-key blocks and TMA stores; longer ones keep the head dim's 176-key ring and store O
+/// from registers (the ring and the staging tile do not fit together), and split the tail.
+/// Persistent blocks without the split were 2% slower than one tile per block at hd128 16k;
+/// with it, against one tile per block with TMA stores (ABBA, graph, 30 samples,
+/// `bench/results/2026-11-23-s14-split-tail-wide.txt`): 2,16,8192,128 -2.4%, 1,16,16384,128
+/// -2.3%; 4,16,8192,128 +0.3% (31.03 rounds: almost no tail). Not where the tiles are fewer
+/// than the SMs: every tile would be cut, which measured +9% at 1,2,8192,128
+/// (`bench/results/2026-11-23-s13-split-tail.txt`).
 pub const PERSISTENT_MAX_KEYS: usize = 4096;
 /// Largest head dim for which `wgmma` runs persistent blocks on unmasked problems.
 pub const PERSISTENT_MAX_HEAD_DIM: usize = 128;
@@ -141,7 +147,10 @@ const SHORT_BLOCK_N: u32 = 128;
 /// 2k/4k -0.5/-1.2%, and where tiles are few, 1,2,16384,64 -32% and 1,4,4096,64 -17%. Shorter
 /// tiles lose: hd64 512 +10.4%, 1k +6.5%; hd128 512 +4.8%, 1k +1.2% (1k rows from a sequential
 /// sweep). Of hd64 512's +10.4%, 3.4% is the merge code's presence alone (a
-/// build whose scheduler had no tail); the rest is the pieces' own cost, not yet profiled.
+/// build whose scheduler had no tail); the rest is the pieces' own cost. Walking the pieces in
+/// key order in 32-bit arithmetic, with the last piece skipping its partial's write, took
+/// hd64 512 from 206.9 to 196.2 µs with the split (-5.2%), but without it the row takes 187-189
+/// (`bench/results/2026-11-23-s14-split-tail-wide.txt`): 1k and shorter still do not split.
 pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 
 /// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: [`config`],
@@ -175,14 +184,14 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   (hd64 512/1k +13/+3.4%). hd128 took 128-key blocks up to 2k (87.6 against 90.6 µs at
 ///   2k, one tile per block) and 176 at 4k until TMA stores; with them 128 also at 4k, 422.5
 ///   against 446.8 µs (176-key blocks from registers).
-/// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`], Sk <= [`PERSISTENT_MAX_KEYS`] (any Sk at
-///   hd <= [`PERSISTENT_ANY_KEYS_MAX_HEAD_DIM`], with three consumers): persistent
+/// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`]: persistent
 ///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
-///   +15%, +8%, +1.5%), but 2% slower at 16k; hd256 slower at S <= 1k (-7%, -4%), even at 4k.
+///   +15%, +8%, +1.5%), but 2% slower at 16k until the split tail (past
+///   [`PERSISTENT_MAX_KEYS`] at hd128, see there); hd256 slower at S <= 1k (-7%, -4%), even at 4k.
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
-/// - Those persistent blocks take 128-key blocks. Up to [`SHORT_UNMASKED_MAX_KEYS`], with two
+/// - Those persistent blocks take 128-key blocks, except hd128 past [`PERSISTENT_MAX_KEYS`]. Up to [`SHORT_UNMASKED_MAX_KEYS`], with two
 ///   consumer warpgroups: 4 blocks for 512 keys where 176-key blocks take 3 with the last one
 ///   masked. 1-4% faster on every shape measured (graph mode, 20 samples,
 ///   `bench/results/2026-11-22-s6-*-lever-sweep.txt`): hd64 S=512 188.2 against 191.4 µs, 1k
@@ -206,6 +215,9 @@ pub fn for_problem(
     let causal = problem.causal != Causal::None;
     let short_causal_keys = keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, shape.d);
     let dynamic_causal_keys = keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, shape.d);
+    // hd128 past 4k keys keeps its 176-key ring on persistent blocks, for the split tail; with
+    // fewer tiles than SMs there is no whole round, and the split would only cut every tile.
+    let wide_ring = shape.sk > PERSISTENT_MAX_KEYS && shape.d > PERSISTENT_ANY_KEYS_MAX_HEAD_DIM;
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c }
     } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= NARROW_MAX_KEYS_WIDE_HEADS {
@@ -221,18 +233,19 @@ pub fn for_problem(
         }
     } else if causal && shape.sk <= dynamic_causal_keys {
         WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ..c }
-    } else {
-        let persistent = !causal
-            && shape.d <= PERSISTENT_MAX_HEAD_DIM
-            && (shape.sk <= PERSISTENT_MAX_KEYS || shape.d <= PERSISTENT_ANY_KEYS_MAX_HEAD_DIM);
-        if !persistent {
-            c
+    } else if !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && !(wide_ring && tiles < sm_count as usize) {
+        let base = if wide_ring {
+            WgmmaConfig { tma_store: false, ..c }
         } else {
             let consumer_warpgroups =
                 if shape.sk <= SHORT_UNMASKED_MAX_KEYS { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
-            let split_tail = shape.sk.div_ceil(SHORT_BLOCK_N as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS;
-            WgmmaConfig { persistent, block_n: SHORT_BLOCK_N, consumer_warpgroups, split_tail, ..c }
-        }
+            WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ..c }
+        };
+        let split_tail = shape.sk.div_ceil(base.block_n as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS
+            && base.split_tail_fits(shape.sk, sm_count as usize);
+        WgmmaConfig { persistent: true, split_tail, ..base }
+    } else {
+        c
     };
     KernelConfig::Wgmma(config)
 }
@@ -342,7 +355,11 @@ mod tests {
         let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
         assert!(wgmma_for(&p).persistent);
         assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
-        assert!(!wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd)).persistent);
+        // hd128 past 4k: persistent with the 176-key ring, O from registers, the tail split;
+        // one tile per block where the tiles are fewer than the SMs.
+        let long = wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!(long, WgmmaConfig { persistent: true, tma_store: false, split_tail: true, ..wgmma(128) });
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(1, 2, 8192, 128), Dtype::Bf16, Layout::Bhsd)), wgmma(128));
         assert!(!wgmma_for(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
         // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's consumers, and
         // still 128-key blocks (room for the TMA stores' staging tile).
@@ -351,7 +368,7 @@ mod tests {
         assert_eq!((c.block_n, c.consumer_warpgroups), (128, 2));
         let c = wgmma_for(&Problem::dense(Shape::new(8, 16, 2048, 128), Dtype::Bf16, Layout::Bhsd));
         assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
-        // hd64 (three consumers) stays persistent at every length; hd128 not past 4k.
+        // hd64 (three consumers) stays persistent at every length.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
         assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, ..wgmma(64) });
         assert_eq!(long.consumer_warpgroups, 3);
@@ -367,11 +384,15 @@ mod tests {
         assert!(plan(8, 32, 2048, 64).split_tail && plan(4, 16, 4096, 128).split_tail);
         assert!(plan(1, 32, 16384, 64).split_tail && plan(8, 32, 2047, 64).split_tail);
         assert!(!plan(16, 32, 1024, 64).split_tail && !plan(32, 16, 512, 128).split_tail);
-        // Only on persistent blocks: not at hd128 past 4k keys, nor at hd256, nor causal.
-        assert!(!plan(1, 16, 16384, 128).split_tail && !plan(4, 8, 4096, 256).split_tail);
+        // hd128 past 4k keys counts 176-key blocks. Only on persistent blocks: not at hd256,
+        // nor causal.
+        assert!(plan(1, 16, 16384, 128).split_tail && plan(2, 16, 8192, 128).split_tail);
+        assert!(!plan(4, 8, 4096, 256).split_tail);
         let causal =
             Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         assert!(!wgmma_for(&causal).split_tail);
+        // Past the kernel's 32-bit piece arithmetic (15.8M keys on 132 SMs): no split.
+        assert!(plan(1, 1, 1 << 16, 64).split_tail && !plan(1, 1, 1 << 24, 64).split_tail);
     }
 
     #[test]
@@ -431,7 +452,8 @@ mod tests {
         use crate::problem::{Layout, Problem, Shape};
         // The fa3 grid's lengths and a few small grids, every head dim, every mask: whatever the
         // planner adapts, the config validates (its rings leave room for a staging tile where
-        // persistent blocks need one of their own) and keeps the TMA stores.
+        // persistent blocks need one of their own) and keeps the TMA stores, except hd128's
+        // persistent 176-key rings, which have no room for the staging tile.
         for d in [64, 128, 256] {
             for s in [128, 512, 1024, 2048, 4096, 8192, 16384] {
                 for b in [1, 16384 / s] {
@@ -440,7 +462,8 @@ mod tests {
                             Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask);
                         let c = wgmma_for(&p);
                         let spec = KernelSpec { config: KernelConfig::Wgmma(c), dtype: Dtype::Bf16, head_dim: d };
-                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store, "{p:?}: {c:?}");
+                        let wide_ring = c.persistent && c.block_n == 176;
+                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store != wide_ring, "{p:?}: {c:?}");
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! Every kernel compiles with NVRTC for every arch it supports (`Impl::archs`; no GPU needed)
-//! and passes the resource gate with its default configuration; the `mma`, `wgmma` and
-//! `splitkv` search spaces compile for sm_90a.
+//! and passes the resource gate with its default configuration and, for `wgmma`, with every
+//! config the planner picks on the fa3 grid; the `mma`, `wgmma` and `splitkv` search spaces
+//! compile for sm_90a.
 //!
 //! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
 //! missing NVRTC is a failure.
@@ -11,8 +12,11 @@ use common::nvrtc_or_skip;
 use evoattn::kernels::{SourceFile, HEADERS};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile, compile_parallel, options, CompiledKernel};
-use evoattn::{defaults, Arch, Dtype, Error, Impl, KernelConfig, KernelSpec};
+use evoattn::{defaults, Arch, Causal, Dtype, Error, Impl, KernelConfig, KernelSpec, Layout, Problem, Shape};
 use std::time::Instant;
+
+/// SMs of the H100 the planner's configs are taken for.
+const H100_SMS: u32 = 132;
 
 fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -56,6 +60,23 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
             }
         }
     }
+    // The planner adapts `wgmma` per problem (persistent blocks, key blocks, the split tail):
+    // every config it picks on the fa3 grid's lengths, both masks, on an H100's 132 SMs.
+    let mut planned = Vec::new();
+    for &head_dim in Impl::Wgmma.head_dims() {
+        for s in [512, 1024, 2048, 4096, 8192, 16384] {
+            for causal in [Causal::None, Causal::TopLeft] {
+                let shape = Shape::new(16384 / s, 2048 / head_dim, s, head_dim);
+                let problem = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd).with_causal(causal);
+                let config = defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, H100_SMS);
+                let spec = KernelSpec { config, dtype: Dtype::Bf16, head_dim };
+                if config != defaults::config(Impl::Wgmma, Arch::Sm90a, head_dim) && !planned.contains(&spec) {
+                    planned.push(spec);
+                }
+            }
+        }
+    }
+    jobs.extend(planned.into_iter().map(|spec| (spec, Arch::Sm90a)));
     let start = Instant::now();
     let results = compile_parallel(&jobs, Some(&cache), threads(), || {});
     println!(

@@ -73,6 +73,14 @@ __device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
     return old;
 }
 
+// An int load at GPU scope with acquire semantics: the caller's later loads see the stores
+// that the writer released before the value.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int x;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(x) : "l"(p) : "memory");
+    return x;
+}
+
 // ld_cg of four consecutive floats (16-byte aligned).
 __device__ __forceinline__ float4 ld_cg4(const float* p) {
     float4 x;

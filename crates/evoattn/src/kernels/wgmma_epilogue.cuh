@@ -87,37 +87,47 @@ __device__ __forceinline__ float* piece_chunk(const AttnParams& p, int slot, int
 }
 
 // Consumer warpgroup `wg`, at the end of piece `index` (slot index - tiles.full) of tail tile
-// `tail_tile`: writes its rows' partial, then counts the piece on the tile's counter
-// (p.tile_counter[tail_tile * CONSUMERS + wg]). The last of the tile's pieces to count merges
-// the others' partials into (o, st), resets the counter for the next launch and returns true:
-// it writes O. The others return false.
+// `tail_tile`: unless every other piece has counted already, writes its rows' partial and
+// counts the piece on the tile's counter (p.tile_counter[tail_tile * CONSUMERS + wg]). The last
+// of the tile's pieces merges the others' partials into (o, st), resets the counter for the
+// next launch and returns true: it writes O. The others return false.
 __device__ __forceinline__ bool merge_pieces(const AttnParams& p, const SplitTailTiles& tiles, int index,
                                              int tail_tile, int wg, float (&o)[O_REGS], RowState& st) {
     __shared__ int merges[CONSUMERS];
     const int own = index - tiles.full;
-#pragma unroll
-    for (int i = 0; i < O_REGS / 4; ++i) {
-        *(float4*)piece_chunk(p, own, i, wg) = make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
-    }
-    *(float4*)piece_chunk(p, own, O_REGS / 4, wg) = make_float4(st.m[0], st.m[1], st.l[0], st.l[1]);
-    named_barrier_sync(1 + wg, WG_THREADS);  // every thread's partial, before thread 0 releases them
-    int first, last;
-    const int n_pieces = tiles.pieces(tail_tile, first, last);
-    if (threadIdx.x % WG_THREADS == 0) {
-        int* counter = p.tile_counter + tail_tile * CONSUMERS + wg;
-        const bool merge = atom_add_acq_rel_gpu(counter, 1) == n_pieces - 1;
-        if (merge) *counter = 0;  // every piece has counted
-        merges[wg] = merge;
-    }
+    const int n_pieces = tiles.pieces(tail_tile);
+    int* counter = p.tile_counter + tail_tile * CONSUMERS + wg;
+    // A piece that finds every other one counted is the last: it merges without writing its own
+    // partial (at hd128 a partial is 64 KiB, and the tail's writes at the end of the launch
+    // compete with the write-back of the harness's flush).
+    if (threadIdx.x % WG_THREADS == 0) merges[wg] = ld_acquire_gpu(counter) == n_pieces - 1;
     named_barrier_sync(1 + wg, WG_THREADS);
-    // Broadcast from lane 0, so ptxas knows the branch to be warp-uniform: from shared memory
-    // it is not, and the persistent loop's next tile then ran its main loop with per-thread
+    // Broadcast from lane 0, so ptxas knows the branches to be warp-uniform: from shared memory
+    // they are not, and the persistent loop's next tile then ran its main loop with per-thread
     // registers and reconvergence barriers (+10% at hd64 16k).
-    if (!__shfl_sync(0xffffffffu, merges[wg], 0)) return false;
+    bool merge = __shfl_sync(0xffffffffu, merges[wg], 0);
+    if (merge) {
+        if (threadIdx.x % WG_THREADS == 0) *counter = 0;  // every other piece has counted
+    } else {
+#pragma unroll
+        for (int i = 0; i < O_REGS / 4; ++i) {
+            *(float4*)piece_chunk(p, own, i, wg) = make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+        }
+        *(float4*)piece_chunk(p, own, O_REGS / 4, wg) = make_float4(st.m[0], st.m[1], st.l[0], st.l[1]);
+        named_barrier_sync(1 + wg, WG_THREADS);  // every thread's partial, before thread 0 releases them
+        if (threadIdx.x % WG_THREADS == 0) {
+            const bool last = atom_add_acq_rel_gpu(counter, 1) == n_pieces - 1;
+            if (last) *counter = 0;  // every piece has counted
+            merges[wg] = last;
+        }
+        named_barrier_sync(1 + wg, WG_THREADS);
+        merge = __shfl_sync(0xffffffffu, merges[wg], 0);
+        if (!merge) return false;
+    }
     // The other pieces' partials, from L2 (another SM wrote them).
-    for (int b = first; b <= last; ++b) {
-        const int slot = tiles.slot_of(b, tail_tile);
-        if (slot == own || !tiles.has_run(b)) continue;
+    for (int u = tiles.first_piece_key(tail_tile); tiles.in_tile(u, tail_tile); u = tiles.next_piece_key(u)) {
+        const int slot = tiles.slot_at(u, tail_tile);
+        if (slot == own) continue;
         const float4 ml = ld_cg4(piece_chunk(p, slot, O_REGS / 4, wg));
         float keep[2], take[2];
         merge_row(st, 0, ml.x, ml.z, keep[0], take[0]);

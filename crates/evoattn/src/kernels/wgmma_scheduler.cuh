@@ -179,10 +179,12 @@ struct SplitTailTiles : PersistentBlocks {
         run0 = __shfl_sync(0xffffffffu, run_start(blockIdx.x), 0);
         run1 = __shfl_sync(0xffffffffu, run_start(blockIdx.x + 1), 0);
     }
-    // Block b's run is the key blocks [run_start(b), run_start(b + 1)) of the tail.
-    __device__ __forceinline__ int run_start(int b) const { return (int)((i64)b * units / gridDim.x); }
+    // Block b's run is the key blocks [run_start(b), run_start(b + 1)) of the tail. In 32 bits
+    // (the host keeps units * gridDim.x under 2^31): a 64-bit division is a called routine of
+    // about 70 instructions, and a merge used to make dozens.
+    __device__ __forceinline__ int run_start(int b) const { return (int)((u32)b * (u32)units / gridDim.x); }
     // The block whose run holds tail key block u: the last b with run_start(b) <= u.
-    __device__ __forceinline__ int run_of(int u) const { return (int)((((i64)u + 1) * gridDim.x - 1) / units); }
+    __device__ __forceinline__ int run_of(int u) const { return (int)((((u32)u + 1) * gridDim.x - 1) / (u32)units); }
     // Piece k of this block's run, or the end when the run has no such piece.
     __device__ __forceinline__ int piece(int k) const {
         const int start = k == 0 ? run0 : (run0 / n_blocks + 1) * n_blocks;
@@ -217,19 +219,22 @@ struct SplitTailTiles : PersistentBlocks {
         piece_range(index, tail_tile, lo, hi);
         return hi - lo < n_blocks ? tail_tile : -1;
     }
-    // The pieces of tail tile `tail_tile`: the runs of blocks [first, last] that are not empty
-    // (with fewer tail key blocks than blocks, some runs are); returns how many.
-    __device__ __forceinline__ int pieces(int tail_tile, int& first, int& last) const {
-        first = run_of(tail_tile * n_blocks);
-        last = run_of((tail_tile + 1) * n_blocks - 1);
+    // The pieces of tail tile `tail_tile`, in key order: the first holds its key block u =
+    // tail_tile * n_blocks, each next one starts where the one before ends. With fewer tail key
+    // blocks than blocks some runs are empty; this walk never meets them.
+    __device__ __forceinline__ int first_piece_key(int tail_tile) const { return tail_tile * n_blocks; }
+    __device__ __forceinline__ bool in_tile(int u, int tail_tile) const { return u < (tail_tile + 1) * n_blocks; }
+    __device__ __forceinline__ int next_piece_key(int u) const { return run_start(run_of(u) + 1); }
+    __device__ __forceinline__ int pieces(int tail_tile) const {
         int n = 0;
-        for (int b = first; b <= last; ++b) n += has_run(b);
+        for (int u = first_piece_key(tail_tile); in_tile(u, tail_tile); u = next_piece_key(u)) ++n;
         return n;
     }
-    __device__ __forceinline__ bool has_run(int b) const { return run_start(b) < run_start(b + 1); }
-    // The slot of block b's piece of tail tile `tail_tile`.
-    __device__ __forceinline__ int slot_of(int b, int tail_tile) const {
-        return 2 * b + (run_start(b) / n_blocks < tail_tile ? 1 : 0);
+    // The slot of the piece of tail tile `tail_tile` that starts at its key block u: the second
+    // of its block's when that block's run began in the tile before.
+    __device__ __forceinline__ int slot_at(int u, int tail_tile) const {
+        const int b = run_of(u);
+        return 2 * b + (run_start(b) < first_piece_key(tail_tile) ? 1 : 0);
     }
     __device__ __forceinline__ void finish() const {}
 };

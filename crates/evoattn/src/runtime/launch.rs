@@ -206,6 +206,12 @@ impl PreparedLaunch {
                         .into(),
                 ))
             }
+            KernelConfig::Wgmma(c) if c.split_tail && !c.split_tail_fits(problem.shape.sk, grid[0]) => {
+                return Err(unsupported(format!(
+                    "split_tail=1 counts a tail's key blocks times the {} blocks in 32 bits: {} keys are too many",
+                    grid[0], problem.shape.sk
+                )))
+            }
             KernelConfig::Wgmma(c) if c.split_tail && !problem.is_empty() => {
                 let (counters, work) = split_tail_buffers(gpu, &c, problem.shape.d, grid[0])?;
                 (Some(counters), Some(work))
