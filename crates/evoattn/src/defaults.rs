@@ -108,12 +108,17 @@ pub const PERSISTENT_ANY_KEYS_MAX_HEAD_DIM: usize = 64;
 /// Consumer warpgroups of the short problems' configs (short causal, short unmasked), which
 /// were measured with two: against hd64's three, two fill more SMs with 128-row tiles (a
 /// seed shape with B·H = 32 has 128 tiles of 128 rows, 96 of 192), and three on persistent
-/// blocks lose on short causal rows (hd64 512/1k/2k: 190.5/346.5/559.9 against
-/// 143.5/211.6/353.3 µs).
+/// blocks in the static order lose on short causal rows (hd64 512/1k/2k: 190.5/346.5/559.9
+/// against 143.5/211.6/353.3 µs); claiming tiles dynamically, three win at 2k (see
+/// [`SHORT_CAUSAL_MAX_KEYS`]).
 const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
 /// Most keys of a "short" causal problem, per head dim (64, 128): up to these, causal tiles
 /// take 128-key blocks on persistent blocks, with a 3-stage ring at hd64. See [`for_problem`].
-pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 2048), (128, 1024)];
+/// hd64 2k moved to the dynamic tiles of [`DYNAMIC_CAUSAL_MAX_KEYS`] with three consumers:
+/// 8,32,2048,64 339.7/342.4 against 366.2/363.0 µs top-left, 339.7/340.0 against 360.4/359.3
+/// bottom-right; at 1k and 512 they lose, 238.2 against 214.5 and 162.9 against 142.6 (graph,
+/// ABBA by config, 30 samples, `bench/results/2026-11-23-s14-split-tail-wide.txt`).
+pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 1024), (128, 1024)];
 /// Most keys, per head dim (64, 128), for which causal problems longer than the short ones
 /// ([`SHORT_CAUSAL_MAX_KEYS`]) run persistent blocks that claim their tiles from a counter
 /// (`dynamic_tiles`). See [`for_problem`].
@@ -160,10 +165,10 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
 ///   (S=512) 10.3 against 13.5 µs and 10.6 against 14.1.
 /// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, a 3-stage ring (hd64),
-///   persistent blocks. A causal tile of a short problem has 1-16 key blocks, the diagonal
+///   persistent blocks. A causal tile of a short problem has 1-8 key blocks, the diagonal
 ///   one masked: smaller blocks waste less on the diagonal, the deeper ring and the next
-///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k/2k: 50.5,
-///   65.0, 100.0 against 64.7, 84.8, 123.0 µs; hd128 S=512/1k: 39.9, 47.7 (a third stage at
+///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k: 50.5,
+///   65.0 against 64.7, 84.8 µs (2k, 100.0 against 123.0, now takes dynamic tiles); hd128 S=512/1k: 39.9, 47.7 (a third stage at
 ///   1k) against 48.6, 62.0. At hd128 1k two stages leave room for the TMA stores' staging
 ///   tile, which the third took: 144.8 against 158.8 µs (16,16,1024,128, graph). hd256 took
 ///   persistent blocks at 1k until TMA stores, whose staging tile does not fit beside its ring:
@@ -173,7 +178,7 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   per block. S=512 (32,8,512,256): 145.2 against 149.4 µs unmasked, 123.5 against 128.1
 ///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
 ///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
-/// - Causal past the short ones, up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 and hd128: 4k):
+/// - Causal past the short ones (hd64 2k), up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 and hd128: 4k):
 ///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first
 ///   (`dynamic_tiles`), so the next tile's loads overlap this one's end and a block that finishes early takes the
 ///   next tile. Against one tile per block (graph, ABBA, fa3 rows, two machines,
@@ -400,8 +405,8 @@ mod tests {
         use crate::problem::{Layout, Problem, Shape};
         let causal =
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
-        // hd64 up to 2k keys: 128-key blocks, 3 stages, persistent.
-        let c = wgmma_for(&causal(2, 32, 2048, 64));
+        // hd64 up to 1k keys: 128-key blocks, 3 stages, persistent.
+        let c = wgmma_for(&causal(16, 32, 1024, 64));
         assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 3, true, 2));
         // hd128 keeps two stages, which leave room for the TMA stores' staging tile.
         let c = wgmma_for(&causal(32, 16, 512, 128));
@@ -424,7 +429,7 @@ mod tests {
 
     #[test]
     fn key_tables_take_the_first_row_at_or_above_the_head_dim() {
-        assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 64), 2048);
+        assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 64), 1024);
         assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 96), 1024);
         assert_eq!(keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, 128), 4096);
         assert_eq!(keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, 256), 0);
@@ -436,14 +441,16 @@ mod tests {
         let causal =
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
-        // hd64 4k: the default (three consumers) on dynamic persistent blocks; 8k one tile per block.
+        // hd64 2k and 4k: the default (three consumers) on dynamic persistent blocks; 8k one tile
+        // per block.
+        assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), dynamic(wgmma(64)));
         assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), dynamic(wgmma(64)));
         assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), wgmma(64));
         // hd128 takes 128-key blocks (the 176-key ring leaves no room to stage O for TMA stores).
         assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(wgmma(128)) });
         assert!(!wgmma_for(&causal(2, 16, 8192, 128)).dynamic_tiles);
         // Short causal problems keep the static order; unmasked problems never claim.
-        assert!(!wgmma_for(&causal(8, 32, 2048, 64)).dynamic_tiles);
+        assert!(!wgmma_for(&causal(16, 32, 1024, 64)).dynamic_tiles);
         assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);
     }
 
