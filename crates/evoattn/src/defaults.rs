@@ -122,7 +122,7 @@ pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 1024), (128, 1024)]
 /// Most keys, per head dim (64, 128), for which causal problems longer than the short ones
 /// ([`SHORT_CAUSAL_MAX_KEYS`]) run persistent blocks that claim their tiles from a counter
 /// (`dynamic_tiles`). See [`for_problem`].
-pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 4096), (128, 4096)];
+pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 8192), (128, 4096)];
 /// Most keys for which unmasked persistent `wgmma` blocks take two consumer warpgroups instead
 /// of the head dim's default (see [`for_problem`]).
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
@@ -178,13 +178,15 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   per block. S=512 (32,8,512,256): 145.2 against 149.4 µs unmasked, 123.5 against 128.1
 ///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
 ///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
-/// - Causal past the short ones (hd64 2k), up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 and hd128: 4k):
+/// - Causal past the short ones (hd64 2k), up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 8k, hd128 4k):
 ///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first
 ///   (`dynamic_tiles`), so the next tile's loads overlap this one's end and a block that finishes early takes the
 ///   next tile. Against one tile per block (graph, ABBA, fa3 rows, two machines,
 ///   `bench/results/2026-11-23-s9-dynamic-tiles-ab.txt`): hd64 4k -4.3/-4.5%; hd128 2k
-///   -4.0/-5.6%, 4k -1.8/-3.2%. Longer problems do not gain (hd64 8k -1.6/+0.3%, 16k +0.3%;
-///   hd128 8k/16k +0.5/+1.3%), a tile's end being a small share of it, nor does hd256 (+1.4
+///   -4.0/-5.6%, 4k -1.8/-3.2%. hd64 8k read -1.6/+0.3% then, and -2.0% and -2.0/-1.7%
+///   (top-left/bottom-right) in two sweeps of session 14 on two machines (ABBA by config,
+///   `bench/results/2026-11-23-s14-split-tail-wide.txt`). Longer problems do not gain (hd64 16k
+///   +0.3% and +0.4%; hd128 8k/16k +0.5/+1.3%), a tile's end being a small share of it, nor does hd256 (+1.4
 ///   to +2.2% at 2k-16k), nor the short problems against their static persistent blocks
 ///   (hd64 512/1k +13/+3.4%). hd128 took 128-key blocks up to 2k (87.6 against 90.6 µs at
 ///   2k, one tile per block) and 176 at 4k until TMA stores; with them 128 also at 4k, 422.5
@@ -441,11 +443,12 @@ mod tests {
         let causal =
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
-        // hd64 2k and 4k: the default (three consumers) on dynamic persistent blocks; 8k one tile
-        // per block.
+        // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks; 16k one
+        // tile per block.
         assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), dynamic(wgmma(64)));
         assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), dynamic(wgmma(64)));
-        assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), wgmma(64));
+        assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), dynamic(wgmma(64)));
+        assert_eq!(wgmma_for(&causal(1, 32, 16384, 64)), wgmma(64));
         // hd128 takes 128-key blocks (the 176-key ring leaves no room to stage O for TMA stores).
         assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(wgmma(128)) });
         assert!(!wgmma_for(&causal(2, 16, 8192, 128)).dynamic_tiles);
