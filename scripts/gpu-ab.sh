@@ -9,12 +9,19 @@ OUT=${OUT:-out}
 name=$1; shift
 rounds=${ROUNDS:-2}
 runs=()
+failed=0
 for r in $(seq 1 "$rounds"); do
   for side in A B B A; do
     bin=${!side}
     tag="$name-$side-$r-${#runs[@]}"
     "$bin" bench "$@" --mode graph --reps "${REPS:-20}" --peers none --no-history --json "$OUT/$tag.json" \
-      > "$OUT/$tag.txt" 2>&1 || echo "$side round $r: exit $? (see $tag.txt)"
+      > "$OUT/$tag.txt" 2>&1
+    rc=$?
+    if ((rc != 0)); then
+      # Say why in the output itself: the run's log may not come back from the device.
+      echo "$side round $r: exit $rc ($tag.txt): $(grep -m1 -i 'error' "$OUT/$tag.txt" || tail -1 "$OUT/$tag.txt")"
+      failed=1
+    fi
     runs+=("$side:$OUT/$tag.json")
   done
 done
@@ -46,3 +53,4 @@ for key, sides in med.items():
     flags = "".join(f" INCORRECT({s})" for s in "AB" if (key, s) in bad)
     print(f"{key:36}{ma:10.2f}{mb:10.2f}{100 * (mb / ma - 1):+8.1f}%  {min(a):.2f}-{max(a):.2f}, {min(b):.2f}-{max(b):.2f} [{len(a)},{len(b)}]{flags}")
 PY
+exit "$failed"

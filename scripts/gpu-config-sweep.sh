@@ -12,11 +12,17 @@ BIN=${EVOATTN_BIN:-target/release/evoattn}
 OUT=${OUT:-out}
 name=$1; shift
 i=0
+failed=0
 for cfg in ${CONFIGS:?CONFIGS lists lever sets, default for none}; do
   extra=(); [ "$cfg" != default ] && extra=(--config "$cfg")
   [ "${ON_PLAN:-0}" = 1 ] && [ "$cfg" != default ] && extra+=(--config-on-plan)
   $BIN bench "$@" --impl "${IMPL:-wgmma}" "${extra[@]}" --mode graph --reps "${REPS:-20}" --peers none --no-history \
-    --json "$OUT/$name-$i.json" > "$OUT/$name-$i.txt" 2>&1 || echo "config $cfg: exit $? (see $name-$i.txt)"
+    --json "$OUT/$name-$i.json" > "$OUT/$name-$i.txt" 2>&1
+  rc=$?
+  if ((rc != 0)); then
+    echo "config $cfg: exit $rc ($name-$i.txt): $(grep -m1 -i 'error' "$OUT/$name-$i.txt" || tail -1 "$OUT/$name-$i.txt")"
+    failed=1
+  fi
   i=$((i + 1))
 done
 python3 - "$OUT" "$name" $CONFIGS <<'PY'
@@ -45,3 +51,4 @@ for key, meds in rows.items():
         cells.append(f"{'-' if m is None else ('%.1f' % m) + ('*' if m == best else ' '):>9}")
     print(f"{key:34}" + "".join(cells))
 PY
+exit "$failed"
