@@ -24,9 +24,6 @@ pub const NAMES: [&str; 10] =
     ["mission", "small", "long", "wide", "stress", "seed", "fa3-grid", "grid", "sanitize", "decode"];
 
 /// The FlashAttention-3 paper's grid: 16k tokens (B·S) and a model width H·D of 2048.
-const FA3_TOKENS: usize = 16 * 1024;
-const FA3_WIDTH: usize = 2048;
-const FA3_LENGTHS: [usize; 6] = [512, 1024, 2048, 4096, 8192, 16384];
 /// ../shared/ANCHORS.md's `seed` rows: fp16, S=512, D=64, these (B, H).
 const SEED_BATCH_HEADS: [(usize, usize); 5] = [(1, 8), (2, 8), (4, 8), (4, 16), (8, 16)];
 
@@ -100,12 +97,7 @@ pub fn preset(name: &str) -> Result<Preset, String> {
             layouts: vec![Layout::Bhsd],
         },
         "fa3-grid" => {
-            let mut shapes = Vec::new();
-            for d in HEAD_DIMS {
-                for s in FA3_LENGTHS {
-                    shapes.push(Shape::new(FA3_TOKENS / s, FA3_WIDTH / d, s, d));
-                }
-            }
+            let shapes = HEAD_DIMS.into_iter().flat_map(Shape::fa3_grid).collect();
             Preset {
                 name: "fa3-grid",
                 about: "the 36 large bf16 shapes of ANCHORS.md: B*S = 16k, H*D = 2048, S 512..16k, D 64/128/256, causal and not",
@@ -357,6 +349,7 @@ fn read_workload(path: &std::path::Path) -> anyhow::Result<Vec<Preset>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use evoattn::problem::{FA3_TOKENS, FA3_WIDTH};
 
     #[test]
     fn grid_covers_every_length_head_dim_and_a_gqa_pair() {

@@ -187,10 +187,22 @@ pub struct Shape {
     pub d: usize,
 }
 
+/// Tokens (B·S) of every shape of ANCHORS.md's fa3 grid.
+pub const FA3_TOKENS: usize = 16 * 1024;
+/// Model width (H·D) of every shape of the fa3 grid.
+pub const FA3_WIDTH: usize = 2048;
+/// Sequence lengths of the fa3 grid.
+pub const FA3_LENGTHS: [usize; 6] = [512, 1024, 2048, 4096, 8192, 16384];
+
 impl Shape {
     /// Self-attention shape: Hkv = H, Sk = Sq.
     pub fn new(b: usize, h: usize, s: usize, d: usize) -> Self {
         Shape { b, h, hkv: h, sq: s, sk: s, d }
+    }
+
+    /// The fa3 grid's shapes of head dim `d`, shortest first.
+    pub fn fa3_grid(d: usize) -> impl Iterator<Item = Shape> {
+        FA3_LENGTHS.into_iter().map(move |s| Shape::new(FA3_TOKENS / s, FA3_WIDTH / d, s, d))
     }
 
     /// Parses `B,H,S,D[,HKV][,SK]`, the command line's shape syntax.
