@@ -71,6 +71,14 @@ pub struct HostCostRounds {
     pub pause: std::time::Duration,
 }
 
+/// The timeline of one launch of a `trace=1` kernel.
+#[derive(Clone, Debug)]
+pub struct TraceRun {
+    /// The kernel that ran (its symbol name).
+    pub kernel: String,
+    pub warps: Vec<evoattn::trace::WarpTrace>,
+}
+
 /// A place to run attention forward passes.
 pub trait Backend {
     fn info(&self) -> BackendInfo;
@@ -120,6 +128,19 @@ pub trait Backend {
     ) -> evoattn::Result<Vec<Vec<f64>>> {
         let _ = (problem, choice, config, inputs, rounds);
         Err(evoattn::Error::NoGpu(format!("the {} backend has no launch path to time", self.info().gpu)))
+    }
+
+    /// Launches the `trace=1` kernel `config` `warmup` times, then once more with its
+    /// timeline cleared, and returns that launch's timeline. Backends that cannot say so.
+    fn trace(
+        &mut self,
+        problem: &Problem,
+        config: KernelConfig,
+        inputs: [&[u16]; 3],
+        warmup: usize,
+    ) -> evoattn::Result<TraceRun> {
+        let _ = (problem, config, inputs, warmup);
+        Err(evoattn::Error::NoGpu(format!("the {} backend cannot trace kernels", self.info().gpu)))
     }
 
     /// The planned kernel packed for a launch by another process (the oracle's cross-check of

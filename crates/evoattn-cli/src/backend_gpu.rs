@@ -1,6 +1,6 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, Variant};
+use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant};
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
@@ -293,6 +293,30 @@ impl Backend for GpuBackend {
             all.push(samples_us);
         }
         Ok(all)
+    }
+
+    fn trace(
+        &mut self,
+        problem: &Problem,
+        config: KernelConfig,
+        inputs: [&[u16]; 3],
+        warmup: usize,
+    ) -> evoattn::Result<TraceRun> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let [q, k, v] = inputs;
+        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
+        let choice = ImplChoice::Fixed(config.imp());
+        let plan = self.attention.plan(problem, choice, Some(config));
+        self.attention.prepare(&plan)?;
+        for _ in 0..warmup {
+            self.attention.forward(problem, choice, Some(config), case.tensors())?;
+        }
+        let spec = plan.spec;
+        self.attention.clear_trace(&spec)?;
+        self.attention.forward(problem, choice, Some(config), case.tensors())?;
+        let warps = self.attention.read_trace(&spec)?;
+        Ok(TraceRun { kernel: spec.name(), warps })
     }
 
     fn launch_image(

@@ -3,10 +3,12 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
-use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, Variant};
+use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant};
 use crate::inputs::nan_bits;
+use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::reference::{attention_f64, logical_offsets};
+use evoattn::trace::Tag;
 use evoattn::{Arch, Error, KernelConfig, KernelSpec, Problem, ProblemError, TensorName};
 
 /// Environment variable that makes the mock misbehave (tests only): `unwritten` or `wrong`.
@@ -35,6 +37,58 @@ const MOCK_HOST_COST_US: f64 = 3.5;
 /// low-discrepancy sequence (the golden ratio's fractions) scaled to the spread.
 fn jitter(i: usize) -> f64 {
     ((i as f64 * 0.618_033_988_75).fract() * 2.0 - 1.0) * MOCK_JITTER
+}
+
+/// The mock's synthetic timeline (`trace`): the marks of a consumer warp's key block with the
+/// cycles before each, and of a tile around them; tiles and key blocks per traced warp.
+const MOCK_KEY_BLOCK_MARKS: [(Tag, u64); 7] = [
+    (Tag::KvReady, 40),
+    (Tag::Turn, 120),
+    (Tag::Issued, 30),
+    (Tag::SDone, 280),
+    (Tag::SoftmaxDone, 620),
+    (Tag::PvDone, 60),
+    (Tag::Packed, 90),
+];
+const MOCK_TILE_MARKS: [(Tag, u64); 3] = [(Tag::Tile, 200), (Tag::Epilogue, 100), (Tag::EpilogueDone, 400)];
+const MOCK_TRACE_TILES: usize = 2;
+const MOCK_TRACE_KEY_BLOCKS: usize = 4;
+const MOCK_TRACE_BLOCKS: usize = 2;
+
+/// The words a `trace=1` kernel of `spec` would leave (kernels/trace.cuh's format) for the
+/// mock's synthetic schedule: the producer warp's loads, each consumer warp's key blocks.
+fn mock_trace_words(spec: &KernelSpec) -> Vec<u64> {
+    let warps = (spec.threads() / WARP_THREADS) as usize;
+    let mut words = vec![0u64; TRACE_BLOCKS * warps * TRACE_EVENTS];
+    let word = |tag: Tag, value: u64| ((tag as u64) << evoattn::trace::VALUE_BITS) | value;
+    for block in 0..MOCK_TRACE_BLOCKS {
+        for warp in 0..warps {
+            let mut events = vec![word(Tag::Sm, block as u64)];
+            let mut clock = 1000;
+            let mut mark = |tag: Tag, cycles: u64, events: &mut Vec<u64>| {
+                clock += cycles;
+                events.push(word(tag, clock));
+            };
+            for _ in 0..MOCK_TRACE_TILES {
+                if warp == 0 {
+                    mark(Tag::ProducerTile, 50, &mut events);
+                    for _ in 0..MOCK_TRACE_KEY_BLOCKS {
+                        mark(Tag::ProducerK, 600, &mut events);
+                        mark(Tag::ProducerV, 640, &mut events);
+                    }
+                } else if warp >= (WARPGROUP_THREADS / WARP_THREADS) as usize {
+                    mark(MOCK_TILE_MARKS[0].0, MOCK_TILE_MARKS[0].1, &mut events);
+                    for _ in 0..MOCK_TRACE_KEY_BLOCKS {
+                        MOCK_KEY_BLOCK_MARKS.iter().for_each(|&(tag, cycles)| mark(tag, cycles, &mut events));
+                    }
+                    MOCK_TILE_MARKS[1..].iter().for_each(|&(tag, cycles)| mark(tag, cycles, &mut events));
+                }
+            }
+            let at = (block * warps + warp) * TRACE_EVENTS;
+            words[at..at + events.len()].copy_from_slice(&events);
+        }
+    }
+    words
 }
 
 /// Added to one output element by the `wrong` fault: far outside any tolerance, and exact in
@@ -184,6 +238,34 @@ impl Backend for MockBackend {
         Ok((0..rounds.rounds)
             .map(|r| (0..rounds.calls).map(|i| MOCK_HOST_COST_US * (1.0 + jitter(r * rounds.calls + i))).collect())
             .collect())
+    }
+
+    fn trace(
+        &mut self,
+        problem: &Problem,
+        config: KernelConfig,
+        inputs: [&[u16]; 3],
+        _warmup: usize,
+    ) -> evoattn::Result<TraceRun> {
+        self.mock_trace(problem, config, inputs)
+    }
+}
+
+impl MockBackend {
+    /// A synthetic timeline in the kernel's format, decoded as the GPU path decodes it, after
+    /// the checks a launch makes; it exercises the plumbing and says nothing about any kernel.
+    fn mock_trace(&self, problem: &Problem, config: KernelConfig, inputs: [&[u16]; 3]) -> evoattn::Result<TraceRun> {
+        let spec = checked_spec(problem, Kernel::Planned(ImplChoice::Fixed(config.imp()), Some(config)), inputs)?;
+        if !matches!(spec.config, KernelConfig::Wgmma(c) if c.trace) {
+            return Err(Error::Unsupported {
+                imp: spec.imp().to_string(),
+                reason: format!("{} is not instrumented (trace=1)", spec.name()),
+            });
+        }
+        let warps = (spec.threads() / WARP_THREADS) as usize;
+        let warps = evoattn::trace::decode(&mock_trace_words(&spec), warps, TRACE_EVENTS)
+            .map_err(|reason| Error::Unsupported { imp: spec.imp().to_string(), reason })?;
+        Ok(TraceRun { kernel: spec.name(), warps })
     }
 }
 

@@ -15,6 +15,7 @@ mod cmd_info;
 mod cmd_profile;
 mod cmd_report;
 mod cmd_run;
+mod cmd_trace;
 mod cmd_tune;
 mod db;
 mod gate;
@@ -72,6 +73,9 @@ enum Command {
     /// Nsight Compute counters of our kernel, and whether it is compute-, memory- or
     /// latency-bound or under-occupied (needs ncu and counter access).
     Profile(cmd_profile::Args),
+    /// Per-warp timeline of one launch of the warp-specialised wgmma kernel built with trace=1:
+    /// cycles between its marks (data, turn, S, softmax, P·V, tile boundary, the producer's loads).
+    Trace(cmd_trace::Args),
     /// Markdown tables, a CSV and SVG plots from bench records and the run history (no GPU needed).
     Report(cmd_report::Args),
     /// Search a kernel's levers on GPU workers (compile -> resources -> correctness ->
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Gate(args) => cmd_gate::run(args),
         Command::Profile(args) => cmd_profile::run(args),
         Command::Report(args) => cmd_report::run(args),
+        Command::Trace(args) => cmd_trace::run(args),
         Command::Tune(args) => cmd_tune::run(args),
         Command::TuneWorker(args) => tune::worker::run(args),
     };

@@ -244,6 +244,62 @@ fn wgmma_split_tail_is_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_trace_marks_every_key_block_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // The instrumented kernels compute what the others do.
+    let out = evoattn(&[
+        "check",
+        "--impl",
+        "wgmma",
+        "--config-on-plan",
+        "--config",
+        "trace=1",
+        "--shape",
+        "2,4,1024,64",
+        "--shape",
+        "3,5,1000,128",
+        "--causal",
+        "all",
+    ]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    // The head-dim default (one tile per block): 1024 keys are 8 blocks of 128, so each consumer
+    // warp marks 9 turns (the last P·V has one of its own), in the pipeline's order, on a clock
+    // that never goes back.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let out = evoattn(&["trace", "--impl", "wgmma", "--shape", "2,4,1024,64", "--out", json.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("consumer key block (turn to turn): median"), "{text}");
+    let records: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let order = ["KvReady", "Turn", "Issued", "SDone", "SoftmaxDone", "PvDone", "Packed"];
+    let mut consumers = 0;
+    for w in records[0]["warps"].as_array().unwrap() {
+        let events: Vec<(&str, u64)> =
+            w["events"].as_array().unwrap().iter().map(|e| (e[0].as_str().unwrap(), e[1].as_u64().unwrap())).collect();
+        assert!(events.windows(2).all(|p| p[0].1 <= p[1].1), "the clock went back: {w}");
+        if events.first().map(|e| e.0) != Some("Tile") {
+            continue;
+        }
+        consumers += 1;
+        assert_eq!(events.iter().filter(|e| e.0 == "Turn").count(), 9, "{w}");
+        // Block 0 has no P·V to wait for; the last block's P·V has its own turn.
+        let body: Vec<&str> = events[1..].iter().map(|e| e.0).collect();
+        let mut want: Vec<&str> = order.iter().copied().filter(|t| *t != "PvDone").collect();
+        for _ in 1..8 {
+            want.extend(order);
+        }
+        want.extend(["KvReady", "Turn", "Issued", "PvDone", "Epilogue", "EpilogueDone"]);
+        assert_eq!(body, want, "{w}");
+    }
+    // 16 traced blocks of 3 consumer warpgroups.
+    assert_eq!(consumers, 16 * 12, "{text}");
+}
+
+#[test]
 fn auto_runs_decoding_with_splitkv() {
     require_gpu!();
     let out = evoattn(&["check", "--shape", "1,32,1,128,4,16384", "--dtype", "bf16", "--seeds", "1"]);

@@ -100,6 +100,32 @@ impl Attention {
         Ok(&self.loaded[&plan.spec])
     }
 
+    /// The loaded `trace=1` kernel `spec` (launched before through this `Attention`).
+    fn traced(&self, spec: &KernelSpec) -> Result<&LoadedKernel> {
+        let unsupported = |reason: String| crate::Error::Unsupported { imp: spec.imp().to_string(), reason };
+        if !matches!(spec.config, KernelConfig::Wgmma(c) if c.trace) {
+            return Err(unsupported(format!("{} is not instrumented (trace=1)", spec.name())));
+        }
+        self.loaded.get(spec).ok_or_else(|| unsupported(format!("{} has not been launched here", spec.name())))
+    }
+
+    /// Clears the timeline of the `trace=1` kernel `spec`, on the GPU's stream, so that the
+    /// next launch's marks are the only ones [`Attention::read_trace`] reads.
+    pub fn clear_trace(&self, spec: &KernelSpec) -> Result<()> {
+        self.traced(spec)?.zero_global(crate::trace::SYMBOL, self.gpu.stream())
+    }
+
+    /// The timeline the `trace=1` kernel `spec` wrote since [`Attention::clear_trace`] (waits
+    /// for the GPU's stream): each traced warp's marks.
+    pub fn read_trace(&self, spec: &KernelSpec) -> Result<Vec<crate::trace::WarpTrace>> {
+        let bytes = self.traced(spec)?.read_global(crate::trace::SYMBOL, self.gpu.stream())?;
+        let words: Vec<u64> =
+            bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunks"))).collect();
+        let warps = (spec.threads() / crate::config::WARP_THREADS) as usize;
+        crate::trace::decode(&words, warps, crate::config::TRACE_EVENTS)
+            .map_err(|reason| crate::Error::Unsupported { imp: spec.imp().to_string(), reason })
+    }
+
     /// The planned kernel for `problem`, compiled and packed for a launch by another process.
     pub fn launch_image(
         &self,

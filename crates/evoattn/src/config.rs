@@ -254,12 +254,19 @@ pub struct WgmmaConfig {
     /// for 31.03 tiles of work a block. Needs `persistent`, not `dynamic_tiles`; unmasked
     /// problems (causal tiles differ in length: `dynamic_tiles` balances those).
     pub split_tail: bool,
+    /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
+    /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
+    /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
+    /// every other kernel keeps its name. Needs `warp_specialized`.
+    pub trace: bool,
 }
 
 /// Rows of one `wgmma` m64 tile: each consumer warpgroup owns this many query rows.
 pub const WGMMA_ROWS_PER_WARPGROUP: u32 = 64;
+/// Threads of one warp.
+pub const WARP_THREADS: u32 = 32;
 /// Threads of one warpgroup (4 consecutive warps).
-pub const WARPGROUP_THREADS: u32 = 128;
+pub const WARPGROUP_THREADS: u32 = 4 * WARP_THREADS;
 /// Registers of one SM, shared by the threads of the one block a `wgmma` kernel runs per SM.
 pub const REGISTERS_PER_SM: u32 = 65536;
 /// The most registers one thread can have.
@@ -270,6 +277,12 @@ pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
 pub const WGMMA_OPERAND_REGISTERS: u32 = 32;
 /// Largest head dim whose tuning space includes `exp2_poly` (see [`KernelSpec::space`]).
 pub const EXP2_POLY_MAX_HEAD_DIM: usize = 64;
+/// Blocks (linear block index) whose warps a `trace=1` kernel records: enough persistent blocks
+/// to see their spread, few enough that the buffer stays small.
+pub const TRACE_BLOCKS: usize = 16;
+/// Events each warp of a traced block keeps (the first ones): at about 7 a key block, a
+/// persistent hd64 block's whole S=512 launch, or some 500 key blocks of a long one.
+pub const TRACE_EVENTS: usize = 4096;
 /// Alignment of the 128-byte swizzle pattern (8 rows of 128 bytes) that TMA writes and `wgmma`
 /// reads; the kernel rounds its dynamic shared memory base up to it, so the host reserves it.
 pub const SWIZZLE_ATOM_BYTES: usize = 1024;
@@ -339,21 +352,27 @@ impl KernelConfig {
                 ("stages", c.stages.to_string()),
                 ("q_in_regs", u32::from(c.q_in_regs).to_string()),
             ],
-            KernelConfig::Wgmma(c) => vec![
-                ("block_n", c.block_n.to_string()),
-                ("stages", c.stages.to_string()),
-                ("consumer_warpgroups", c.consumer_warpgroups.to_string()),
-                ("loads", c.loads.name().to_string()),
-                ("warp_specialized", u32::from(c.warp_specialized).to_string()),
-                ("overlap", u32::from(c.overlap).to_string()),
-                ("pingpong", u32::from(c.pingpong).to_string()),
-                ("persistent", u32::from(c.persistent).to_string()),
-                ("dynamic_tiles", u32::from(c.dynamic_tiles).to_string()),
-                ("tma_store", u32::from(c.tma_store).to_string()),
-                ("exp2_poly", c.exp2_poly.to_string()),
-                ("lazy_rescale", u32::from(c.lazy_rescale).to_string()),
-                ("split_tail", u32::from(c.split_tail).to_string()),
-            ],
+            KernelConfig::Wgmma(c) => {
+                let mut levers = vec![
+                    ("block_n", c.block_n.to_string()),
+                    ("stages", c.stages.to_string()),
+                    ("consumer_warpgroups", c.consumer_warpgroups.to_string()),
+                    ("loads", c.loads.name().to_string()),
+                    ("warp_specialized", u32::from(c.warp_specialized).to_string()),
+                    ("overlap", u32::from(c.overlap).to_string()),
+                    ("pingpong", u32::from(c.pingpong).to_string()),
+                    ("persistent", u32::from(c.persistent).to_string()),
+                    ("dynamic_tiles", u32::from(c.dynamic_tiles).to_string()),
+                    ("tma_store", u32::from(c.tma_store).to_string()),
+                    ("exp2_poly", c.exp2_poly.to_string()),
+                    ("lazy_rescale", u32::from(c.lazy_rescale).to_string()),
+                    ("split_tail", u32::from(c.split_tail).to_string()),
+                ];
+                if c.trace {
+                    levers.push(("trace", "1".to_string()));
+                }
+                levers
+            }
             KernelConfig::Splitkv(c) => vec![
                 ("block_m", c.block_m.to_string()),
                 ("block_n", c.block_n.to_string()),
@@ -422,6 +441,7 @@ impl KernelConfig {
                     "exp2_poly" => c.exp2_poly = num,
                     "lazy_rescale" => c.lazy_rescale = num != 0,
                     "split_tail" => c.split_tail = num != 0,
+                    "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
                 KernelConfig::Splitkv(c) => match key {
@@ -440,7 +460,10 @@ impl KernelConfig {
 }
 
 fn unknown_lever(key: &str, config: &KernelConfig) -> String {
-    let known: Vec<&str> = config.levers().iter().map(|(k, _)| *k).collect();
+    let mut known: Vec<&str> = config.levers().iter().map(|(k, _)| *k).collect();
+    if matches!(config, KernelConfig::Wgmma(c) if !c.trace) {
+        known.push("trace");
+    }
     format!("'{key}' is not a lever of {}; levers: {}", config.imp(), known.join(", "))
 }
 
@@ -597,6 +620,10 @@ impl KernelSpec {
         if let Some(name) = self.combine_kernel_name() {
             d.push(("EVOATTN_COMBINE_NAME".to_string(), name));
         }
+        if matches!(self.config, KernelConfig::Wgmma(c) if c.trace) {
+            d.push(("EVOATTN_TRACE_BLOCKS".to_string(), TRACE_BLOCKS.to_string()));
+            d.push(("EVOATTN_TRACE_EVENTS".to_string(), TRACE_EVENTS.to_string()));
+        }
         if matches!(self.config, KernelConfig::Wgmma(_)) || self.tensor_map_rows().is_some() {
             // The kernel checks its own shared-memory layout against what the host reserves.
             d.push(("EVOATTN_DYNAMIC_SMEM".to_string(), self.dynamic_smem_bytes().to_string()));
@@ -655,6 +682,9 @@ impl KernelSpec {
                                 last round)"
                             .into(),
                     );
+                }
+                if c.trace && !c.warp_specialized {
+                    return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
                 if c.dynamic_tiles && !c.persistent {
                     return Err(
@@ -762,6 +792,7 @@ impl KernelSpec {
                                         exp2_poly,
                                         lazy_rescale,
                                         split_tail,
+                                        trace: false,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
                                 }
@@ -834,6 +865,7 @@ fn short_key(key: &str) -> &str {
         "exp2_poly" => "xp",
         "lazy_rescale" => "lr",
         "split_tail" => "st",
+        "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
         "combine" => "cb",
@@ -955,6 +987,7 @@ mod tests {
                 exp2_poly: 0,
                 lazy_rescale: false,
                 split_tail: false,
+                trace: false,
             }),
             dtype: Dtype::F16,
             head_dim,
@@ -1246,6 +1279,7 @@ mod tests {
                 exp2_poly: 0,
                 lazy_rescale: false,
                 split_tail: false,
+                trace: false,
             })
         );
         assert_eq!(

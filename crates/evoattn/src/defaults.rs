@@ -87,6 +87,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         exp2_poly: 0,
         lazy_rescale: false,
         split_tail: false,
+        trace: false,
     }
 }
 

@@ -6,7 +6,8 @@
 //!   only `unsafe` code (driver launches), wrapped in RAII types;
 //! - [`problem`], [`config`], [`plan`]: what to compute and with which kernel;
 //! - [`attention`]: the safe entry point a downstream crate calls;
-//! - [`reference`]: the float64 CPU reference every kernel is checked against.
+//! - [`reference`]: the float64 CPU reference every kernel is checked against;
+//! - [`trace`]: the per-warp timelines of instrumented (`trace=1`) kernels.
 
 pub mod arch;
 pub mod attention;
@@ -19,6 +20,7 @@ pub mod plan;
 pub mod problem;
 pub mod reference;
 pub mod runtime;
+pub mod trace;
 
 pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors};

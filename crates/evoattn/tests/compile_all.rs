@@ -75,7 +75,17 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
             }
         }
     }
-    jobs.extend(planned.into_iter().map(|spec| (spec, Arch::Sm90a)));
+    // `evoattn trace` instruments whatever the planner picks: the marks must fit its registers.
+    let traced: Vec<KernelSpec> = planned
+        .iter()
+        .chain(std::iter::once(&KernelSpec {
+            config: defaults::config(Impl::Wgmma, Arch::Sm90a, 64),
+            dtype: Dtype::Bf16,
+            head_dim: 64,
+        }))
+        .map(|spec| KernelSpec { config: spec.config.with_overrides("trace=1").unwrap(), ..*spec })
+        .collect();
+    jobs.extend(planned.into_iter().chain(traced).map(|spec| (spec, Arch::Sm90a)));
     let start = Instant::now();
     let results = compile_parallel(&jobs, Some(&cache), threads(), || {});
     println!(

@@ -426,6 +426,7 @@ pub(crate) mod tests {
             exp2_poly: 0,
             lazy_rescale: false,
             split_tail: false,
+            trace: false,
         };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
     }

@@ -34,6 +34,7 @@ pub const HEADERS: &[SourceFile] = &[
     source!("wgmma_softmax.cuh"),
     source!("wgmma_epilogue.cuh"),
     source!("wgmma_ws.cuh"),
+    source!("trace.cuh"),
 ];
 
 /// The stream-holding kernel of the timer (`runtime::device::Gpu::hold`).

@@ -41,6 +41,7 @@
 // which hd64 needs: there a warpgroup's softmax (MUFU-bound) takes as long as its GEMMs.
 #pragma once
 #include "wgmma_epilogue.cuh"
+#include "trace.cuh"
 
 static_assert(PRODUCERS == 1, "this pipeline has a producer warpgroup");
 static_assert(EVOATTN_LOADS_TMA, "the producer warpgroup issues TMA loads");
@@ -97,7 +98,9 @@ __device__ __forceinline__ u32 round_parity(int g) {
 // The producer's one thread, for one tile whose key blocks start at ring block g0, once the
 // previous tile's consumers released Q: Q, then K(0), then K(j + 1) and V(j) for every block j.
 __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
-                                        const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int g0) {
+                                        const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int g0,
+                                        Trace& trace) {
+    trace.mark(TRACE_PRODUCER_TILE);
     mbarrier_arrive_expect_tx(&b.q_full, TILE_BYTES(BM));
     tma_load_tile<BM>(sm.q(), q_map, &b.q_full, t.m0, t.head, t.batch);
     auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j) {
@@ -107,14 +110,19 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
         tma_load_tile<BN>(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
     };
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
-    if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0);
+    if (t.n_blocks > 0) {
+        load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0);
+        trace.mark(TRACE_PRODUCER_K);
+    }
     for (int j = 0; j < t.n_blocks; ++j) {
         if (j + 1 < t.n_blocks) {
             const int s = stage(j + 1);
             load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1);
+            trace.mark(TRACE_PRODUCER_K);
         }
         const int s = stage(j);
         load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j);
+        trace.mark(TRACE_PRODUCER_V);
     }
     // Every load lands before the consumers, which wait for all of them, finish.
 }
@@ -157,7 +165,7 @@ struct Turns {
 // [m0 + 64c, m0 + 64c + 64) into `o` and `st`.
 __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b, const SmemTiles& sm,
                                         const WorkTile& t, int c, int g0, Turns& turns, float (&o)[O_REGS],
-                                        RowState& st) {
+                                        RowState& st, Trace& trace) {
     const int wtid = threadIdx.x % WG_THREADS;
     const int row0 = t.m0 + c * WG_ROWS + (wtid / 32) * 16 + (wtid % 32) / 4;
     const unsigned char* q_rows = sm.q_rows(c);
@@ -171,46 +179,63 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     PFrag pf;
     // Block 0: S alone, then its softmax (O is still zero: no rescale).
     mbarrier_wait(&b.k_full[stage(0)], round_parity(g0));
+    trace.mark(TRACE_KV_READY);
     turns.begin();
+    trace.mark(TRACE_TURN);
     issue_qk(s, q_rows, sm, stage(0));
     turns.end();
+    trace.mark(TRACE_ISSUED);
     wgmma_wait<0>();
     fence_operand(s);
+    trace.mark(TRACE_S_DONE);
     release(&b.k_empty[stage(0)]);
     if (t.n_blocks == 1) release(&b.q_empty);
     mask_block(s, p, t, row0, key_block(t, 0));
     float correction[2];
     softmax_step(s, st, correction, p.scale_log2);
+    trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
     pack_p(pf, s);
+    trace.mark(TRACE_PACKED);
     for (int j = 1; j < t.n_blocks; ++j) {
         const int ks = stage(j), vs = stage(j - 1);
         mbarrier_wait(&b.k_full[ks], round_parity(g0 + j));
         mbarrier_wait(&b.v_full[vs], round_parity(g0 + j - 1));
+        trace.mark(TRACE_KV_READY);
         turns.begin();
+        trace.mark(TRACE_TURN);
         issue_qk(s, q_rows, sm, ks);
         issue_pv(o, pf, sm, vs);
         turns.end();
+        trace.mark(TRACE_ISSUED);
         wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
         fence_operand(s);
+        trace.mark(TRACE_S_DONE);
         release(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release(&b.q_empty);  // the tile's last read of Q
         mask_block(s, p, t, row0, key_block(t, j));
         const bool rescale = softmax_step(s, st, correction, p.scale_log2);
+        trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         wgmma_wait<0>();
         fence_operand(o);
         fence_operand(pf);
+        trace.mark(TRACE_PV_DONE);
         release(&b.v_empty[vs]);
         if (rescale) rescale_output(o, correction);
         pack_p(pf, s);
+        trace.mark(TRACE_PACKED);
     }
     const int vs = stage(t.n_blocks - 1);
     mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
+    trace.mark(TRACE_KV_READY);
     turns.begin();
+    trace.mark(TRACE_TURN);
     issue_pv(o, pf, sm, vs);
     turns.end();
+    trace.mark(TRACE_ISSUED);
     wgmma_wait<0>();
     fence_operand(o);
     fence_operand(pf);
+    trace.mark(TRACE_PV_DONE);
     release(&b.v_empty[vs]);
 #else
     for (int j = 0; j < t.n_blocks; ++j) {
@@ -244,6 +269,8 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
     __syncthreads();  // the barriers are initialised before anyone waits on them
     const Tiles tiles(p);
     const int wg = threadIdx.x / WG_THREADS;
+    Trace trace;
+    trace.init();
     if (wg == 0) {
 #if CONSUMERS > 1
         setmaxnreg_dec<PRODUCER_REGS>();
@@ -262,7 +289,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
                     mbarrier_arrive(&bars.q_full);  // the end, in place of a Q
                     break;
                 }
-                produce(bars, sm, q_map, k_map, v_map, t, g0);
+                produce(bars, sm, q_map, k_map, v_map, t, g0, trace);
                 g0 += t.n_blocks;
                 index = tiles.next(index);
             }
@@ -284,6 +311,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
             t = tiles.tile(p, index);  // while Q loads
         }
         mbarrier_wait(&bars.q_full, (u32)tile_iter & 1u);
+        trace.mark(TRACE_TILE);
         if (Tiles::dynamic) {
             if (bars.tile_index >= tiles.count) break;
             t = bars.tile;
@@ -295,7 +323,8 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         for (int i = 0; i < O_REGS; ++i) acc[i] = 0.f;
         RowState st;
         row_state_init(st);
-        consume(p, bars, sm, t, c, g0, turns, acc, st);
+        consume(p, bars, sm, t, c, g0, turns, acc, st, trace);
+        trace.mark(TRACE_EPILOGUE);
         elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
 #if EVOATTN_SPLIT_TAIL
         // A piece writes O only when it is its tile's last and has merged the others.
@@ -303,6 +332,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         if (tail_tile < 0 || merge_pieces(p, tiles, index, tail_tile, c, acc, st))
 #endif
             epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c);
+        trace.mark(TRACE_EPILOGUE_DONE);
         g0 += t.n_blocks;
         if (!Tiles::dynamic) index = tiles.next(index);
     }

@@ -8,7 +8,7 @@ use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
 use std::sync::Arc;
 
@@ -179,7 +179,7 @@ impl Gpu {
             Some(name) => Some(module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?),
             None => None,
         };
-        Ok(LoadedKernel { function, combine, spec: kernel.spec, smem, resident_per_sm })
+        Ok(LoadedKernel { module, function, combine, spec: kernel.spec, smem, resident_per_sm })
     }
 }
 
@@ -219,6 +219,8 @@ unsafe impl DeviceRepr for KernelParams {}
 
 /// A kernel loaded into the GPU's context, ready to launch.
 pub struct LoadedKernel {
+    /// Its module, for the module globals an instrumented kernel writes (`trace=1`).
+    module: Arc<CudaModule>,
     function: CudaFunction,
     /// `splitkv`'s separate merge kernel (`combine=kernel`), from the same module.
     combine: Option<CudaFunction>,
@@ -258,6 +260,18 @@ impl LoadedKernel {
     /// Blocks of this kernel one SM holds at once (the driver's occupancy calculator).
     pub fn resident_per_sm(&self) -> u32 {
         self.resident_per_sm
+    }
+
+    /// Zeroes the module global `name` on `stream` (asynchronously).
+    pub(crate) fn zero_global(&self, name: &str, stream: &Arc<CudaStream>) -> Result<()> {
+        let mut global = self.module.get_global(name, stream).map_err(|e| Error::driver("cuModuleGetGlobal", e))?;
+        stream.memset_zeros(&mut global).map_err(|e| Error::driver("cuMemsetD8", e))
+    }
+
+    /// The bytes of the module global `name`, once `stream`'s work before the call is done.
+    pub(crate) fn read_global(&self, name: &str, stream: &Arc<CudaStream>) -> Result<Vec<u8>> {
+        let global = self.module.get_global(name, stream).map_err(|e| Error::driver("cuModuleGetGlobal", e))?;
+        stream.clone_dtoh(&global).map_err(|e| Error::driver("cuMemcpyDtoH", e))
     }
 }
 
