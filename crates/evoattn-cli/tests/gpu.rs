@@ -265,12 +265,23 @@ fn wgmma_trace_marks_every_key_block_on_hopper() {
         "all",
     ]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
-    // The head-dim default (one tile per block): 1024 keys are 8 blocks of 128, so each consumer
-    // warp marks 9 turns (the last P·V has one of its own), in the pipeline's order, on a clock
-    // that never goes back.
+    // The head-dim default with three consumers (one tile per block; the planner would take one
+    // consumer for so few heads): 1024 keys are 8 blocks of 128, so each consumer warp marks 9
+    // turns (the last P·V has one of its own), in the pipeline's order, on a clock that never
+    // goes back.
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let out = evoattn(&["trace", "--impl", "wgmma", "--shape", "2,4,1024,64", "--out", json.to_str().unwrap()]);
+    let out = evoattn(&[
+        "trace",
+        "--impl",
+        "wgmma",
+        "--config",
+        "consumer_warpgroups=3",
+        "--shape",
+        "2,4,1024,64",
+        "--out",
+        json.to_str().unwrap(),
+    ]);
     let text = stdout(&out);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("consumer key block (turn to turn): median"), "{text}");
