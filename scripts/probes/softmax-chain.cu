@@ -1,16 +1,22 @@
-// Probe (session 15): how long does one warp's softmax of a key block take on its own? The
-// trace (`evoattn trace`) reads 1300-1700 cycles from S done to softmax done in the hd64 and
-// hd128 kernels, where the block's exponentials need 512 (hd64: 64 MUFU.EX2 a thread at 8
-// cycles a warp) or 704 (hd128, 176 keys). Here the kernel's softmax on a register fragment
-// (64 or 88 scores a thread: two rows in a quad; row max by FMNMX and two shuffles, FFMA,
-// ex2, row sums, packing to bf16x2), looped with the scores made opaque each iteration, with
-// 1, 2 or 3 warps per SM sub-partition (128, 256, 384 threads; one block per SM). MODE 0: all
-// of it; 1: no row max (fixed base); 2: row max only. Cycles per iteration per warp (clock64).
-// nvcc -O3 -arch=sm_90a -o chain softmax-chain.cu && ./chain; record: bench/results/2026-11-23-s15-trace.txt
+// Probe (session 15): how long does one warp's softmax of a key block take? The trace
+// (`evoattn trace`) reads 1300-1700 cycles from S done to softmax done in the hd64 and hd128
+// kernels, where the block's exponentials need 528 (hd64: 66 MUFU.EX2 a thread at 8 cycles a
+// warp) or 720 (hd128, 176 keys). Here the kernel's softmax on a register fragment (64 or 88
+// scores a thread: two rows in a quad; row max by FMNMX and two shuffles, FFMA, ex2, row sums,
+// packing to bf16x2), looped with the scores made opaque each iteration, with 1-3 warps per
+// SM sub-partition (1-2 beside the GEMMs); and beside it, one more warpgroup issuing the hd64 key block's GEMMs
+// without pause (GEMM 1: S = Q·Kᵀ, A and B from shared memory; 2: P·V with P from registers;
+// 3: P·V with P from shared memory; 4: S and P·V from registers, as a consumer issues them).
+// Cycles per softmax iteration (clock64 of warp 0, averaged over the 132 blocks).
+// nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o chain softmax-chain.cu && ./chain
+// record: bench/results/2026-11-23-s15-trace.txt
 #include <cstdio>
 #include <cuda_runtime.h>
+#include "wgmma-probe.cuh"
 #define N_ITER 512
 #define SCALE_LOG2 0.18033688f  // 1/sqrt(64) * log2(e)
+#define TILE_BYTES_Q (64 * ROW_BYTES)
+#define TILE_BYTES_KV (128 * ROW_BYTES)
 
 __device__ __forceinline__ float ex2(float x) {
     float y;
@@ -23,32 +29,74 @@ __device__ __forceinline__ unsigned pack(float lo, float hi) {
     return r;
 }
 
-template <int REGS, int MODE> __global__ void __launch_bounds__(384, 1) k(float* out, long long* cycles) {
+// The GEMM warpgroup: the chosen GEMMs, one commit group at a time, until every softmax warp
+// has finished. Returns the groups it completed.
+template <int GEMM> __device__ int gemm_until(const volatile int* finished, int softmax_warps, unsigned char* smem) {
+    const u64 qd = desc(smem_addr(smem), 16, 1024);
+    const u64 kd = desc(smem_addr(smem + TILE_BYTES_Q), 16, 1024);
+    const u64 vd = desc(smem_addr(smem + TILE_BYTES_Q + TILE_BYTES_KV), TILE_BYTES_KV, 1024);
+    float s[64], o[32];
+    for (int i = 0; i < 64; ++i) s[i] = 0.f;
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+    u32 p[8][4];
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 4; ++j) p[i][j] = 0x3c003c00u ^ (threadIdx.x & 1);
+    int groups = 0;
+    while (*finished < softmax_warps) {
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        if (GEMM == 1 || GEMM == 4) {
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, 1u);
+        }
+        if (GEMM == 2 || GEMM == 4) {
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk) rs_n64(o, p[kk], vd + kk * 16 * ROW_BYTES / 16);
+        }
+        if (GEMM == 3) {
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk) ss_n64_tb(o, qd + (kk % 4) * 2, vd + kk * 16 * ROW_BYTES / 16);
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        ++groups;
+    }
+    float acc = 0.f;
+    for (int i = 0; i < 64; ++i) acc += s[i];
+    for (int i = 0; i < 32; ++i) acc += o[i];
+    return groups + (acc == 12345.f);
+}
+
+template <int REGS, int GEMM> __global__ void __launch_bounds__(384, 1) k(float* out, long long* cycles, int* groups) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = (unsigned char*)(((size_t)smem_raw + 1023) & ~(size_t)1023);
+    __shared__ int finished;
+    const int softmax_threads = GEMM ? blockDim.x - 128 : blockDim.x;
+    for (int i = threadIdx.x; i < (TILE_BYTES_Q + 2 * TILE_BYTES_KV) / 4; i += blockDim.x) ((u32*)smem)[i] = 0x3f803f80u;
+    if (threadIdx.x == 0) finished = 0;
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x >= softmax_threads) {
+        const int n = gemm_until<GEMM>(&finished, softmax_threads / 32, smem);
+        if (threadIdx.x == softmax_threads) groups[blockIdx.x] = n;
+        return;
+    }
     float s[REGS];
     for (int i = 0; i < REGS; ++i) s[i] = ((threadIdx.x * 7 + i * 13) % 97) * 0.01f;
     float m[2] = {-1e30f, -1e30f}, l[2] = {0.f, 0.f};
     unsigned acc = 0;
-    __syncthreads();
     const long long t0 = clock64();
     for (int it = 0; it < N_ITER; ++it) {
 #pragma unroll
         for (int i = 0; i < REGS; ++i) asm volatile("" : "+f"(s[i]));  // fresh scores, as from a wgmma
-        float mx[2] = {m[0], m[1]};
-        if (MODE != 1) {
+        float mx[2];
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float x = s[2 * r];
+        for (int r = 0; r < 2; ++r) {
+            float x = s[2 * r];
 #pragma unroll
-                for (int i = 0; i < REGS / 4; ++i) x = fmaxf(x, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-                x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-                mx[r] = fmaxf(m[r], x * SCALE_LOG2);
-            }
-        }
-        if (MODE == 2) {
-            m[0] = mx[0];
-            m[1] = mx[1];
-            continue;
+            for (int i = 0; i < REGS / 4; ++i) x = fmaxf(x, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+            x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+            mx[r] = fmaxf(m[r], x * SCALE_LOG2);
         }
         unsigned p = 0;
 #pragma unroll
@@ -67,36 +115,47 @@ template <int REGS, int MODE> __global__ void __launch_bounds__(384, 1) k(float*
         }
         acc ^= p;
     }
-    __syncthreads();
     const long long t1 = clock64();
+    if (threadIdx.x % 32 == 0) atomicAdd(&finished, 1);
     out[blockIdx.x * blockDim.x + threadIdx.x] = l[0] + l[1] + m[0] + m[1] + (float)acc;
     if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
 
-template <int REGS, int MODE> void run(const char* name, float* out, long long* cyc) {
-    const int warps_per_smsp[] = {1, 2, 3};
-    for (int w : warps_per_smsp) {
-        const int threads = 128 * w;
-        k<REGS, MODE><<<132, threads>>>(out, cyc);
+template <int REGS, int GEMM> void run(const char* name, float* out, long long* cyc, int* groups) {
+    const int smem = TILE_BYTES_Q + 2 * TILE_BYTES_KV + 1024;
+    // At most 384 threads: the GEMM warpgroup's accumulators and P need ~140 registers.
+    for (int w = 1; w <= (GEMM ? 2 : 3); ++w) {
+        const int threads = 128 * w + (GEMM ? 128 : 0);
+        k<REGS, GEMM><<<132, threads, smem>>>(out, cyc, groups);
         cudaDeviceSynchronize();
         long long h[132];
+        int g[132];
         cudaMemcpy(h, cyc, sizeof h, cudaMemcpyDeviceToHost);
-        double c = 0;
-        for (int i = 0; i < 132; ++i) c += h[i];
+        cudaMemcpy(g, groups, sizeof g, cudaMemcpyDeviceToHost);
+        double c = 0, gs = 0;
+        for (int i = 0; i < 132; ++i) {
+            c += h[i];
+            gs += GEMM ? g[i] : 0;
+        }
         c /= 132.0 * N_ITER;
-        const double mufu = MODE == 2 ? 0 : (REGS + 2) * 8.0 * threads / 128;  // cycles the SMSP's MUFU needs
-        printf("%-34s %d warp(s)/SMSP: %7.0f cycles an iteration (MUFU floor %5.0f)\n", name, threads / 128, c, mufu);
+        const double mufu = (REGS + 2) * 8.0 * w;  // cycles the sub-partition's MUFU needs
+        printf("%-40s %d softmax warp(s)/SMSP: %6.0f cycles an iteration (MUFU floor %5.0f); GEMM groups/block %6.0f\n",
+               name, w, c, mufu, gs / 132);
     }
 }
 
 int main() {
     float* out;
     long long* cyc;
+    int* groups;
     cudaMalloc(&out, 132 * 384 * 4);
     cudaMalloc(&cyc, 132 * 8);
-    run<64, 0>("hd64 block (64 scores): softmax", out, cyc);
-    run<64, 1>("hd64 block: without the row max", out, cyc);
-    run<64, 2>("hd64 block: row max only", out, cyc);
-    run<88, 0>("hd128 block (88 scores): softmax", out, cyc);
+    cudaMalloc(&groups, 132 * 4);
+    run<64, 0>("hd64 softmax alone", out, cyc, groups);
+    run<64, 1>("hd64 softmax + S (smem A)", out, cyc, groups);
+    run<64, 2>("hd64 softmax + P·V (P in registers)", out, cyc, groups);
+    run<64, 3>("hd64 softmax + P·V (P in shared memory)", out, cyc, groups);
+    run<64, 4>("hd64 softmax + S and P·V (registers)", out, cyc, groups);
+    run<88, 0>("hd128 softmax (88 scores) alone", out, cyc, groups);
     printf("err %s\n", cudaGetErrorString(cudaGetLastError()));
 }
