@@ -43,21 +43,7 @@ template <int GEMM> __device__ int gemm_until(const volatile int* finished, int 
         for (int j = 0; j < 4; ++j) p[i][j] = 0x3c003c00u ^ (threadIdx.x & 1);
     int groups = 0;
     while (*finished < softmax_warps) {
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        if (GEMM == 1 || GEMM == 4) {
-#pragma unroll
-            for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, 1u);
-        }
-        if (GEMM == 2 || GEMM == 4) {
-#pragma unroll
-            for (int kk = 0; kk < 8; ++kk) rs_n64(o, p[kk], vd + kk * 16 * ROW_BYTES / 16);
-        }
-        if (GEMM == 3) {
-#pragma unroll
-            for (int kk = 0; kk < 8; ++kk) ss_n64_tb(o, qd + (kk % 4) * 2, vd + kk * 16 * ROW_BYTES / 16);
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        key_block_gemms<GEMM == 1 || GEMM == 4, GEMM >= 2, GEMM == 3>(s, o, p, qd, kd, vd);
         ++groups;
     }
     float acc = 0.f;

@@ -33,3 +33,29 @@ __device__ __forceinline__ void ss_n64_tb(float (&d)[32], u64 a, u64 b) {
                  : "l"(a), "l"(b), "r"(1u));
 }
 
+
+// One commit group of the hd64 key block's GEMMs, waited for: S = Q·Kᵀ (four m64n128k16 from
+// shared memory) if S, then P·V (eight m64n64k16) if PV, with P from registers, or from shared
+// memory if P_SMEM (its A reads re-walk the Q tile: the rate, not the result).
+template <bool S, bool PV, bool P_SMEM>
+__device__ __forceinline__ void key_block_gemms(float (&s)[64], float (&o)[32], const u32 (&p)[8][4], u64 qd, u64 kd,
+                                                u64 vd) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    if (S) {
+        // S accumulates across calls (scale-d 1): with the kernel's scale-d 0 on the first step,
+        // only the last call's S reached the sink and ptxas dropped the rest (session 13 read
+        // 4-11x the tensor peak).
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, 1u);
+    }
+    if (PV && !P_SMEM) {
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) rs_n64(o, p[kk], vd + kk * 16 * ROW_BYTES / 16);
+    }
+    if (PV && P_SMEM) {
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) ss_n64_tb(o, qd + (kk % 4) * 2, vd + kk * 16 * ROW_BYTES / 16);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}

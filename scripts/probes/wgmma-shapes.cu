@@ -42,24 +42,7 @@ __global__ void __launch_bounds__(384, 1) gemms(long long* cycles, float* sink) 
     __syncthreads();
     const long long t0 = clock64();
     for (int it = 0; it < ITERS; ++it) {
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        if (MODE == 0 || MODE == 2) {
-#pragma unroll
-            // S accumulates across iterations (scale-d 1): with the kernel's scale-d 0 on the
-            // first step, only the last iteration's S reached the sink and ptxas dropped the
-            // rest (session 13 read 4-11x the tensor peak).
-            for (int ks = 0; ks < 4; ++ks) ss_n128(s, qd + ks * 2, kd + ks * 2, 1u);
-        }
-        if (MODE == 1 || MODE == 2) {
-#pragma unroll
-            for (int kk = 0; kk < 8; ++kk) rs_n64(o, p[kk], vd + kk * 16 * ROW_BYTES / 16);
-        }
-        if (MODE == 3) {
-#pragma unroll
-            for (int kk = 0; kk < 8; ++kk) ss_n64_tb(o, qd + (kk % 4) * 2, vd + kk * 16 * ROW_BYTES / 16);
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        key_block_gemms<MODE == 0 || MODE == 2, MODE >= 1, MODE == 3>(s, o, p, qd, kd, vd);
     }
     const long long t1 = clock64();
     float acc = 0.f;
