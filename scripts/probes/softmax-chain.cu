@@ -36,11 +36,8 @@ template <int GEMM> __device__ int gemm_until(const volatile int* finished, int 
     const u64 kd = desc(smem_addr(smem + TILE_BYTES_Q), 16, 1024);
     const u64 vd = desc(smem_addr(smem + TILE_BYTES_Q + TILE_BYTES_KV), TILE_BYTES_KV, 1024);
     float s[64], o[32];
-    for (int i = 0; i < 64; ++i) s[i] = 0.f;
-    for (int i = 0; i < 32; ++i) o[i] = 0.f;
     u32 p[8][4];
-    for (int i = 0; i < 8; ++i)
-        for (int j = 0; j < 4; ++j) p[i][j] = 0x3c003c00u ^ (threadIdx.x & 1);
+    init_key_block_operands(s, o, p);
     int groups = 0;
     while (*finished < softmax_warps) {
         key_block_gemms<GEMM == 1 || GEMM == 4, GEMM >= 2, GEMM == 3>(s, o, p, qd, kd, vd);

@@ -34,6 +34,14 @@ __device__ __forceinline__ void ss_n64_tb(float (&d)[32], u64 a, u64 b) {
 }
 
 
+// The key block's register operands: S and O zero, P fixed small bf16 pairs.
+__device__ __forceinline__ void init_key_block_operands(float (&s)[64], float (&o)[32], u32 (&p)[8][4]) {
+    for (int i = 0; i < 64; ++i) s[i] = 0.f;
+    for (int i = 0; i < 32; ++i) o[i] = 0.f;
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 4; ++j) p[i][j] = 0x3c003c00u ^ (threadIdx.x & 1);
+}
+
 // One commit group of the hd64 key block's GEMMs, waited for: S = Q·Kᵀ (four m64n128k16 from
 // shared memory) if S, then P·V (eight m64n64k16) if PV, with P from registers, or from shared
 // memory if P_SMEM (its A reads re-walk the Q tile: the rate, not the result).

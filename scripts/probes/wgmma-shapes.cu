@@ -31,11 +31,8 @@ __global__ void __launch_bounds__(384, 1) gemms(long long* cycles, float* sink) 
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();
     float s[64], o[32];
-    for (int i = 0; i < 64; ++i) s[i] = 0.f;
-    for (int i = 0; i < 32; ++i) o[i] = 0.f;
     u32 p[8][4];
-    for (int i = 0; i < 8; ++i)
-        for (int j = 0; j < 4; ++j) p[i][j] = 0x3c003c00u ^ (threadIdx.x & 1);
+    init_key_block_operands(s, o, p);
     const u64 qd = desc(smem_addr(q + wg * TILE_ROWS_Q * ROW_BYTES), 16, 1024);
     const u64 kd = desc(smem_addr(k), 16, 1024);
     const u64 vd = desc(smem_addr(v), TILE_ROWS_KV * ROW_BYTES, 1024);

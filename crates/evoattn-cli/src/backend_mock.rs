@@ -8,7 +8,7 @@ use crate::inputs::nan_bits;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::{plan, ImplChoice};
 use evoattn::reference::{attention_f64, logical_offsets};
-use evoattn::trace::Tag;
+use evoattn::trace::{word, Tag};
 use evoattn::{Arch, Error, KernelConfig, KernelSpec, Problem, ProblemError, TensorName};
 
 /// Environment variable that makes the mock misbehave (tests only): `unwritten` or `wrong`.
@@ -60,7 +60,6 @@ const MOCK_TRACE_BLOCKS: usize = 2;
 fn mock_trace_words(spec: &KernelSpec) -> Vec<u64> {
     let warps = (spec.threads() / WARP_THREADS) as usize;
     let mut words = vec![0u64; TRACE_BLOCKS * warps * TRACE_EVENTS];
-    let word = |tag: Tag, value: u64| ((tag as u64) << evoattn::trace::VALUE_BITS) | value;
     for block in 0..MOCK_TRACE_BLOCKS {
         for warp in 0..warps {
             let mut events = vec![word(Tag::Sm, block as u64)];
@@ -256,15 +255,8 @@ impl MockBackend {
     /// the checks a launch makes; it exercises the plumbing and says nothing about any kernel.
     fn mock_trace(&self, problem: &Problem, config: KernelConfig, inputs: [&[u16]; 3]) -> evoattn::Result<TraceRun> {
         let spec = checked_spec(problem, Kernel::Planned(ImplChoice::Fixed(config.imp()), Some(config)), inputs)?;
-        if !matches!(spec.config, KernelConfig::Wgmma(c) if c.trace) {
-            return Err(Error::Unsupported {
-                imp: spec.imp().to_string(),
-                reason: format!("{} is not instrumented (trace=1)", spec.name()),
-            });
-        }
-        let warps = (spec.threads() / WARP_THREADS) as usize;
-        let warps = evoattn::trace::decode(&mock_trace_words(&spec), warps, TRACE_EVENTS)
-            .map_err(|reason| Error::Unsupported { imp: spec.imp().to_string(), reason })?;
+        evoattn::trace::instrumented(&spec)?;
+        let warps = evoattn::trace::decode_kernel(&spec, &mock_trace_words(&spec))?;
         Ok(TraceRun { kernel: spec.name(), warps })
     }
 }

@@ -102,11 +102,11 @@ impl Attention {
 
     /// The loaded `trace=1` kernel `spec` (launched before through this `Attention`).
     fn traced(&self, spec: &KernelSpec) -> Result<&LoadedKernel> {
-        let unsupported = |reason: String| crate::Error::Unsupported { imp: spec.imp().to_string(), reason };
-        if !matches!(spec.config, KernelConfig::Wgmma(c) if c.trace) {
-            return Err(unsupported(format!("{} is not instrumented (trace=1)", spec.name())));
-        }
-        self.loaded.get(spec).ok_or_else(|| unsupported(format!("{} has not been launched here", spec.name())))
+        crate::trace::instrumented(spec)?;
+        self.loaded.get(spec).ok_or_else(|| crate::Error::Unsupported {
+            imp: spec.imp().to_string(),
+            reason: format!("{} has not been launched here", spec.name()),
+        })
     }
 
     /// Clears the timeline of the `trace=1` kernel `spec`, on the GPU's stream, so that the
@@ -121,9 +121,7 @@ impl Attention {
         let bytes = self.traced(spec)?.read_global(crate::trace::SYMBOL, self.gpu.stream())?;
         let words: Vec<u64> =
             bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunks"))).collect();
-        let warps = (spec.threads() / crate::config::WARP_THREADS) as usize;
-        crate::trace::decode(&words, warps, crate::config::TRACE_EVENTS)
-            .map_err(|reason| crate::Error::Unsupported { imp: spec.imp().to_string(), reason })
+        crate::trace::decode_kernel(spec, &words)
     }
 
     /// The planned kernel for `problem`, compiled and packed for a launch by another process.

@@ -2,6 +2,7 @@
 //! its module global, decoded into each warp's events, and the cycles between consecutive
 //! events grouped by the pair of marks they join (`evoattn trace` prints their statistics).
 
+use crate::config::{KernelConfig, KernelSpec, TRACE_EVENTS, WARP_THREADS};
 use std::collections::BTreeMap;
 
 /// The module global a `trace=1` kernel writes.
@@ -95,6 +96,29 @@ impl WarpTrace {
     }
 }
 
+/// One event word: `tag` above `value` (cycles, or the SM's id).
+pub fn word(tag: Tag, value: u64) -> u64 {
+    ((tag as u64) << VALUE_BITS) | (value & VALUE_MASK)
+}
+
+/// Refuses a kernel that has no marks (`trace=0`, or not `wgmma`).
+pub fn instrumented(spec: &KernelSpec) -> crate::Result<()> {
+    if matches!(spec.config, KernelConfig::Wgmma(c) if c.trace) {
+        Ok(())
+    } else {
+        Err(crate::Error::Unsupported {
+            imp: spec.imp().to_string(),
+            reason: format!("{} is not instrumented (trace=1)", spec.name()),
+        })
+    }
+}
+
+/// Decodes the global of the `trace=1` kernel `spec`: its warps' words, [`TRACE_EVENTS`] each.
+pub fn decode_kernel(spec: &KernelSpec, words: &[u64]) -> crate::Result<Vec<WarpTrace>> {
+    decode(words, (spec.threads() / WARP_THREADS) as usize, TRACE_EVENTS)
+        .map_err(|reason| crate::Error::Unsupported { imp: spec.imp().to_string(), reason })
+}
+
 /// Decodes the global's words: `blocks` blocks of `warps` warps of `events` words each. Warps
 /// that stamped nothing (untraced blocks) are left out; an unknown tag or a warp that does not
 /// open with its SM is an error (the host and the kernel disagree on the format).
@@ -145,10 +169,6 @@ pub fn periods<'a>(warps: impl IntoIterator<Item = &'a WarpTrace>, tag: Tag) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn word(tag: Tag, value: u64) -> u64 {
-        ((tag as u64) << VALUE_BITS) | value
-    }
 
     #[test]
     fn decode_splits_warps_and_skips_silent_ones() {

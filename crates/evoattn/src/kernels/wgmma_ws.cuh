@@ -103,26 +103,22 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
     trace.mark(TRACE_PRODUCER_TILE);
     mbarrier_arrive_expect_tx(&b.q_full, TILE_BYTES(BM));
     tma_load_tile<BM>(sm.q(), q_map, &b.q_full, t.m0, t.head, t.batch);
-    auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j) {
+    auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
         const int g = g0 + j;
         if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);  // the round before's readers are done
         mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));
         tma_load_tile<BN>(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
+        trace.mark(mark);
     };
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
-    if (t.n_blocks > 0) {
-        load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0);
-        trace.mark(TRACE_PRODUCER_K);
-    }
+    if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0, TRACE_PRODUCER_K);
     for (int j = 0; j < t.n_blocks; ++j) {
         if (j + 1 < t.n_blocks) {
             const int s = stage(j + 1);
-            load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1);
-            trace.mark(TRACE_PRODUCER_K);
+            load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1, TRACE_PRODUCER_K);
         }
         const int s = stage(j);
-        load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j);
-        trace.mark(TRACE_PRODUCER_V);
+        load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V);
     }
     // Every load lands before the consumers, which wait for all of them, finish.
 }
