@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_resumed, kill_when_stored};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 fn bin() -> String {
@@ -399,8 +399,7 @@ fn kill_9_mid_tuning_then_resume_loses_nothing_on_the_gpu() {
     let cache = dir.path();
     let mut args = vec!["tune", "--impl", "mma", "--gpus", "0", "--generations", "50"];
     args.extend(TUNE_SHAPES);
-    let child = tune_command(cache, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    kill_when_stored(child, || tune_rows(cache).len(), 12, Duration::from_secs(240));
+    kill_when_stored(tune_command(cache, &args), || tune_rows(cache).len(), 12, Duration::from_secs(240));
     let before = tune_rows(cache);
     let mut resume = args.clone();
     resume.splice(5..7, ["--generations", "2", "--resume"]);

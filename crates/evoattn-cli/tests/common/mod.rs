@@ -14,19 +14,38 @@ pub fn have_nvrtc() -> bool {
     }
 }
 
-/// SIGKILLs `child` (a tuning run) once `stored()` counts at least `rows` rows, waiting at
-/// most `wait`.
+/// Spawns `tuner` (a tuning run) and SIGKILLs it once `stored()` counts at least `rows` rows,
+/// waiting at most `wait`. Its stderr goes to a file so that a run which exits early or stalls
+/// fails the test with the tuner's own words, not only a count.
 pub fn kill_when_stored(
-    mut child: std::process::Child,
+    mut tuner: std::process::Command,
     stored: impl Fn() -> usize,
     rows: usize,
     wait: std::time::Duration,
 ) {
+    let log = tempfile::NamedTempFile::new().expect("a file for the tuner's stderr");
+    let mut child = tuner
+        .stdout(std::process::Stdio::null())
+        .stderr(log.reopen().expect("reopen the stderr file"))
+        .spawn()
+        .expect("spawn the tuner");
+    let said = || {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(40).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    };
     let deadline = std::time::Instant::now() + wait;
     while stored() < rows {
+        if let Some(status) = child.try_wait().expect("poll the tuner") {
+            panic!("the tuner exited ({status}) with fewer than {rows} evaluations stored; its stderr:\n{}", said());
+        }
         if std::time::Instant::now() >= deadline {
             let _ = child.kill();
-            panic!("fewer than {rows} evaluations stored in {wait:?}");
+            panic!(
+                "fewer than {rows} evaluations stored in {wait:?} (found {}); the tuner's stderr:\n{}",
+                stored(),
+                said()
+            );
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
