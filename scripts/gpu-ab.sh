@@ -4,6 +4,8 @@
 # of each side's per-round medians and B's change. A kernel-only comparison for screening a
 # change; a claim against a peer needs a same-run bench with peers.
 # usage: A=.gpu/evoattn-base B=.gpu/evoattn [ROUNDS=2] [REPS=20] scripts/gpu-ab.sh NAME [bench args...]
+# A_ARGS / B_ARGS add bench arguments to one side, e.g. one binary against itself with a lever:
+#   A=.gpu/evoattn B=.gpu/evoattn B_ARGS="--config-on-plan --config cross_tile=1" scripts/gpu-ab.sh ...
 set -u
 OUT=${OUT:-out}
 name=$1; shift
@@ -13,8 +15,10 @@ failed=0
 for r in $(seq 1 "$rounds"); do
   for side in A B B A; do
     bin=${!side}
+    side_args=${side}_ARGS
     tag="$name-$side-$r-${#runs[@]}"
-    "$bin" bench "$@" --mode graph --reps "${REPS:-20}" --peers none --no-history --json "$OUT/$tag.json" \
+    # shellcheck disable=SC2086 # the side's extra arguments split on spaces
+    "$bin" bench "$@" ${!side_args:-} --mode graph --reps "${REPS:-20}" --peers none --no-history --json "$OUT/$tag.json" \
       > "$OUT/$tag.txt" 2>&1
     rc=$?
     if ((rc != 0)); then

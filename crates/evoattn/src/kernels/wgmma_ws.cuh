@@ -307,13 +307,13 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
             t = tiles.tile(p, index);  // while Q loads
         }
         mbarrier_wait(&bars.q_full, (u32)tile_iter & 1u);
-        trace.mark(TRACE_TILE);
         if (Tiles::dynamic) {
             if (bars.tile_index >= tiles.count) break;
             t = bars.tile;
             // Every lane's reads before lane 0's release of Q, which lets the next write in.
             __syncwarp();
         }
+        trace.mark(TRACE_TILE);  // past the end check: the end is no tile
         float acc[O_REGS];
 #pragma unroll
         for (int i = 0; i < O_REGS; ++i) acc[i] = 0.f;
