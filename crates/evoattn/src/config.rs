@@ -254,6 +254,11 @@ pub struct WgmmaConfig {
     /// for 31.03 tiles of work a block. Needs `persistent`, not `dynamic_tiles`; unmasked
     /// problems (causal tiles differ in length: `dynamic_tiles` balances those).
     pub split_tail: bool,
+    /// Each consumer tests (without blocking) whether the next key block's K and V have landed
+    /// once its softmax is done, and its next GEMM turn waits only on a stage whose test failed:
+    /// the two waits at the turn otherwise cost two barrier round trips in series even when the
+    /// data landed long ago. Needs `overlap`.
+    pub ring_test: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -367,6 +372,7 @@ impl KernelConfig {
                     ("exp2_poly", c.exp2_poly.to_string()),
                     ("lazy_rescale", u32::from(c.lazy_rescale).to_string()),
                     ("split_tail", u32::from(c.split_tail).to_string()),
+                    ("ring_test", u32::from(c.ring_test).to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -441,6 +447,7 @@ impl KernelConfig {
                     "exp2_poly" => c.exp2_poly = num,
                     "lazy_rescale" => c.lazy_rescale = num != 0,
                     "split_tail" => c.split_tail = num != 0,
+                    "ring_test" => c.ring_test = num != 0,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -683,6 +690,9 @@ impl KernelSpec {
                             .into(),
                     );
                 }
+                if c.ring_test && !c.overlap {
+                    return Err("ring_test=1 needs overlap=1 (the tests sit in the pipelined consumer's loop)".into());
+                }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
@@ -774,10 +784,10 @@ impl KernelSpec {
                                 // those whose prerequisites are off.
                                 let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
                                 for (bits, (exp2_poly, lazy_rescale)) in
-                                    (0..128u32).flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
+                                    (0..256u32).flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
                                 {
-                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail] =
-                                        [0, 1, 2, 3, 4, 5, 6].map(|b| bits & (1 << b) != 0);
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test] =
+                                        [0, 1, 2, 3, 4, 5, 6, 7].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
                                         block_n,
                                         stages,
@@ -792,6 +802,7 @@ impl KernelSpec {
                                         exp2_poly,
                                         lazy_rescale,
                                         split_tail,
+                                        ring_test,
                                         trace: false,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
@@ -865,6 +876,7 @@ fn short_key(key: &str) -> &str {
         "exp2_poly" => "xp",
         "lazy_rescale" => "lr",
         "split_tail" => "st",
+        "ring_test" => "rt",
         "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -933,11 +945,11 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 128 * 2);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 256 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
-        assert!(valid.len() > wgmma.len() / 20 && valid.len() < wgmma.len() / 4, "{}", valid.len());
+        assert!(valid.len() > wgmma.len() / 40 && valid.len() < wgmma.len() / 4, "{}", valid.len());
         for loads in Loads::ALL {
             assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
         }
@@ -987,6 +999,7 @@ mod tests {
                 exp2_poly: 0,
                 lazy_rescale: false,
                 split_tail: false,
+                ring_test: false,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1007,7 +1020,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1032,10 +1045,10 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0");
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0");
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1101,7 +1114,7 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1"));
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1109,6 +1122,20 @@ mod tests {
         assert!(spec("persistent=1,split_tail=1")
             .defines()
             .contains(&("EVOATTN_SPLIT_TAIL".to_string(), "1".to_string())));
+    }
+
+    #[test]
+    fn ring_test_needs_the_pipelined_consumer() {
+        let base = with_tma(wgmma(128, 2, 2, 64)).config.with_overrides("warp_specialized=1").unwrap();
+        let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 64) };
+        let err = spec("ring_test=1").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
+        let tested = spec("overlap=1,ring_test=1");
+        assert!(tested.validate(Arch::Sm90a).is_ok());
+        assert!(tested.name().ends_with("_st0_rt1"));
+        assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
+        // The tests add no shared memory.
+        assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
     }
 
     #[test]
@@ -1279,12 +1306,13 @@ mod tests {
                 exp2_poly: 0,
                 lazy_rescale: false,
                 split_tail: false,
+                ring_test: false,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -87,6 +87,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         exp2_poly: 0,
         lazy_rescale: false,
         split_tail: false,
+        ring_test: false,
         trace: false,
     }
 }
@@ -113,6 +114,14 @@ pub const PERSISTENT_ANY_KEYS_MAX_HEAD_DIM: usize = 64;
 /// against 143.5/211.6/353.3 µs); claiming tiles dynamically, three win at 2k (see
 /// [`SHORT_CAUSAL_MAX_KEYS`]).
 const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
+/// Largest head dim whose two-consumer configs (the short problems': [`SHORT_CONSUMER_WARPGROUPS`])
+/// take `ring_test`. There a consumer's key block is one serial chain (its softmax, MUFU-bound,
+/// does not hide under one other consumer's GEMMs), and the ring tests take the two barrier
+/// waits off it: planner configs against themselves with the lever (ABBA, graph, 20 samples,
+/// `bench/results/2026-11-24-s16-ring-test-ab.txt`): hd64 512 −2.8/−2.6%, 1k −3.9/−3.5%
+/// (none/top-left). Where the tensor pipe binds instead it costs: hd64 2k-8k with three
+/// consumers −1.0 to +1.6%, hd128 1k +1.2/+1.9%, 4k +1.3/−0.4%.
+pub const RING_TEST_MAX_HEAD_DIM: usize = 64;
 /// Most keys of a "short" causal problem, per head dim (64, 128): up to these, causal tiles
 /// take 128-key blocks on persistent blocks, with a 3-stage ring at hd64. See [`for_problem`].
 /// hd64 2k moved to the dynamic tiles of [`DYNAMIC_CAUSAL_MAX_KEYS`] with three consumers:
@@ -207,6 +216,8 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8. At hd128 2k-4k the
 ///   176-key ring left no room for the TMA stores' staging tile: with 128-key blocks and TMA
 ///   stores 401.5/774.1 µs against 430.6/807.1 (8,16,2048,128 and 4,16,4096,128).
+/// - hd64's two-consumer configs (short causal, short unmasked) test the next key block's ring
+///   barriers during the softmax (`ring_test`). See [`RING_TEST_MAX_HEAD_DIM`].
 /// - Those persistent blocks cut the last round's tiles into runs of key blocks (`split_tail`)
 ///   when a tile has at least [`SPLIT_TAIL_MIN_KEY_BLOCKS`] key blocks. See that constant.
 pub fn for_problem(
@@ -237,6 +248,7 @@ pub fn for_problem(
             stages,
             persistent: true,
             consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
+            ring_test: shape.d <= RING_TEST_MAX_HEAD_DIM,
             ..c
         }
     } else if causal && shape.sk <= dynamic_causal_keys {
@@ -245,9 +257,10 @@ pub fn for_problem(
         let base = if wide_ring {
             WgmmaConfig { tma_store: false, ..c }
         } else {
-            let consumer_warpgroups =
-                if shape.sk <= SHORT_UNMASKED_MAX_KEYS { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
-            WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ..c }
+            let short = shape.sk <= SHORT_UNMASKED_MAX_KEYS;
+            let consumer_warpgroups = if short { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
+            let ring_test = short && shape.d <= RING_TEST_MAX_HEAD_DIM;
+            WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ring_test, ..c }
         };
         let split_tail = shape.sk.div_ceil(base.block_n as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS
             && base.split_tail_fits(shape.sk, sm_count as usize);
@@ -381,6 +394,29 @@ mod tests {
         assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, ..wgmma(64) });
         assert_eq!(long.consumer_warpgroups, 3);
         assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS), config(Impl::Mma, Arch::Sm80, 128));
+    }
+
+    #[test]
+    fn hd64_two_consumer_configs_test_the_ring() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |s, d, causal| {
+            let mut p = Problem::dense(Shape::new(8, 16, s, d), Dtype::Bf16, Layout::Bhsd);
+            p.causal = causal;
+            wgmma_for(&p)
+        };
+        // Short hd64 problems (two consumers), both masks: tested.
+        for causal in [Causal::None, Causal::TopLeft] {
+            for s in [512, 1024] {
+                let c = plan(s, 64, causal);
+                assert!(c.ring_test && c.consumer_warpgroups == 2, "{s} {causal:?}");
+            }
+        }
+        // Three consumers at hd64 2k, and every hd128 and hd256 config: not.
+        assert!(!plan(2048, 64, Causal::None).ring_test && !plan(2048, 64, Causal::TopLeft).ring_test);
+        assert!(!plan(1024, 128, Causal::None).ring_test && !plan(512, 128, Causal::TopLeft).ring_test);
+        assert!(!plan(512, 256, Causal::None).ring_test);
+        // The head dim's defaults leave it off.
+        assert!([64, 128, 256].iter().all(|&d| !wgmma(d).ring_test));
     }
 
     #[test]

@@ -233,13 +233,16 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // and head dim with it, at 2 stages, 64- and 128-key blocks and MUFU exponentials. The split
     // tail changes the persistent scheduler and adds the merge after the main loop: every
     // persistent pipeline, consumer count and head dim with it, at the same ring depths and key
-    // blocks, without the lazy rescale.
+    // blocks, without the lazy rescale. The ring tests change the pipelined loop's waits: every
+    // pipeline, consumer count and head dim with them, at the lazy rescale's ring depth and key
+    // blocks, without the lazy rescale and the split tail.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             let narrow = c.stages != 2 || c.exp2_poly != 0 || ![64, 128].contains(&c.block_n);
             let left_out = (c.tma_store && c.stages != 2)
                 || (c.lazy_rescale && narrow)
-                || (c.split_tail && (narrow || c.lazy_rescale));
+                || (c.split_tail && (narrow || c.lazy_rescale))
+                || (c.ring_test && (narrow || c.lazy_rescale || c.split_tail));
             !left_out
         }
         _ => true,

@@ -32,6 +32,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("exp2_poly", nums(&WgmmaConfig::EXP2_POLY)),
             ("lazy_rescale", nums(&[0, 1])),
             ("split_tail", nums(&[0, 1])),
+            ("ring_test", nums(&[0, 1])),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),

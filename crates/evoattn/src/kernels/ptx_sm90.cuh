@@ -145,6 +145,19 @@ __device__ __forceinline__ bool mbarrier_try_wait(u64* bar, u32 parity) {
     return done != 0;
 }
 
+// True if the phase with parity `parity` has completed; never blocks (a test, not a wait).
+__device__ __forceinline__ bool mbarrier_test_wait(u64* bar, u32 parity) {
+    u32 done;
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
 __device__ __forceinline__ void mbarrier_wait(u64* bar, u32 parity) {
     while (!mbarrier_try_wait(bar, parity)) {
     }

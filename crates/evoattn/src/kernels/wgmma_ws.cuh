@@ -35,6 +35,13 @@
 // consumer warpgroup merges its rows of a tile's pieces in the last to finish
 // (wgmma_epilogue.cuh).
 //
+// ring_test=1 (overlap=1): each consumer tests the next key block's K and V barriers without
+// blocking (mbarrier.test_wait) once its softmax is done, and its next turn waits only on a
+// stage whose test failed. The waits at the turn cost two barrier round trips in series even
+// when the data landed long ago (`evoattn trace`: 208-288 cycles, 7-10% of a key block); the
+// tests' latency hides under P·V's completion, the rescale and the packing. Past the last
+// block the K test reads a barrier whose answer is not used (a test changes nothing).
+//
 // pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
 // in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
 // the tensor cores busy. With three, each softmax has two warpgroups' GEMMs to hide under,
@@ -48,6 +55,8 @@ static_assert(EVOATTN_LOADS_TMA, "the producer warpgroup issues TMA loads");
 static_assert(!EVOATTN_PINGPONG || (CONSUMERS >= 2 && EVOATTN_OVERLAP),
               "ping-pong rotates the pipelined GEMMs of two or more consumer warpgroups");
 static_assert(!EVOATTN_PERSISTENT || EVOATTN_OVERLAP, "the persistent loop is built on the pipelined consumer");
+static_assert(!EVOATTN_RING_TEST || EVOATTN_OVERLAP, "the ring tests sit in the pipelined consumer's loop");
+#define RING_TEST EVOATTN_RING_TEST
 static_assert(!EVOATTN_SPLIT_TAIL || (EVOATTN_PERSISTENT && !EVOATTN_DYNAMIC_TILES),
               "the split tail cuts the last round of the static persistent scheduler");
 
@@ -192,10 +201,18 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
     pack_p(pf, s);
     trace.mark(TRACE_PACKED);
+    // ring_test=1: whether the stages that key block j's turn reads have landed (K(j) and
+    // V(j - 1)), tested without blocking while the previous P·V completes; the turn then waits
+    // only on a stage whose test failed. Otherwise (false) the turn waits on both.
+    auto test_k = [&](int j) { return RING_TEST && mbarrier_test_wait(&b.k_full[stage(j)], round_parity(g0 + j)); };
+    auto test_v = [&](int j) {
+        return RING_TEST && mbarrier_test_wait(&b.v_full[stage(j - 1)], round_parity(g0 + j - 1));
+    };
+    bool k_landed = test_k(1), v_landed = test_v(1);
     for (int j = 1; j < t.n_blocks; ++j) {
         const int ks = stage(j), vs = stage(j - 1);
-        mbarrier_wait(&b.k_full[ks], round_parity(g0 + j));
-        mbarrier_wait(&b.v_full[vs], round_parity(g0 + j - 1));
+        if (!k_landed) mbarrier_wait(&b.k_full[ks], round_parity(g0 + j));
+        if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + j - 1));
         trace.mark(TRACE_KV_READY);
         turns.begin();
         trace.mark(TRACE_TURN);
@@ -211,6 +228,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         mask_block(s, p, t, row0, key_block(t, j));
         const bool rescale = softmax_step(s, st, correction, p.scale_log2);
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
+        k_landed = test_k(j + 1);
+        v_landed = test_v(j + 1);
         wgmma_wait<0>();
         fence_operand(o);
         fence_operand(pf);
@@ -221,7 +240,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_PACKED);
     }
     const int vs = stage(t.n_blocks - 1);
-    mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
+    if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
     trace.mark(TRACE_KV_READY);
     turns.begin();
     trace.mark(TRACE_TURN);
