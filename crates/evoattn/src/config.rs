@@ -1045,7 +1045,10 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0");
+        assert_eq!(
+            spec.name(),
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0"
+        );
         assert_eq!(
             with_tma(spec).name(),
             "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0"

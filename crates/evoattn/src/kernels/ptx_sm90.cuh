@@ -132,31 +132,24 @@ __device__ __forceinline__ void mbarrier_arrive(u64* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
-// True once the phase with parity `parity` has completed (may give up early: loop on it).
-__device__ __forceinline__ bool mbarrier_try_wait(u64* bar, u32 parity) {
-    u32 done;
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
-
-// True if the phase with parity `parity` has completed; never blocks (a test, not a wait).
-__device__ __forceinline__ bool mbarrier_test_wait(u64* bar, u32 parity) {
-    u32 done;
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
+// Whether the phase with parity `parity` has completed, by `mbarrier.<op>.parity`: try_wait may
+// suspend the thread a while first and may still give up (loop on it); test_wait answers at
+// once (a test, not a wait).
+#define MBARRIER_PARITY_QUERY(name, op)                                   \
+    __device__ __forceinline__ bool name(u64* bar, u32 parity) {          \
+        u32 done;                                                         \
+        asm volatile(                                                     \
+            "{\n.reg .pred p;\n"                                          \
+            "mbarrier." op ".parity.shared::cta.b64 p, [%1], %2;\n"       \
+            "selp.u32 %0, 1, 0, p;\n}\n"                                  \
+            : "=r"(done)                                                  \
+            : "r"(smem_addr(bar)), "r"(parity)                            \
+            : "memory");                                                  \
+        return done != 0;                                                 \
+    }
+MBARRIER_PARITY_QUERY(mbarrier_try_wait, "try_wait")
+MBARRIER_PARITY_QUERY(mbarrier_test_wait, "test_wait")
+#undef MBARRIER_PARITY_QUERY
 
 __device__ __forceinline__ void mbarrier_wait(u64* bar, u32 parity) {
     while (!mbarrier_try_wait(bar, parity)) {
