@@ -200,6 +200,32 @@ fn wgmma_lazy_rescale_is_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_ring_test_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // The tested stages are the ones the turn then reads: on the planner's configs (persistent
+    // two-consumer ones with rings that wrap across tiles, dynamic causal tiles, one tile per
+    // block), tiles of one key block and of none (bottom-right causal rows before any key),
+    // key tails, GQA and both layouts; then the planner's own hd64 choice, which is on.
+    let shapes = ["8,16,1000,64,4,1023", "4,16,300,128,16,517", "16,8,129,64", "8,8,700,64,8,300", "2,2,130,256,1,77"];
+    let mut args = vec!["check", "--impl", "wgmma", "--causal", "all", "--layout", "all", "--dtype", "all"];
+    for shape in &shapes {
+        args.extend(["--shape", shape]);
+    }
+    args.extend(["--config", "ring_test=1", "--config-on-plan"]);
+    let out = evoattn(&args);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("_rt1"), "{text}");
+    let out =
+        evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "32,8,512,64", "--shape", "16,8,1024,64"]);
+    let text = stdout(&out);
+    assert!(out.status.success() && text.contains("_rt1"), "the planner's hd64 short configs test the ring: {text}");
+}
+
+#[test]
 fn wgmma_split_tail_is_correct_on_hopper() {
     require_gpu!();
     if !hopper_or_skip("wgmma needs sm_90a") {
