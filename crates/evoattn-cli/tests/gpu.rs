@@ -112,8 +112,9 @@ fn an_impossible_config_fails_the_check_without_a_launch() {
 }
 
 /// `evoattn check` on `shapes` with `--impl splitkv`, every dtype, mask and layout, plus `extra`.
-fn check_splitkv(shapes: &[&str], extra: &[&str]) -> Output {
-    let mut args = vec!["check", "--impl", "splitkv", "--dtype", "all", "--causal", "all", "--layout", "all"];
+/// `check --impl IMP` on `shapes` over every dtype, mask and layout, with `extra` arguments.
+fn check_all(imp: &str, shapes: &[&str], extra: &[&str]) -> Output {
+    let mut args = vec!["check", "--impl", imp, "--dtype", "all", "--causal", "all", "--layout", "all"];
     for shape in shapes {
         args.extend(["--shape", shape]);
     }
@@ -127,7 +128,7 @@ fn splitkv_passes_decode_and_tail_shapes() {
     // Sq = 1 and 4 with GQA 8:1 and MQA, Sk not a multiple of any tile, Sq > Sk (rows that see
     // no key under bottom-right), and every head dim.
     let shapes = ["2,8,1,128,1,1000", "1,32,4,128,4,4097", "1,4,17,64,2,113", "2,2,130,256,1,77", "1,8,1,64,8,1"];
-    let out = check_splitkv(&shapes, &["--seeds", "1"]);
+    let out = check_all("splitkv", &shapes, &["--seeds", "1"]);
     let text = stdout(&out);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("0 failed") && text.contains("evoattn_splitkv_"), "{text}");
@@ -143,7 +144,7 @@ fn splitkv_levers_and_forced_split_counts_are_correct() {
         "block_n=64,stages=6,key_warps=4,splits=5",
         "block_m=128,block_n=64,key_warps=1,q_in_regs=0,splits=128",
     ] {
-        let out = check_splitkv(&["1,8,5,128,2,1023"], &["--seeds", "1", "--config", config]);
+        let out = check_all("splitkv", &["1,8,5,128,2,1023"], &["--seeds", "1", "--config", config]);
         assert!(out.status.success(), "{config}: {}", stdout(&out));
     }
 }
@@ -163,7 +164,7 @@ fn splitkv_tma_loads_are_correct_on_hopper() {
         ("loads=tma,block_n=64,stages=6,splits=5", &all[..3]),
         ("loads=tma,block_m=64,key_warps=1,q_in_regs=0,combine=kernel", &all[..3]),
     ] {
-        let out = check_splitkv(shapes, &["--seeds", "1", "--config", config]);
+        let out = check_all("splitkv", shapes, &["--seeds", "1", "--config", config]);
         let text = stdout(&out);
         assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
         assert!(text.contains("_ldtma"), "{config}: {text}");
@@ -186,13 +187,7 @@ fn wgmma_lazy_rescale_is_correct_on_hopper() {
         ("lazy_rescale=1", &["--config-on-plan", "--scale", "-0.3"][..]),
         ("lazy_rescale=1,warp_specialized=0,overlap=0,pingpong=0,persistent=0,tma_store=0", &[][..]),
     ] {
-        let mut args = vec!["check", "--impl", "wgmma", "--causal", "all", "--layout", "all", "--dtype", "all"];
-        for shape in &shapes {
-            args.extend(["--shape", shape]);
-        }
-        args.extend(["--config", config]);
-        args.extend(extra);
-        let out = evoattn(&args);
+        let out = check_all("wgmma", &shapes, &[&["--config", config][..], extra].concat());
         let text = stdout(&out);
         assert!(out.status.success(), "{config} {extra:?}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
         assert!(text.contains("_lr1"), "{config}: {text}");
@@ -210,12 +205,7 @@ fn wgmma_ring_test_is_correct_on_hopper() {
     // block), tiles of one key block and of none (bottom-right causal rows before any key),
     // key tails, GQA and both layouts; then the planner's own hd64 choice, which is on.
     let shapes = ["8,16,1000,64,4,1023", "4,16,300,128,16,517", "16,8,129,64", "8,8,700,64,8,300", "2,2,130,256,1,77"];
-    let mut args = vec!["check", "--impl", "wgmma", "--causal", "all", "--layout", "all", "--dtype", "all"];
-    for shape in &shapes {
-        args.extend(["--shape", shape]);
-    }
-    args.extend(["--config", "ring_test=1", "--config-on-plan"]);
-    let out = evoattn(&args);
+    let out = check_all("wgmma", &shapes, &["--config", "ring_test=1", "--config-on-plan"]);
     let text = stdout(&out);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("_rt1"), "{text}");
