@@ -259,6 +259,12 @@ pub struct WgmmaConfig {
     /// the two waits at the turn otherwise cost two barrier round trips in series even when the
     /// data landed long ago. Needs `overlap`.
     pub ring_test: bool,
+    /// Column passes in which each consumer stages and TMA-stores its rows of O, when they
+    /// stage in a tile of their own (`tma_store` on persistent blocks): with 2 that tile holds
+    /// half the columns, and the second pass waits until the first pass's stores have read it.
+    /// At hd256 the whole tile does not fit beside a 64-key ring and the Q tile (257 KiB).
+    /// Needs `tma_store` and `persistent`, and a head dim of at least two 64-column blocks.
+    pub o_passes: u32,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -291,12 +297,15 @@ pub const TRACE_EVENTS: usize = 4096;
 /// Alignment of the 128-byte swizzle pattern (8 rows of 128 bytes) that TMA writes and `wgmma`
 /// reads; the kernel rounds its dynamic shared memory base up to it, so the host reserves it.
 pub const SWIZZLE_ATOM_BYTES: usize = 1024;
+/// Elements of one 128-byte swizzled row of 16-bit elements: a tile is D / this column blocks.
+pub const SWIZZLE_ROW_ELEMS: u32 = 64;
 
 impl WgmmaConfig {
     pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
     pub const STAGES: [u32; 4] = [1, 2, 3, 4];
     pub const CONSUMER_WARPGROUPS: [u32; 3] = [1, 2, 3];
     pub const EXP2_POLY: [u32; 4] = [0, 4, 6, 8];
+    pub const O_PASSES: [u32; 2] = [1, 2];
 
     pub fn threads(&self) -> u32 {
         (self.consumer_warpgroups + u32::from(self.warp_specialized)) * WARPGROUP_THREADS
@@ -373,6 +382,7 @@ impl KernelConfig {
                     ("lazy_rescale", u32::from(c.lazy_rescale).to_string()),
                     ("split_tail", u32::from(c.split_tail).to_string()),
                     ("ring_test", u32::from(c.ring_test).to_string()),
+                    ("o_passes", c.o_passes.to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -448,6 +458,7 @@ impl KernelConfig {
                     "lazy_rescale" => c.lazy_rescale = num != 0,
                     "split_tail" => c.split_tail = num != 0,
                     "ring_test" => c.ring_test = num != 0,
+                    "o_passes" => c.o_passes = num,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -585,8 +596,9 @@ impl KernelSpec {
             // shared memory.
             KernelConfig::Wgmma(c) => {
                 let row = self.head_dim * elem;
-                let o_stage = if c.tma_store && c.persistent { c.block_m() as usize } else { 0 };
-                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize + o_stage) * row
+                let o_stage =
+                    if c.tma_store && c.persistent { c.block_m() as usize * row / c.o_passes as usize } else { 0 };
+                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row + o_stage
             }
         }
     }
@@ -668,6 +680,7 @@ impl KernelSpec {
                 one_of("stages", c.stages, &WgmmaConfig::STAGES)?;
                 one_of("consumer_warpgroups", c.consumer_warpgroups, &WgmmaConfig::CONSUMER_WARPGROUPS)?;
                 one_of("exp2_poly", c.exp2_poly, &WgmmaConfig::EXP2_POLY)?;
+                one_of("o_passes", c.o_passes, &WgmmaConfig::O_PASSES)?;
                 if c.warp_specialized && c.loads != Loads::Tma {
                     return Err("warp_specialized=1 needs loads=tma: the producer warpgroup issues TMA loads".into());
                 }
@@ -692,6 +705,19 @@ impl KernelSpec {
                 }
                 if c.ring_test && !c.overlap {
                     return Err("ring_test=1 needs overlap=1 (the tests sit in the pipelined consumer's loop)".into());
+                }
+                if c.o_passes > 1 && !(c.tma_store && c.persistent) {
+                    return Err(format!(
+                        "o_passes={} needs tma_store=1 and persistent=1 (only O's own staging tile is cut into passes)",
+                        c.o_passes
+                    ));
+                }
+                let column_blocks = self.head_dim as u32 / SWIZZLE_ROW_ELEMS;
+                if !column_blocks.is_multiple_of(c.o_passes) {
+                    return Err(format!(
+                        "o_passes={} must divide head dim {}'s {column_blocks} column blocks of {SWIZZLE_ROW_ELEMS}",
+                        c.o_passes, self.head_dim
+                    ));
                 }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
@@ -775,6 +801,12 @@ impl KernelSpec {
                 // The polynomial exponential is for the head dim whose softmax binds (hd64);
                 // elsewhere MUFU keeps up with the tensor cores, and the space stays small.
                 let polys: &[u32] = if head_dim <= EXP2_POLY_MAX_HEAD_DIM { &WgmmaConfig::EXP2_POLY } else { &[0] };
+                // One column block (hd64) has nothing to cut into passes.
+                let passes: &[u32] = if head_dim as u32 > SWIZZLE_ROW_ELEMS {
+                    &WgmmaConfig::O_PASSES
+                } else {
+                    &WgmmaConfig::O_PASSES[..1]
+                };
                 let mut v = Vec::new();
                 for block_n in WgmmaConfig::BLOCK_N {
                     for stages in WgmmaConfig::STAGES {
@@ -783,8 +815,9 @@ impl KernelSpec {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
                                 let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
-                                for (bits, (exp2_poly, lazy_rescale)) in
-                                    (0..256u32).flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
+                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..256u32)
+                                    .flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
+                                    .flat_map(|x| passes.iter().map(move |p| (x, p)))
                                 {
                                     let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test] =
                                         [0, 1, 2, 3, 4, 5, 6, 7].map(|b| bits & (1 << b) != 0);
@@ -803,6 +836,7 @@ impl KernelSpec {
                                         lazy_rescale,
                                         split_tail,
                                         ring_test,
+                                        o_passes,
                                         trace: false,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
@@ -877,6 +911,7 @@ fn short_key(key: &str) -> &str {
         "lazy_rescale" => "lr",
         "split_tail" => "st",
         "ring_test" => "rt",
+        "o_passes" => "op",
         "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -945,7 +980,9 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 256 * 2);
+        // block_n, stages, consumers, loads, the eight switches, lazy_rescale and (hd > 64) o_passes.
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 256 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 256 * 4 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -1000,6 +1037,7 @@ mod tests {
                 lazy_rescale: false,
                 split_tail: false,
                 ring_test: false,
+                o_passes: 1,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1020,7 +1058,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1047,11 +1085,11 @@ mod tests {
         let spec = wgmma(128, 2, 2, 128);
         assert_eq!(
             spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1"
         );
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1117,7 +1155,7 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0"));
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1135,7 +1173,7 @@ mod tests {
         assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
         let tested = spec("overlap=1,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1"));
+        assert!(tested.name().ends_with("_st0_rt1_op1"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
         assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
@@ -1168,6 +1206,33 @@ mod tests {
             ..wgmma(128, 2, 2, 128)
         };
         assert!(wide.validate(Arch::Sm90a).unwrap_err().contains("needs 246784 bytes"));
+    }
+
+    #[test]
+    fn o_passes_halve_the_persistent_staging_tile() {
+        let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=64";
+        let spec = |d: usize, text: &str| KernelSpec {
+            config: with_tma(wgmma(64, 2, 2, d)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
+            ..wgmma(64, 2, 2, d)
+        };
+        // hd256, 64-key ring: 1024 + (128 + 256) * 512 + 128 * 512 = 263168 does not fit; half
+        // the staging tile, 1024 + 384 * 512 + 32768 = 230400, does.
+        assert!(spec(256, "o_passes=1").validate(Arch::Sm90a).unwrap_err().contains("needs 263168 bytes"));
+        let halved = spec(256, "o_passes=2");
+        assert_eq!(halved.dynamic_smem_bytes(), 230400);
+        assert!(halved.validate(Arch::Sm90a).is_ok());
+        assert!(halved.name().ends_with("_rt0_op2"));
+        assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
+        // hd64 is one column block.
+        let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("must divide head dim 64's 1 column blocks"), "{err}");
+        // Only the persistent blocks' own staging tile is cut.
+        let grid = KernelSpec { config: halved.config.with_overrides("persistent=0").unwrap(), ..halved };
+        assert!(grid.validate(Arch::Sm90a).unwrap_err().contains("o_passes=2 needs tma_store=1 and persistent=1"));
+        assert!(spec(128, "o_passes=3")
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .contains("o_passes=3 must be one of [1, 2]"));
     }
 
     #[test]
@@ -1310,12 +1375,13 @@ mod tests {
                 lazy_rescale: false,
                 split_tail: false,
                 ring_test: false,
+                o_passes: 1,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -51,8 +51,8 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   + O 64 registers of the consumers' 240); shared memory 208 KiB.
 /// - D=256: 80-key tiles (O alone is 128 registers): 724 against 667 for 64 at 16k; 224 KiB.
 /// - Every head dim: O leaves by TMA stores (`tma_store`), staged in the Q tile, or on
-///   persistent blocks in a tile of their own (which is why those take 128-key rings,
-///   [`for_problem`]). From registers, the epilogue was 15% of the consumers' stall samples at
+///   persistent blocks in a tile of their own (which is why those take 128-key rings, or
+///   stage O in two column passes, [`for_problem`]). From registers, the epilogue was 15% of the consumers' stall samples at
 ///   hd128 S=512 (ncu source counters): 4-byte stores half-filling their sectors, and the next
 ///   tile waiting for them to drain. A/B against the registers or 16-byte stores (ABBA, graph,
 ///   `bench/results/2026-11-23-s10-tma-store-ab.txt`): hd128 512 -9.7/-7.9% (none/causal), 1k
@@ -60,6 +60,7 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   causal -1.2%; hd256 512 -3.0/-3.4%, 16k +1.3% (spreads overlap).
 /// - `split_tail` off here: it needs persistent blocks, which [`for_problem`] chooses (and
 ///   with them the split where it measured faster).
+/// - `o_passes` 1: one tile per block stages O in the Q tile, which has room for all of it.
 /// - `lazy_rescale` off: measured (session 13, planner configs, graph, 30 samples,
 ///   `bench/results/2026-11-23-s13-lazy-rescale.txt`): hd64 512-2k +0.4 to +2.0% slower, hd128
 ///   1k/4k -0.3 to -1.1% but 16k +0.3/+0.7%, seed shapes within ±1%. Not adopted. It
@@ -88,13 +89,17 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         lazy_rescale: false,
         split_tail: false,
         ring_test: false,
+        o_passes: 1,
         trace: false,
     }
 }
 
 /// Most keys for which unmasked persistent `wgmma` blocks over [`PERSISTENT_ANY_KEYS_MAX_HEAD_DIM`]
-/// take 128-key blocks and TMA stores; longer ones keep the head dim's 176-key ring and store O
-/// from registers (the ring and the staging tile do not fit together), and split the tail.
+/// take 128-key blocks; longer ones keep the head dim's 176-key ring, stage O for the TMA
+/// stores in two column passes ([`WIDE_O_PASSES`]: the ring and a whole staging tile do not fit
+/// together), and split the tail. The passes against O from registers (ABBA, graph, planner
+/// configs, `bench/results/2026-11-24-s17-o-passes.txt`): 2,16,8192,128 -1.8%, 1,16,16384,128
+/// -0.3%.
 /// Persistent blocks without the split were 2% slower than one tile per block at hd128 16k;
 /// with it, against one tile per block with TMA stores (ABBA, graph, 30 samples,
 /// `bench/results/2026-11-23-s14-split-tail-wide.txt`): 2,16,8192,128 -2.4%, 1,16,16384,128
@@ -137,8 +142,17 @@ pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 8192), (128, 4096
 /// of the head dim's default (see [`for_problem`]).
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
 /// Most keys for which head dims over [`PERSISTENT_MAX_HEAD_DIM`] take [`NARROW_BLOCK_N`]-key
-/// blocks, one tile per block, both masks (see [`for_problem`]).
+/// blocks on persistent blocks, both masks (see [`for_problem`]).
 pub const NARROW_MAX_KEYS_WIDE_HEADS: usize = 512;
+/// Most keys for which causal problems at head dims over [`PERSISTENT_MAX_HEAD_DIM`] take
+/// [`NARROW_BLOCK_N`]-key blocks on persistent blocks (see [`for_problem`]). At 2k, 8,8,2048,256
+/// read 225.2 against 228.5 µs with dynamic tiles in one sweep (-1.4%), and 4k lost (400.2
+/// against 390.4): not adopted (`bench/results/2026-11-24-s17-o-passes.txt`).
+pub const NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 1024;
+/// Column passes of O's own staging tile (`o_passes`) where persistent blocks hold a ring that
+/// leaves no room for the whole tile: hd256's 64-key ring (263168 bytes with the whole tile,
+/// 230400 with half) and hd128's 176-key ring (246784, 230400).
+const WIDE_O_PASSES: u32 = 2;
 /// The key block of short problems at head dims over [`PERSISTENT_MAX_HEAD_DIM`]: 512 keys
 /// make 8 full blocks of 64, against 7 blocks of the default 80 whose last one holds 32 keys,
 /// so 8.6% of the GEMM work is padding.
@@ -184,10 +198,15 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   persistent blocks at 1k until TMA stores, whose staging tile does not fit beside its ring:
 ///   one tile per block with them, 150.9/151.8 against 156.8/156.7 µs (16,8,1024,256, two
 ///   sweeps, `bench/results/2026-11-23-s10-tma-store-sweeps.txt`).
-/// - hd256 up to [`NARROW_MAX_KEYS_WIDE_HEADS`] keys, both masks: 64-key blocks, one tile
-///   per block. S=512 (32,8,512,256): 145.2 against 149.4 µs unmasked, 123.5 against 128.1
-///   causal (persistent 80-key blocks before); at 1k 64-key blocks lose unmasked (226.3
-///   against 220.2). `bench/results/2026-11-23-s8-short-rows-lever-sweep.txt`.
+/// - hd256 up to [`NARROW_MAX_KEYS_WIDE_HEADS`] keys unmasked and [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]
+///   causal: 64-key blocks on persistent blocks, O staged for the TMA stores in two column
+///   passes ([`WIDE_O_PASSES`]). One tile per block spends about a fifth of each tile's time
+///   between tiles (8 rounds of 132 tiles at S=512 take 16.2 µs a round against about 12.6 in
+///   a block's own marks), and persistent blocks with O from registers lost (163.5 against
+///   140.8 µs). Against one tile per block with 64-key blocks (512) or the default's 80
+///   (1k) (ABBA, graph, `bench/results/2026-11-24-s17-o-passes.txt`): 32,8,512,256 -6.5/-9.7%
+///   (none/top-left), 16,8,1024,256 causal -7.7%; unmasked 1k -0.2%, 2k +2.6% (a sweep): not
+///   there.
 /// - Causal past the short ones (hd64 2k), up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 8k, hd128 4k):
 ///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first
 ///   (`dynamic_tiles`), so the next tile's loads overlap this one's end and a block that finishes early takes the
@@ -204,7 +223,8 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 /// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`]: persistent
 ///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
 ///   +15%, +8%, +1.5%), but 2% slower at 16k until the split tail (past
-///   [`PERSISTENT_MAX_KEYS`] at hd128, see there); hd256 slower at S <= 1k (-7%, -4%), even at 4k.
+///   [`PERSISTENT_MAX_KEYS`] at hd128, see there); hd256 slower at S <= 1k (-7%, -4%), even
+///   at 4k, with O from registers (for its short problems see above).
 ///   Longer causal problems keep one tile per block, longest first from the grid: persistent
 ///   blocks lost at hd128 S=16k (448 against 687 TFLOP/s with a head's tiles in order; with
 ///   the alternating order 640 against 673, and +3.5% at 4k).
@@ -237,10 +257,11 @@ pub fn for_problem(
     // hd128 past 4k keys keeps its 176-key ring on persistent blocks, for the split tail; with
     // fewer tiles than SMs there is no whole round, and the split would only cut every tile.
     let wide_ring = shape.sk > PERSISTENT_MAX_KEYS && shape.d > PERSISTENT_ANY_KEYS_MAX_HEAD_DIM;
+    let narrow_keys = if causal { NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS } else { NARROW_MAX_KEYS_WIDE_HEADS };
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c }
-    } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= NARROW_MAX_KEYS_WIDE_HEADS {
-        WgmmaConfig { block_n: NARROW_BLOCK_N, ..c }
+    } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= narrow_keys {
+        WgmmaConfig { block_n: NARROW_BLOCK_N, persistent: true, o_passes: WIDE_O_PASSES, ..c }
     } else if causal && shape.sk <= short_causal_keys {
         let stages = if shape.d > 64 { c.stages } else { 3 };
         WgmmaConfig {
@@ -255,7 +276,7 @@ pub fn for_problem(
         WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ..c }
     } else if !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && !(wide_ring && tiles < sm_count as usize) {
         let base = if wide_ring {
-            WgmmaConfig { tma_store: false, ..c }
+            WgmmaConfig { o_passes: WIDE_O_PASSES, ..c }
         } else {
             let short = shape.sk <= SHORT_UNMASKED_MAX_KEYS;
             let consumer_warpgroups = if short { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
@@ -376,12 +397,12 @@ mod tests {
         let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
         assert!(wgmma_for(&p).persistent);
         assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
-        // hd128 past 4k: persistent with the 176-key ring, O from registers, the tail split;
-        // one tile per block where the tiles are fewer than the SMs.
+        // hd128 past 4k: persistent with the 176-key ring, O staged in two passes, the tail
+        // split; one tile per block where the tiles are fewer than the SMs.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd));
-        assert_eq!(long, WgmmaConfig { persistent: true, tma_store: false, split_tail: true, ..wgmma(128) });
+        assert_eq!(long, WgmmaConfig { persistent: true, o_passes: 2, split_tail: true, ..wgmma(128) });
         assert_eq!(wgmma_for(&Problem::dense(Shape::new(1, 2, 8192, 128), Dtype::Bf16, Layout::Bhsd)), wgmma(128));
-        assert!(!wgmma_for(&Problem::dense(Shape::new(32, 8, 512, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(16, 8, 1024, 256), Dtype::Bf16, Layout::Bhsd)).persistent);
         // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's consumers, and
         // still 128-key blocks (room for the TMA stores' staging tile).
         assert_eq!(wgmma_for(&p).block_n, 128);
@@ -455,12 +476,17 @@ mod tests {
         // hd128 at 2k: 128-key blocks on persistent blocks with dynamic tiles.
         let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
         assert_eq!((c.block_n, c.persistent, c.dynamic_tiles), (128, true, true));
-        // hd256 at 512 keys: 64-key blocks, one tile per block, both masks.
-        for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None)] {
-            assert_eq!(wgmma_for(&p), WgmmaConfig { block_n: 64, ..wgmma(256) });
+        // hd256 at 512 keys, both masks, and causal at 1k: 64-key blocks on persistent blocks,
+        // O staged in two passes.
+        let narrow = WgmmaConfig { block_n: 64, persistent: true, o_passes: 2, ..wgmma(256) };
+        for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None), causal(16, 8, 1024, 256)]
+        {
+            assert_eq!(wgmma_for(&p), narrow);
         }
-        // hd256 from 1k and long causal problems: the default (one tile per block).
-        assert_eq!(wgmma_for(&causal(16, 8, 1024, 256)), wgmma(256));
+        // hd256 unmasked from 1k, causal from 2k, and long causal problems: the default (one
+        // tile per block).
+        assert_eq!(wgmma_for(&causal(16, 8, 1024, 256).with_causal(Causal::None)), wgmma(256));
+        assert_eq!(wgmma_for(&causal(8, 8, 2048, 256)), wgmma(256));
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
         assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), wgmma(64));
         assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), wgmma(256));
@@ -499,8 +525,9 @@ mod tests {
         use crate::problem::{Layout, Problem, Shape};
         // The fa3 grid's lengths and a few small grids, every head dim, every mask: whatever the
         // planner adapts, the config validates (its rings leave room for a staging tile where
-        // persistent blocks need one of their own) and keeps the TMA stores, except hd128's
-        // persistent 176-key rings, which have no room for the staging tile.
+        // persistent blocks need one of their own) and keeps the TMA stores; rings that leave
+        // no room for a whole staging tile (hd128's 176 keys, hd256's 64 on persistent blocks)
+        // stage O in two column passes.
         for d in [64, 128, 256] {
             for s in [128, 512, 1024, 2048, 4096, 8192, 16384] {
                 for b in [1, 16384 / s] {
@@ -509,8 +536,9 @@ mod tests {
                             Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask);
                         let c = wgmma_for(&p);
                         let spec = KernelSpec { config: KernelConfig::Wgmma(c), dtype: Dtype::Bf16, head_dim: d };
-                        let wide_ring = c.persistent && c.block_n == 176;
-                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store != wide_ring, "{p:?}: {c:?}");
+                        let halved = c.persistent && (c.block_n == 176 || d == 256);
+                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store, "{p:?}: {c:?}");
+                        assert_eq!(c.o_passes, if halved { 2 } else { 1 }, "{p:?}: {c:?}");
                     }
                 }
             }

@@ -33,6 +33,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("lazy_rescale", nums(&[0, 1])),
             ("split_tail", nums(&[0, 1])),
             ("ring_test", nums(&[0, 1])),
+            ("o_passes", nums(&WgmmaConfig::O_PASSES)),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),
@@ -120,8 +121,11 @@ mod tests {
     fn random_reaches_the_whole_space_and_parse_round_trips() {
         let mut rng = SmallRng::seed_from_u64(1);
         let mut seen = std::collections::HashSet::new();
-        // About n ln n draws reach all n configs; 20 n leaves no realistic chance of a miss.
-        let n = KernelSpec::space(Impl::Wgmma, Dtype::F16, 64).len();
+        // Every lever is drawn independently: the reachable configs are the product of the
+        // levers' values, which hold every head dim's space (hd64's has the polynomial
+        // exponentials, the wider ones O's staging passes). About n ln n draws reach all n
+        // configs; 20 n leaves no realistic chance of a miss.
+        let n: usize = levers(Impl::Wgmma).iter().map(|(_, values)| values.len()).product();
         for _ in 0..20 * n {
             let c = random(Impl::Wgmma, &mut rng);
             // Each config's text round trip once, when first drawn.
@@ -130,5 +134,8 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), n);
+        for d in [64, 128] {
+            assert!(KernelSpec::space(Impl::Wgmma, Dtype::F16, d).iter().all(|s| seen.contains(&s.config)), "hd{d}");
+        }
     }
 }

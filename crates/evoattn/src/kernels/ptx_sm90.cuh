@@ -246,17 +246,18 @@ __device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap*
     }
 }
 
-// Stores BOX_ROWS rows of a swizzled tile of TILE_ROWS rows, starting at `rows` (inside the
-// first column block; column blocks lie TILE_ROWS rows apart), to global rows row0.. of
-// (head, batch): one box per column block, in one committed group. Rows past the tensor's end
-// are dropped by the TMA unit.
-template <int TILE_ROWS, int BOX_ROWS>
-__device__ __forceinline__ void tma_store_rows(const TmaMap* map, const unsigned char* rows, int row0, int head,
-                                               int batch) {
+// Stores BOX_ROWS rows of a swizzled tile of TILE_ROWS rows and COLS columns, starting at
+// `rows` (inside the first column block; column blocks lie TILE_ROWS rows apart), to global
+// rows row0.. and columns col0.. of (head, batch): one box per column block, in one committed
+// group. Rows past the tensor's end are dropped by the TMA unit.
+template <int TILE_ROWS, int BOX_ROWS, int COLS>
+__device__ __forceinline__ void tma_store_rows(const TmaMap* map, const unsigned char* rows, int col0, int row0,
+                                               int head, int batch) {
     static_assert(BOX_ROWS <= TILE_ROWS && BOX_ROWS <= 256, "a TMA box has at most 256 rows, inside the tile");
+    static_assert(COLS % ATOM_ELEMS == 0 && COLS <= EVOATTN_HEAD_DIM, "whole column blocks of the row");
 #pragma unroll
-    for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {
-        tma_store_4d(map, rows + b * TILE_ROWS * ROW_BYTES, b * ATOM_ELEMS, row0, head, batch);
+    for (int b = 0; b < COLS / ATOM_ELEMS; ++b) {
+        tma_store_4d(map, rows + b * TILE_ROWS * ROW_BYTES, col0 + b * ATOM_ELEMS, row0, head, batch);
     }
     tma_store_commit();
 }

@@ -4,8 +4,9 @@
 //   fragment's writes spread over the banks), then 16-byte stores by every thread.
 // - Direct: straight from the fragment (4-byte stores; a quad covers 16 contiguous bytes), for
 //   persistent blocks without tma_store: the next tile's Q is already loading into the Q tile.
-// - Tma (tma_store=1): staged (persistent blocks: in a tile of their own), then one thread of
-//   the warpgroup issues TMA stores, which leave the consumers free for their next tile.
+// - Tma (tma_store=1): staged (persistent blocks: in a tile of their own, filled in O_PASSES
+//   column passes), then one thread of the warpgroup issues TMA stores, which leave the
+//   consumers free for their next tile.
 #pragma once
 #include "wgmma_softmax.cuh"
 
@@ -38,32 +39,41 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
             p.lse[((i64)batch * p.h + head) * p.sq + row] = l > 0.f ? (st.m[r] + __log2f(l)) * LN2 : NEG_INF;
         }
     }
-    if (O_STORE == OStore::Tma && O_STAGE_OWN_TILE) {
-        // The previous tile's TMA stores have read the staging rows before they are rewritten.
-        if (wtid == 0) tma_store_wait_read<0>();
-        named_barrier_sync(1 + wg, WG_THREADS);
-    }
+    // O_PASSES column passes (more than one only on an own staging tile, O_PASS_COLS columns
+    // wide); each pass's TMA stores go while the consumers move on.
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int row_local = warp * 16 + g + 8 * r;
-        const int row = m0 + wg * WG_ROWS + row_local;
+    for (int pass = 0; pass < O_PASSES; ++pass) {
+        if (O_STORE == OStore::Tma && O_STAGE_OWN_TILE) {
+            // The stores that read the staging rows last (the previous pass's or the previous
+            // tile's) have done so before they are rewritten.
+            if (wtid == 0) tma_store_wait_read<0>();
+            named_barrier_sync(1 + wg, WG_THREADS);
+        }
 #pragma unroll
-        for (int i = 0; i < O_REGS / 4; ++i) {
-            const u32 packed = pack_float2(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
-            if (O_STORE != OStore::Direct) {
-                *(u32*)(stage + swizzled_offset(BM, row_local, 8 * i) + 4 * t) = packed;
-            } else if (row < p.sq) {
-                *(u32*)(o_gmem + (i64)row * p.o_seq + 8 * i + 2 * t) = packed;
+        for (int r = 0; r < 2; ++r) {
+            const int row_local = warp * 16 + g + 8 * r;
+            const int row = m0 + wg * WG_ROWS + row_local;
+#pragma unroll
+            for (int c = 0; c < O_PASS_COLS / 8; ++c) {
+                const int i = pass * O_PASS_COLS / 8 + c;  // the fragment's columns 8i..8i+7
+                const u32 packed = pack_float2(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
+                if (O_STORE != OStore::Direct) {
+                    *(u32*)(stage + swizzled_offset(BM, row_local, 8 * c) + 4 * t) = packed;
+                } else if (row < p.sq) {
+                    *(u32*)(o_gmem + (i64)row * p.o_seq + 8 * i + 2 * t) = packed;
+                }
+            }
+        }
+        if (O_STORE == OStore::Tma) {
+            fence_proxy_async_shared();  // the staging writes, before the TMA unit reads them
+            named_barrier_sync(1 + wg, WG_THREADS);
+            if (wtid == 0) {
+                tma_store_rows<BM, WG_ROWS, O_PASS_COLS>(o_map, stage, pass * O_PASS_COLS, m0 + wg * WG_ROWS, head,
+                                                         batch);
             }
         }
     }
-    if (O_STORE == OStore::Direct) return;
-    if (O_STORE == OStore::Tma) {
-        fence_proxy_async_shared();  // the staging writes, before the TMA unit reads them
-        named_barrier_sync(1 + wg, WG_THREADS);
-        if (wtid == 0) tma_store_rows<BM, WG_ROWS>(o_map, stage, m0 + wg * WG_ROWS, head, batch);
-        return;
-    }
+    if (O_STORE != OStore::Staged) return;
     named_barrier_sync(1 + wg, WG_THREADS);  // this warpgroup's staging writes, before its reads
     constexpr int CHUNKS_PER_ROW = D / 8;
     for (int i = wtid; i < WG_ROWS * CHUNKS_PER_ROW; i += WG_THREADS) {

@@ -37,10 +37,16 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 #define V_OFFSET (K_OFFSET + STAGES * TILE_BYTES(BN))
 // tma_store=1 stages O for its TMA stores in shared memory. One tile per block stages it in
 // the Q tile, whose last reader is done by then; persistent blocks are already loading the
-// next tile's Q there, so they stage O in a tile of its own after the rings.
+// next tile's Q there, so they stage O in a tile of its own after the rings. That tile holds
+// D / O_PASSES columns (o_passes: at hd256 the whole one does not fit), which each consumer
+// fills and stores O_PASSES times.
 #define O_STAGE_OWN_TILE (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT)
+#define O_PASSES EVOATTN_O_PASSES
+#define O_PASS_COLS (D / O_PASSES)
+static_assert(O_PASSES == 1 || O_STAGE_OWN_TILE, "only O's own staging tile is cut into column passes");
+static_assert(O_PASS_COLS % ATOM_ELEMS == 0, "a pass stores whole 64-column blocks");
 #define O_STAGE_OFFSET (V_OFFSET + STAGES * TILE_BYTES(BN))
-#define SMEM_LAYOUT_BYTES (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? TILE_BYTES(BM) : 0))
+#define SMEM_LAYOUT_BYTES (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? TILE_BYTES(BM) / O_PASSES : 0))
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
 
@@ -52,7 +58,8 @@ struct SmemTiles {
     __device__ __forceinline__ unsigned char* v(int stage) const { return base + V_OFFSET + stage * TILE_BYTES(BN); }
     // This warpgroup's 64 rows of Q, as the tile of BM rows they sit in (column blocks are BM rows apart).
     __device__ __forceinline__ unsigned char* q_rows(int wg) const { return q() + wg * WG_ROWS * ROW_BYTES; }
-    // Where this warpgroup stages its 64 rows of O for the epilogue, in a BM-row tile like Q's.
+    // Where this warpgroup stages its 64 rows of O for the epilogue, in a BM-row tile like Q's
+    // (its own tile: O_PASS_COLS columns).
     __device__ __forceinline__ unsigned char* o_rows(int wg) const {
         return O_STAGE_OWN_TILE ? base + O_STAGE_OFFSET + wg * WG_ROWS * ROW_BYTES : q_rows(wg);
     }

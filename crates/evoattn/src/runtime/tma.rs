@@ -19,7 +19,7 @@ use cudarc::driver::sys::{
 use cudarc::driver::DeviceRepr;
 
 /// Elements of D per box: one 128-byte swizzled row of 16-bit elements.
-pub const BOX_ELEMS: u32 = 64;
+pub const BOX_ELEMS: u32 = crate::config::SWIZZLE_ROW_ELEMS;
 /// The driver's limit on a box dimension.
 pub const MAX_BOX_ROWS: u32 = 256;
 /// Global strides must be multiples of 16 bytes and below 2^40.
