@@ -216,6 +216,43 @@ fn wgmma_ring_test_is_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_o_passes_are_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // O staged and stored in two column passes on persistent blocks: static, dynamic and split
+    // tails, hd128 and hd256, rings that wrap across tiles, tiles of one key block and of none
+    // (bottom-right rows before any key), key tails, GQA and both layouts; then the planner's
+    // own choices that take it (hd256 short problems, both masks).
+    let both = ["4,16,300,128,16,517", "1,4,700,128,1,300", "2,8,1000,256,2,1100", "2,2,130,256,1,77"];
+    for (config, shapes) in [
+        ("persistent=1,block_n=64,o_passes=2", &both[..]),
+        ("persistent=1,block_n=64,o_passes=2,dynamic_tiles=1", &both[..]),
+        // One consumer's 128-key ring fits only at hd128.
+        ("persistent=1,block_n=128,o_passes=2,consumer_warpgroups=1,pingpong=0", &both[..2]),
+    ] {
+        let out = check_all("wgmma", shapes, &["--config", config]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("_op2"), "{config}: {text}");
+    }
+    let split = ["1,8,4000,128", "3,3,700,256,1,1500"];
+    let mut args = vec!["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
+    for shape in split {
+        args.extend(["--shape", shape]);
+    }
+    args.extend(["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"]);
+    let out = evoattn(&args);
+    let text = stdout(&out);
+    assert!(out.status.success() && text.contains("_st1_rt0_op2"), "split tail: {text}");
+    let out =
+        evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "16,8,512,256", "--shape", "4,8,1024,256"]);
+    let text = stdout(&out);
+    assert!(out.status.success() && text.contains("_op2"), "the planner's hd256 short configs: {text}");
+}
+
+#[test]
 fn wgmma_split_tail_is_correct_on_hopper() {
     require_gpu!();
     if !hopper_or_skip("wgmma needs sm_90a") {

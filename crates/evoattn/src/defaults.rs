@@ -145,10 +145,15 @@ pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
 /// blocks on persistent blocks, both masks (see [`for_problem`]).
 pub const NARROW_MAX_KEYS_WIDE_HEADS: usize = 512;
 /// Most keys for which causal problems at head dims over [`PERSISTENT_MAX_HEAD_DIM`] take
-/// [`NARROW_BLOCK_N`]-key blocks on persistent blocks (see [`for_problem`]). At 2k, 8,8,2048,256
-/// read 225.2 against 228.5 µs with dynamic tiles in one sweep (-1.4%), and 4k lost (400.2
-/// against 390.4): not adopted (`bench/results/2026-11-24-s17-o-passes.txt`).
-pub const NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 1024;
+/// [`NARROW_BLOCK_N`]-key blocks on persistent blocks (see [`for_problem`]); past
+/// [`NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS`] the blocks claim their tiles (`dynamic_tiles`).
+/// 8,8,2048,256 against one tile per block of 80 keys: 222.0 against 225.1 µs (-1.4%, ABBA);
+/// at 4k 400.2 against 390.4 in a sweep (`bench/results/2026-11-24-s17-o-passes.txt`).
+pub const NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 2048;
+/// Most keys for which the causal problems of [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`] keep the
+/// static round robin: 32,8,512,256 107.2 against 109.9 µs with dynamic tiles, 16,8,1024,256
+/// 140.2 against 140.7 (one sweep); at 2k 227.1 against 225.1.
+pub const NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 1024;
 /// Column passes of O's own staging tile (`o_passes`) where persistent blocks hold a ring that
 /// leaves no room for the whole tile: hd256's 64-key ring (263168 bytes with the whole tile,
 /// 230400 with half) and hd128's 176-key ring (246784, 230400).
@@ -206,7 +211,7 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   140.8 µs). Against one tile per block with 64-key blocks (512) or the default's 80
 ///   (1k) (ABBA, graph, `bench/results/2026-11-24-s17-o-passes.txt`): 32,8,512,256 -6.5/-9.7%
 ///   (none/top-left), 16,8,1024,256 causal -7.7%; unmasked 1k -0.2%, 2k +2.6% (a sweep): not
-///   there.
+///   there. Causal at 2k claims its tiles (see [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]).
 /// - Causal past the short ones (hd64 2k), up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 8k, hd128 4k):
 ///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first
 ///   (`dynamic_tiles`), so the next tile's loads overlap this one's end and a block that finishes early takes the
@@ -216,7 +221,8 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   (top-left/bottom-right) in two sweeps of session 14 on two machines (ABBA by config,
 ///   `bench/results/2026-11-23-s14-split-tail-wide.txt`). Longer problems do not gain (hd64 16k
 ///   +0.3% and +0.4%; hd128 8k/16k +0.5/+1.3%), a tile's end being a small share of it, nor does hd256 (+1.4
-///   to +2.2% at 2k-16k), nor the short problems against their static persistent blocks
+///   to +2.2% at 2k-16k with O from registers; 2k gains on 64-key blocks with the staging
+///   passes, see [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]), nor the short problems against their static persistent blocks
 ///   (hd64 512/1k +13/+3.4%). hd128 took 128-key blocks up to 2k (87.6 against 90.6 µs at
 ///   2k, one tile per block) and 176 at 4k until TMA stores; with them 128 also at 4k, 422.5
 ///   against 446.8 µs (176-key blocks from registers).
@@ -261,7 +267,8 @@ pub fn for_problem(
     let config = if 2 * tiles < sm_count as usize && shape.d <= SMALL_GRID_MAX_HEAD_DIM {
         WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c }
     } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= narrow_keys {
-        WgmmaConfig { block_n: NARROW_BLOCK_N, persistent: true, o_passes: WIDE_O_PASSES, ..c }
+        let dynamic_tiles = causal && shape.sk > NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS;
+        WgmmaConfig { block_n: NARROW_BLOCK_N, persistent: true, dynamic_tiles, o_passes: WIDE_O_PASSES, ..c }
     } else if causal && shape.sk <= short_causal_keys {
         let stages = if shape.d > 64 { c.stages } else { 3 };
         WgmmaConfig {
@@ -483,10 +490,11 @@ mod tests {
         {
             assert_eq!(wgmma_for(&p), narrow);
         }
-        // hd256 unmasked from 1k, causal from 2k, and long causal problems: the default (one
-        // tile per block).
+        // Causal at 2k: the same, claiming tiles dynamically.
+        assert_eq!(wgmma_for(&causal(8, 8, 2048, 256)), WgmmaConfig { dynamic_tiles: true, ..narrow });
+        // hd256 unmasked from 1k, causal from 4k: the default (one tile per block).
         assert_eq!(wgmma_for(&causal(16, 8, 1024, 256).with_causal(Causal::None)), wgmma(256));
-        assert_eq!(wgmma_for(&causal(8, 8, 2048, 256)), wgmma(256));
+        assert_eq!(wgmma_for(&causal(4, 8, 4096, 256)), wgmma(256));
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
         assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), wgmma(64));
         assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), wgmma(256));
