@@ -245,11 +245,32 @@ fn wgmma_o_passes_are_correct_on_hopper() {
     args.extend(["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"]);
     let out = evoattn(&args);
     let text = stdout(&out);
-    assert!(out.status.success() && text.contains("_st1_rt0_op2"), "split tail: {text}");
+    assert!(out.status.success() && text.contains("_st1_rt0_op2_oq0"), "split tail: {text}");
     let out =
         evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "16,8,512,256", "--shape", "4,8,1024,256"]);
     let text = stdout(&out);
     assert!(out.status.success() && text.contains("_op2"), "the planner's hd256 short configs: {text}");
+}
+
+#[test]
+fn wgmma_o_in_q_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // O staged in each consumer's Q rows, which then load the next tile's rows on their own
+    // barriers: every head dim (hd64's three consumers among them), rings that wrap across
+    // tiles, tiles of one key block and of none, key tails, GQA and both layouts; then the
+    // planner's own choice (hd256 unmasked from 1k keys).
+    let shapes =
+        ["2,8,1000,256,2,1100", "4,4,600,256", "1,2,129,256,1,300", "4,16,300,128,16,517", "8,16,1000,64,4,1023"];
+    let out = check_all("wgmma", &shapes, &["--config", "persistent=1,o_in_q=1"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("_oq1"), "{text}");
+    let out = evoattn(&["check", "--impl", "wgmma", "--shape", "16,8,1024,256", "--dtype", "all"]);
+    let text = stdout(&out);
+    assert!(out.status.success() && text.contains("_oq1"), "the planner's hd256 1k unmasked config: {text}");
 }
 
 #[test]

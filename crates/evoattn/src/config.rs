@@ -265,6 +265,11 @@ pub struct WgmmaConfig {
     /// At hd256 the whole tile does not fit beside a 64-key ring and the Q tile (257 KiB).
     /// Needs `tma_store` and `persistent`, and a head dim of at least two 64-column blocks.
     pub o_passes: u32,
+    /// Each consumer stages O for the TMA stores in its own rows of the Q tile instead of a tile
+    /// of their own, and those rows load the next tile's Q once the stores have read them (Q's
+    /// barriers per consumer, Q's box one consumer's rows). Needs `tma_store` and `persistent`,
+    /// static tiles (not `dynamic_tiles`, not `split_tail`) and `o_passes=1`.
+    pub o_in_q: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -383,6 +388,7 @@ impl KernelConfig {
                     ("split_tail", u32::from(c.split_tail).to_string()),
                     ("ring_test", u32::from(c.ring_test).to_string()),
                     ("o_passes", c.o_passes.to_string()),
+                    ("o_in_q", u32::from(c.o_in_q).to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -459,6 +465,7 @@ impl KernelConfig {
                     "split_tail" => c.split_tail = num != 0,
                     "ring_test" => c.ring_test = num != 0,
                     "o_passes" => c.o_passes = num,
+                    "o_in_q" => c.o_in_q = num != 0,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -528,7 +535,7 @@ impl KernelSpec {
     pub fn tensor_map_rows(&self) -> Option<TensorMapRows> {
         match self.config {
             KernelConfig::Wgmma(c) if c.loads == Loads::Tma => Some(TensorMapRows {
-                q: Some(c.block_m()),
+                q: Some(if c.o_in_q { WGMMA_ROWS_PER_WARPGROUP } else { c.block_m() }),
                 kv: c.block_n,
                 o: c.tma_store.then_some(WGMMA_ROWS_PER_WARPGROUP),
             }),
@@ -596,8 +603,8 @@ impl KernelSpec {
             // shared memory.
             KernelConfig::Wgmma(c) => {
                 let row = self.head_dim * elem;
-                let o_stage =
-                    if c.tma_store && c.persistent { c.block_m() as usize * row / c.o_passes as usize } else { 0 };
+                let own_tile = c.tma_store && c.persistent && !c.o_in_q;
+                let o_stage = if own_tile { c.block_m() as usize * row / c.o_passes as usize } else { 0 };
                 SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row + o_stage
             }
         }
@@ -719,6 +726,13 @@ impl KernelSpec {
                         c.o_passes, self.head_dim
                     ));
                 }
+                if c.o_in_q && !(c.tma_store && c.persistent && !c.dynamic_tiles && !c.split_tail && c.o_passes == 1) {
+                    return Err(
+                        "o_in_q=1 needs tma_store=1 and persistent=1 with static whole tiles (dynamic_tiles=0, \
+                                split_tail=0) and o_passes=1,o_in_q=0"
+                            .into(),
+                    );
+                }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
@@ -815,12 +829,12 @@ impl KernelSpec {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
                                 let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
-                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..256u32)
+                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..512u32)
                                     .flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
                                     .flat_map(|x| passes.iter().map(move |p| (x, p)))
                                 {
-                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test] =
-                                        [0, 1, 2, 3, 4, 5, 6, 7].map(|b| bits & (1 << b) != 0);
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q] =
+                                        [0, 1, 2, 3, 4, 5, 6, 7, 8].map(|b| bits & (1 << b) != 0);
                                     let c = WgmmaConfig {
                                         block_n,
                                         stages,
@@ -837,6 +851,7 @@ impl KernelSpec {
                                         split_tail,
                                         ring_test,
                                         o_passes,
+                                        o_in_q,
                                         trace: false,
                                     };
                                     v.push(KernelConfig::Wgmma(c));
@@ -912,6 +927,7 @@ fn short_key(key: &str) -> &str {
         "split_tail" => "st",
         "ring_test" => "rt",
         "o_passes" => "op",
+        "o_in_q" => "oq",
         "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -980,13 +996,13 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        // block_n, stages, consumers, loads, the eight switches, lazy_rescale and (hd > 64) o_passes.
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 256 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 256 * 4 * 2);
+        // block_n, stages, consumers, loads, the nine switches, lazy_rescale and (hd > 64) o_passes.
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 512 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 512 * 4 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
-        assert!(valid.len() > wgmma.len() / 40 && valid.len() < wgmma.len() / 4, "{}", valid.len());
+        assert!(valid.len() > wgmma.len() / 80 && valid.len() < wgmma.len() / 4, "{}", valid.len());
         for loads in Loads::ALL {
             assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
         }
@@ -1038,6 +1054,7 @@ mod tests {
                 split_tail: false,
                 ring_test: false,
                 o_passes: 1,
+                o_in_q: false,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1058,7 +1075,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1085,11 +1102,11 @@ mod tests {
         let spec = wgmma(128, 2, 2, 128);
         assert_eq!(
             spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0"
         );
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1155,7 +1172,7 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1"));
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1173,7 +1190,7 @@ mod tests {
         assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
         let tested = spec("overlap=1,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1_op1"));
+        assert!(tested.name().ends_with("_st0_rt1_op1_oq0"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
         assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
@@ -1221,7 +1238,7 @@ mod tests {
         let halved = spec(256, "o_passes=2");
         assert_eq!(halved.dynamic_smem_bytes(), 230400);
         assert!(halved.validate(Arch::Sm90a).is_ok());
-        assert!(halved.name().ends_with("_rt0_op2"));
+        assert!(halved.name().ends_with("_rt0_op2_oq0"));
         assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
         // hd64 is one column block.
         let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
@@ -1233,6 +1250,29 @@ mod tests {
             .validate(Arch::Sm90a)
             .unwrap_err()
             .contains("o_passes=3 must be one of [1, 2]"));
+    }
+
+    #[test]
+    fn o_in_q_stages_in_the_q_rows_on_static_persistent_blocks() {
+        let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=80";
+        let spec = |text: &str| KernelSpec {
+            config: with_tma(wgmma(80, 2, 2, 256)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
+            ..wgmma(80, 2, 2, 256)
+        };
+        // hd256, 80-key ring: no staging tile, 1024 + (128 + 320) * 512 = 230400; Q's box is one
+        // consumer's 64 rows.
+        let in_q = spec("o_in_q=1");
+        assert_eq!(in_q.dynamic_smem_bytes(), 230400);
+        assert!(in_q.validate(Arch::Sm90a).is_ok());
+        assert!(in_q.name().ends_with("_op1_oq1"));
+        assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
+        assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
+        assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
+        // Static whole tiles of persistent blocks with TMA stores only.
+        for refused in ["dynamic_tiles=1", "split_tail=1", "o_passes=2", "tma_store=0", "persistent=0"] {
+            let err = spec(&format!("o_in_q=1,{refused}")).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("o_in_q=1 needs tma_store=1 and persistent=1"), "{refused}: {err}");
+        }
     }
 
     #[test]
@@ -1376,12 +1416,13 @@ mod tests {
                 split_tail: false,
                 ring_test: false,
                 o_passes: 1,
+                o_in_q: false,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -238,7 +238,9 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // blocks, without the lazy rescale and the split tail. O's staging tile in two column
     // passes changes the persistent epilogue: every persistent pipeline, consumer count and head
     // dim over 64 with it, split tail or not, at 2 stages, 64-, 128- and 176-key blocks (the
-    // planner's rings), without the lazy rescale and the ring tests.
+    // planner's rings), without the lazy rescale and the ring tests. O staged in the Q rows
+    // changes Q's barriers and loads: every static persistent pipeline, consumer count and head
+    // dim with it, at the same ring depth and key blocks (and hd256's 80), without those two.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             let narrow = c.stages != 2 || c.exp2_poly != 0 || ![64, 128].contains(&c.block_n);
@@ -250,6 +252,12 @@ fn the_wgmma_space_compiles_for_sm90a() {
                     && (c.stages != 2
                         || c.exp2_poly != 0
                         || ![64, 128, 176].contains(&c.block_n)
+                        || c.lazy_rescale
+                        || c.ring_test))
+                || (c.o_in_q
+                    && (c.stages != 2
+                        || c.exp2_poly != 0
+                        || ![64, 80, 128, 176].contains(&c.block_n)
                         || c.lazy_rescale
                         || c.ring_test));
             !left_out

@@ -34,6 +34,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("split_tail", nums(&[0, 1])),
             ("ring_test", nums(&[0, 1])),
             ("o_passes", nums(&WgmmaConfig::O_PASSES)),
+            ("o_in_q", nums(&[0, 1])),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),

@@ -231,18 +231,19 @@ __device__ __forceinline__ unsigned char* align_to_atom(unsigned char* smem) {
     return smem + (ATOM_BYTES - smem_addr(smem) % ATOM_BYTES) % ATOM_BYTES;
 }
 
-// Issues the D/64 TMA boxes that fill a swizzled tile of `ROWS` rows with rows [row0, row0 +
-// ROWS) of (head, batch) from a (D, S, H, B) tensor map; box b (64 columns) lands at column
-// block b, `ROWS` * 128 bytes apart. Rows past S are zeros. The bytes complete on `bar`, whose
-// expected transaction count the caller raised.
-template <int ROWS>
-__device__ __forceinline__ void tma_load_tile(unsigned char* tile, const TmaMap* map, u64* bar, int row0, int head,
+// Issues the D/64 TMA boxes that fill BOX_ROWS rows of a swizzled tile of TILE_ROWS rows, from
+// `rows` (inside the first column block), with rows [row0, row0 + BOX_ROWS) of (head, batch)
+// from a (D, S, H, B) tensor map; box b (64 columns) lands at column block b, TILE_ROWS * 128
+// bytes apart. Rows past S are zeros. The bytes complete on `bar`, whose expected transaction
+// count the caller raised.
+template <int TILE_ROWS, int BOX_ROWS = TILE_ROWS>
+__device__ __forceinline__ void tma_load_tile(unsigned char* rows, const TmaMap* map, u64* bar, int row0, int head,
                                               int batch) {
     static_assert(EVOATTN_HEAD_DIM % ATOM_ELEMS == 0, "a tile is whole 64-column boxes");
-    static_assert(ROWS <= 256, "a TMA box has at most 256 rows");
+    static_assert(BOX_ROWS <= TILE_ROWS && BOX_ROWS <= 256, "a TMA box has at most 256 rows, inside the tile");
 #pragma unroll
     for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {
-        tma_load_4d(tile + b * ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
+        tma_load_4d(rows + b * TILE_ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
     }
 }
 

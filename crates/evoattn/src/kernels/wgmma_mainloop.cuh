@@ -40,7 +40,11 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 // next tile's Q there, so they stage O in a tile of its own after the rings. That tile holds
 // D / O_PASSES columns (o_passes: at hd256 the whole one does not fit), which each consumer
 // fills and stores O_PASSES times.
-#define O_STAGE_OWN_TILE (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT)
+// o_in_q=1 (persistent blocks): each consumer stages O in its own rows of the Q tile instead,
+// and those rows load the next tile's Q only once the stores have read them (wgmma_ws.cuh).
+#define O_IN_Q EVOATTN_O_IN_Q
+static_assert(!O_IN_Q || (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT), "O in the Q rows is a persistent TMA-store layout");
+#define O_STAGE_OWN_TILE (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT && !O_IN_Q)
 #define O_PASSES EVOATTN_O_PASSES
 #define O_PASS_COLS (D / O_PASSES)
 static_assert(O_PASSES == 1 || O_STAGE_OWN_TILE, "only O's own staging tile is cut into column passes");

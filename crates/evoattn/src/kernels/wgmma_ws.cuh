@@ -20,6 +20,12 @@
 // tile's Q loads during the last P·V and the epilogue, which writes from registers (or, with
 // tma_store=1, stages O in a tile of its own for TMA stores).
 //
+// o_in_q=1 (persistent=1, tma_store=1, static tiles): each consumer stages O in its own rows of
+// the Q tile, which have a pair of barriers of their own; its thread that issued the stores
+// waits until they have read the rows and releases them, and the producer loads the next
+// tile's rows there (slot 0's before K(0), the others' after). Costs the Q load's latency at
+// each tile's start; saves the staging tile (at hd256 the 80-key ring leaves no room for one).
+//
 // dynamic_tiles=1 (persistent=1): the producer claims each next tile (wgmma_scheduler.cuh) once
 // it has issued the current tile's loads, so blocks claim about in the order they finish
 // (claiming as soon as Q was issued measured 1-2% slower from 8k keys, where tiles differ most
@@ -76,8 +82,15 @@ static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most
 #define PINGPONG_BARRIER (1 + CONSUMERS)
 static_assert(PINGPONG_BARRIER + CONSUMERS <= 16, "a block has 16 named barriers");
 
+// Q's barriers: one pair for the whole tile, or with o_in_q one per consumer's rows (each
+// consumer releases its rows once its O stores have read them).
+#define Q_SLOTS (O_IN_Q ? CONSUMERS : 1)
+#define Q_SLOT_ROWS (BM / Q_SLOTS)
+static_assert(!O_IN_Q || (!EVOATTN_DYNAMIC_TILES && !EVOATTN_SPLIT_TAIL),
+              "per-consumer Q rows take the static round robin's whole tiles");
+
 struct PipelineBarriers {
-    u64 q_full, q_empty;
+    u64 q_full[Q_SLOTS], q_empty[Q_SLOTS];
     u64 k_full[STAGES], k_empty[STAGES];
     u64 v_full[STAGES], v_empty[STAGES];
     // The dynamic scheduler's current tile, published with q_full: its index (the end when
@@ -87,8 +100,11 @@ struct PipelineBarriers {
 };
 
 __device__ __forceinline__ void init_barriers(PipelineBarriers& b) {
-    mbarrier_init(&b.q_full, 1);
-    mbarrier_init(&b.q_empty, CONSUMER_WARPS);
+    for (int s = 0; s < Q_SLOTS; ++s) {
+        mbarrier_init(&b.q_full[s], 1);
+        // o_in_q: the consumer's thread that waited for its O stores' reads.
+        mbarrier_init(&b.q_empty[s], O_IN_Q ? 1 : CONSUMER_WARPS);
+    }
     for (int s = 0; s < STAGES; ++s) {
         mbarrier_init(&b.k_full[s], 1);
         mbarrier_init(&b.v_full[s], 1);
@@ -104,14 +120,24 @@ __device__ __forceinline__ u32 round_parity(int g) {
     return (u32)(g / STAGES) & 1u;
 }
 
+// Q rows of slot s (all of Q unless o_in_q) for tile t, once slot s's previous readers released
+// them (the tile_iter-th tile of the block).
+__device__ __forceinline__ void produce_q(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
+                                          const WorkTile& t, int s, int tile_iter, Trace& trace) {
+    if (tile_iter > 0) mbarrier_wait(&b.q_empty[s], (u32)(tile_iter - 1) & 1u);
+    if (s == 0) trace.mark(TRACE_PRODUCER_TILE);
+    mbarrier_arrive_expect_tx(&b.q_full[s], TILE_BYTES(Q_SLOT_ROWS));
+    tma_load_tile<BM, Q_SLOT_ROWS>(sm.q() + s * Q_SLOT_ROWS * ROW_BYTES, q_map, &b.q_full[s], t.m0 + s * Q_SLOT_ROWS,
+                                   t.head, t.batch);
+}
+
 // The producer's one thread, for one tile whose key blocks start at ring block g0, once the
-// previous tile's consumers released Q: Q, then K(0), then K(j + 1) and V(j) for every block j.
+// previous tile's consumers released Q (its first slot): Q, then K(0), then with o_in_q the
+// other consumers' Q rows as they are released, then K(j + 1) and V(j) for every block j.
 __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
                                         const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int g0,
-                                        Trace& trace) {
-    trace.mark(TRACE_PRODUCER_TILE);
-    mbarrier_arrive_expect_tx(&b.q_full, TILE_BYTES(BM));
-    tma_load_tile<BM>(sm.q(), q_map, &b.q_full, t.m0, t.head, t.batch);
+                                        int tile_iter, Trace& trace) {
+    produce_q(b, sm, q_map, t, 0, tile_iter, trace);
     auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
         const int g = g0 + j;
         if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);  // the round before's readers are done
@@ -121,6 +147,7 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
     };
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
     if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0, TRACE_PRODUCER_K);
+    for (int s = 1; s < Q_SLOTS; ++s) produce_q(b, sm, q_map, t, s, tile_iter, trace);
     for (int j = 0; j < t.n_blocks; ++j) {
         if (j + 1 < t.n_blocks) {
             const int s = stage(j + 1);
@@ -136,6 +163,12 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
 // has completed (the wait before is warp-synchronous).
 __device__ __forceinline__ void release(u64* empty) {
     if (threadIdx.x % 32 == 0) mbarrier_arrive(empty);
+}
+
+// After the tile's last read of Q: Q may load the next tile's rows, unless o_in_q, where the
+// consumer's rows still stage its O (released after the epilogue instead).
+__device__ __forceinline__ void release_q(PipelineBarriers& b) {
+    if (!O_IN_Q) release(&b.q_empty[0]);
 }
 
 // Ping-pong turns, round robin: consumer c waits for its turn (barrier PINGPONG_BARRIER + c)
@@ -175,7 +208,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     const int row0 = t.m0 + c * WG_ROWS + (wtid / 32) * 16 + (wtid % 32) / 4;
     const unsigned char* q_rows = sm.q_rows(c);
     if (t.n_blocks == 0) {
-        release(&b.q_empty);
+        release_q(b);
         return;
     }
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
@@ -194,7 +227,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     fence_operand(s);
     trace.mark(TRACE_S_DONE);
     release(&b.k_empty[stage(0)]);
-    if (t.n_blocks == 1) release(&b.q_empty);
+    if (t.n_blocks == 1) release_q(b);
     mask_block(s, p, t, row0, key_block(t, 0));
     float correction[2];
     softmax_step(s, st, correction, p.scale_log2);
@@ -224,7 +257,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(s);
         trace.mark(TRACE_S_DONE);
         release(&b.k_empty[ks]);
-        if (j + 1 == t.n_blocks) release(&b.q_empty);  // the tile's last read of Q
+        if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
         mask_block(s, p, t, row0, key_block(t, j));
         const bool rescale = softmax_step(s, st, correction, p.scale_log2);
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
@@ -260,7 +293,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         wgmma_wait<0>();
         fence_operand(s);
         release(&b.k_empty[stage(j)]);
-        if (j + 1 == t.n_blocks) release(&b.q_empty);
+        if (j + 1 == t.n_blocks) release_q(b);
         mask_block(s, p, t, row0, key_block(t, j));
         online_softmax(s, o, st, p.scale_log2);
         mbarrier_wait(&b.v_full[stage(j)], round_parity(g0 + j));
@@ -295,16 +328,17 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
                 const bool end = index >= tiles.count;
                 if (end && !Tiles::dynamic) break;
                 const WorkTile t = tiles.tile(p, index);  // arithmetic only, also past the end
-                if (tile_iter > 0) mbarrier_wait(&bars.q_empty, (u32)(tile_iter - 1) & 1u);
                 if (Tiles::dynamic) {
+                    if (tile_iter > 0) mbarrier_wait(&bars.q_empty[0], (u32)(tile_iter - 1) & 1u);
                     bars.tile_index = index;
                     bars.tile = t;
                 }
                 if (end) {
-                    mbarrier_arrive(&bars.q_full);  // the end, in place of a Q
+                    mbarrier_arrive(&bars.q_full[0]);  // the end, in place of a Q
                     break;
                 }
-                produce(bars, sm, q_map, k_map, v_map, t, g0, trace);
+                // The dynamic scheduler waited for Q's release above, before publishing the tile.
+                produce(bars, sm, q_map, k_map, v_map, t, g0, Tiles::dynamic ? 0 : tile_iter, trace);
                 g0 += t.n_blocks;
                 index = tiles.next(index);
             }
@@ -325,7 +359,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
             if (index >= tiles.count) break;
             t = tiles.tile(p, index);  // while Q loads
         }
-        mbarrier_wait(&bars.q_full, (u32)tile_iter & 1u);
+        mbarrier_wait(&bars.q_full[O_IN_Q ? c : 0], (u32)tile_iter & 1u);
         if (Tiles::dynamic) {
             if (bars.tile_index >= tiles.count) break;
             t = bars.tile;
@@ -347,6 +381,11 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         if (tail_tile < 0 || merge_pieces(p, tiles, index, tail_tile, c, acc, st))
 #endif
             epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c);
+        if (O_IN_Q && threadIdx.x % WG_THREADS == 0) {
+            // Its O stores have read the staging rows: the next tile's Q may load there.
+            tma_store_wait_read<0>();
+            mbarrier_arrive(&bars.q_empty[c]);
+        }
         trace.mark(TRACE_EPILOGUE_DONE);
         g0 += t.n_blocks;
         if (!Tiles::dynamic) index = tiles.next(index);
