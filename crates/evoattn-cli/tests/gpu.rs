@@ -122,6 +122,14 @@ fn check_all(imp: &str, shapes: &[&str], extra: &[&str]) -> Output {
     evoattn(&args)
 }
 
+/// Asserts that the `check` run `out` passed and ran a kernel whose name holds `tag` (the lever
+/// under test); `what` names the run in the failure message.
+fn assert_passed_with(out: &Output, tag: &str, what: &str) {
+    let text = stdout(out);
+    assert!(out.status.success(), "{what}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(tag), "{what}: {text}");
+}
+
 #[test]
 fn splitkv_passes_decode_and_tail_shapes() {
     require_gpu!();
@@ -165,9 +173,7 @@ fn splitkv_tma_loads_are_correct_on_hopper() {
         ("loads=tma,block_m=64,key_warps=1,q_in_regs=0,combine=kernel", &all[..3]),
     ] {
         let out = check_all("splitkv", shapes, &["--seeds", "1", "--config", config]);
-        let text = stdout(&out);
-        assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(text.contains("_ldtma"), "{config}: {text}");
+        assert_passed_with(&out, "_ldtma", config);
     }
 }
 
@@ -188,9 +194,7 @@ fn wgmma_lazy_rescale_is_correct_on_hopper() {
         ("lazy_rescale=1,warp_specialized=0,overlap=0,pingpong=0,persistent=0,tma_store=0", &[][..]),
     ] {
         let out = check_all("wgmma", &shapes, &[&["--config", config][..], extra].concat());
-        let text = stdout(&out);
-        assert!(out.status.success(), "{config} {extra:?}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(text.contains("_lr1"), "{config}: {text}");
+        assert_passed_with(&out, "_lr1", &format!("{config} {extra:?}"));
     }
 }
 
@@ -206,13 +210,10 @@ fn wgmma_ring_test_is_correct_on_hopper() {
     // key tails, GQA and both layouts; then the planner's own hd64 choice, which is on.
     let shapes = ["8,16,1000,64,4,1023", "4,16,300,128,16,517", "16,8,129,64", "8,8,700,64,8,300", "2,2,130,256,1,77"];
     let out = check_all("wgmma", &shapes, &["--config", "ring_test=1", "--config-on-plan"]);
-    let text = stdout(&out);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("_rt1"), "{text}");
+    assert_passed_with(&out, "_rt1", "ring_test=1 on the planner's configs");
     let out =
         evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "32,8,512,64", "--shape", "16,8,1024,64"]);
-    let text = stdout(&out);
-    assert!(out.status.success() && text.contains("_rt1"), "the planner's hd64 short configs test the ring: {text}");
+    assert_passed_with(&out, "_rt1", "the planner's hd64 short configs test the ring");
 }
 
 #[test]
@@ -233,9 +234,7 @@ fn wgmma_o_passes_are_correct_on_hopper() {
         ("persistent=1,block_n=128,o_passes=2,consumer_warpgroups=1,pingpong=0", &both[..2]),
     ] {
         let out = check_all("wgmma", shapes, &["--config", config]);
-        let text = stdout(&out);
-        assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(text.contains("_op2"), "{config}: {text}");
+        assert_passed_with(&out, "_op2", config);
     }
     let split = ["1,8,4000,128", "3,3,700,256,1,1500"];
     let mut args = vec!["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
@@ -243,13 +242,10 @@ fn wgmma_o_passes_are_correct_on_hopper() {
         args.extend(["--shape", shape]);
     }
     args.extend(["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"]);
-    let out = evoattn(&args);
-    let text = stdout(&out);
-    assert!(out.status.success() && text.contains("_st1_rt0_op2_oq0"), "split tail: {text}");
+    assert_passed_with(&evoattn(&args), "_st1_rt0_op2_oq0", "split tail");
     let out =
         evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "16,8,512,256", "--shape", "4,8,1024,256"]);
-    let text = stdout(&out);
-    assert!(out.status.success() && text.contains("_op2"), "the planner's hd256 short configs: {text}");
+    assert_passed_with(&out, "_op2", "the planner's hd256 short configs");
 }
 
 #[test]
@@ -265,12 +261,9 @@ fn wgmma_o_in_q_is_correct_on_hopper() {
     let shapes =
         ["2,8,1000,256,2,1100", "4,4,600,256", "1,2,129,256,1,300", "4,16,300,128,16,517", "8,16,1000,64,4,1023"];
     let out = check_all("wgmma", &shapes, &["--config", "persistent=1,o_in_q=1"]);
-    let text = stdout(&out);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("_oq1"), "{text}");
+    assert_passed_with(&out, "_oq1", "persistent=1,o_in_q=1");
     let out = evoattn(&["check", "--impl", "wgmma", "--shape", "16,8,1024,256", "--dtype", "all"]);
-    let text = stdout(&out);
-    assert!(out.status.success() && text.contains("_oq1"), "the planner's hd256 1k unmasked config: {text}");
+    assert_passed_with(&out, "_oq1", "the planner's hd256 1k unmasked config");
 }
 
 #[test]
@@ -296,10 +289,7 @@ fn wgmma_split_tail_is_correct_on_hopper() {
             args.extend(["--shape", shape]);
         }
         args.extend(["--config", config]);
-        let out = evoattn(&args);
-        let text = stdout(&out);
-        assert!(out.status.success(), "{config}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(text.contains("_st1"), "{config}: {text}");
+        assert_passed_with(&evoattn(&args), "_st1", config);
     }
     // Causal tiles differ in length: refused, not run unbalanced.
     let out = evoattn(&[

@@ -155,18 +155,6 @@ pub const NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 2048;
 /// static round robin: 32,8,512,256 107.2 against 109.9 µs with dynamic tiles, 16,8,1024,256
 /// 140.2 against 140.7 (one sweep); at 2k 227.1 against 225.1.
 pub const NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 1024;
-/// Most keys for which unmasked problems at head dims over [`PERSISTENT_MAX_HEAD_DIM`] take the
-/// short problems' persistent 64-key blocks ([`NARROW_MAX_KEYS_WIDE_HEADS`]); longer ones, where
-/// tiles are at least the SMs, take persistent blocks on the head dim's 80-key ring with O staged
-/// in each consumer's Q rows (`o_in_q`: neither a whole staging tile nor half fits beside that
-/// ring). Against one tile per block (ABBA x2, graph, `bench/results/2026-11-24-s17-o-passes.txt`):
-/// 16,8,1024,256 / 8,8,2048,256 / 4,8,4096,256 / 2,8,8192,256 -0.6/-0.6/-0.6/-0.7%, 1,8,16384,256
-/// -3.3% (spreads 2671-2724 against 2708-2812 µs). At 512 keys the 64-key blocks with the staging
-/// passes stay ahead (131.4 against 142.2 µs): there each tile's Q load, which `o_in_q` waits for
-/// at every tile's start, is a larger share. Causal problems keep the rules above: at 2k one
-/// sweep read 222.0 against 224.0 µs, within the spread; static tiles lose at 4k (526.2 against
-/// 385.9: causal tiles differ in length).
-const O_IN_Q_MIN_KEYS_WIDE_HEADS: usize = NARROW_MAX_KEYS_WIDE_HEADS + 1;
 /// Column passes of O's own staging tile (`o_passes`) where persistent blocks hold a ring that
 /// leaves no room for the whole tile: hd256's 64-key ring (263168 bytes with the whole tile,
 /// 230400 with half) and hd128's 176-key ring (246784, 230400).
@@ -224,9 +212,17 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   140.8 µs). Against one tile per block with 64-key blocks (512) or the default's 80
 ///   (1k) (ABBA, graph, `bench/results/2026-11-24-s17-o-passes.txt`): 32,8,512,256 -6.5/-9.7%
 ///   (none/top-left), 16,8,1024,256 causal -7.7%; unmasked 1k -0.2%, 2k +2.6% (a sweep): not
-///   there. Causal at 2k claims its tiles (see [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]). Longer
-///   unmasked ones take persistent blocks on the 80-key ring with O staged in the Q rows (see
-///   [`O_IN_Q_MIN_KEYS_WIDE_HEADS`]).
+///   there. Causal at 2k claims its tiles (see [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]).
+/// - hd256 unmasked past [`NARROW_MAX_KEYS_WIDE_HEADS`] keys, where tiles are at least the SMs:
+///   persistent blocks on the head dim's 80-key ring with O staged in each consumer's Q rows
+///   (`o_in_q`: neither a whole staging tile nor half fits beside that ring). Against one tile
+///   per block (ABBA x2, graph, `bench/results/2026-11-24-s17-o-passes.txt`): 16,8,1024,256 /
+///   8,8,2048,256 / 4,8,4096,256 / 2,8,8192,256 -0.6/-0.6/-0.6/-0.7%, 1,8,16384,256 -3.3%
+///   (spreads 2671-2724 against 2708-2812 µs). At 512 keys the 64-key blocks with the staging
+///   passes stay ahead (131.4 against 142.2 µs): there each tile's Q load, which `o_in_q` waits
+///   for at every tile's start, is a larger share. Causal problems keep the rules above: at 2k
+///   one sweep read 222.0 against 224.0 µs, within the spread; static tiles lose at 4k (526.2
+///   against 385.9: causal tiles differ in length).
 /// - Causal past the short ones (hd64 2k), up to [`DYNAMIC_CAUSAL_MAX_KEYS`] (hd64 8k, hd128 4k):
 ///   128-key blocks on persistent blocks that claim their tiles from a counter, longest first
 ///   (`dynamic_tiles`), so the next tile's loads overlap this one's end and a block that finishes early takes the
@@ -284,11 +280,8 @@ pub fn for_problem(
     } else if shape.d > PERSISTENT_MAX_HEAD_DIM && shape.sk <= narrow_keys {
         let dynamic_tiles = causal && shape.sk > NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS;
         WgmmaConfig { block_n: NARROW_BLOCK_N, persistent: true, dynamic_tiles, o_passes: WIDE_O_PASSES, ..c }
-    } else if !causal
-        && shape.d > PERSISTENT_MAX_HEAD_DIM
-        && shape.sk >= O_IN_Q_MIN_KEYS_WIDE_HEADS
-        && tiles >= sm_count as usize
-    {
+    } else if !causal && shape.d > PERSISTENT_MAX_HEAD_DIM && tiles >= sm_count as usize {
+        // Past the narrow keys (the branch above took the shorter ones).
         WgmmaConfig { persistent: true, o_in_q: true, ..c }
     } else if causal && shape.sk <= short_causal_keys {
         let stages = if shape.d > 64 { c.stages } else { 3 };

@@ -120,11 +120,16 @@ __device__ __forceinline__ u32 round_parity(int g) {
     return (u32)(g / STAGES) & 1u;
 }
 
-// Q rows of slot s (all of Q unless o_in_q) for tile t, once slot s's previous readers released
-// them (the tile_iter-th tile of the block).
+// Before the block's tile_iter-th tile: Q slot s's readers of the tile before released it.
+__device__ __forceinline__ void wait_q_released(PipelineBarriers& b, int s, int tile_iter) {
+    if (tile_iter > 0) mbarrier_wait(&b.q_empty[s], (u32)(tile_iter - 1) & 1u);
+}
+
+// Q rows of slot s (all of Q unless o_in_q) for tile t, the block's tile_iter-th, once they are
+// released (tile_iter 0 where the caller waited).
 __device__ __forceinline__ void produce_q(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
                                           const WorkTile& t, int s, int tile_iter, Trace& trace) {
-    if (tile_iter > 0) mbarrier_wait(&b.q_empty[s], (u32)(tile_iter - 1) & 1u);
+    wait_q_released(b, s, tile_iter);
     if (s == 0) trace.mark(TRACE_PRODUCER_TILE);
     mbarrier_arrive_expect_tx(&b.q_full[s], TILE_BYTES(Q_SLOT_ROWS));
     tma_load_tile<BM, Q_SLOT_ROWS>(sm.q() + s * Q_SLOT_ROWS * ROW_BYTES, q_map, &b.q_full[s], t.m0 + s * Q_SLOT_ROWS,
@@ -329,7 +334,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
                 if (end && !Tiles::dynamic) break;
                 const WorkTile t = tiles.tile(p, index);  // arithmetic only, also past the end
                 if (Tiles::dynamic) {
-                    if (tile_iter > 0) mbarrier_wait(&bars.q_empty[0], (u32)(tile_iter - 1) & 1u);
+                    wait_q_released(bars, 0, tile_iter);
                     bars.tile_index = index;
                     bars.tile = t;
                 }
