@@ -255,13 +255,17 @@ fn wgmma_o_in_q_is_correct_on_hopper() {
         return;
     }
     // O staged in each consumer's Q rows, which then load the next tile's rows on their own
-    // barriers: every head dim (hd64's three consumers among them), rings that wrap across
-    // tiles, tiles of one key block and of none, key tails, GQA and both layouts; then the
-    // planner's own choice (hd256 unmasked from 1k keys).
+    // barriers, from the static round robin and from claimed tiles (published per Q slot):
+    // every head dim (hd64's three consumers among them), rings that wrap across tiles, tiles
+    // of one key block and of none, key tails, GQA and both layouts; then the planner's own
+    // choice (hd256 unmasked from 1k keys).
     let shapes =
         ["2,8,1000,256,2,1100", "4,4,600,256", "1,2,129,256,1,300", "4,16,300,128,16,517", "8,16,1000,64,4,1023"];
-    let out = check_all("wgmma", &shapes, &["--config", "persistent=1,o_in_q=1"]);
-    assert_passed_with(&out, "_oq1", "persistent=1,o_in_q=1");
+    for (levers, tag) in [("persistent=1,o_in_q=1", "_dt0_"), ("persistent=1,o_in_q=1,dynamic_tiles=1", "_dt1_")] {
+        let out = check_all("wgmma", &shapes, &["--config", levers]);
+        assert_passed_with(&out, tag, levers);
+        assert_passed_with(&out, "_oq1", levers);
+    }
     let out = evoattn(&["check", "--impl", "wgmma", "--shape", "16,8,1024,256", "--dtype", "all"]);
     assert_passed_with(&out, "_oq1", "the planner's hd256 1k unmasked config");
 }

@@ -268,7 +268,7 @@ pub struct WgmmaConfig {
     /// Each consumer stages O for the TMA stores in its own rows of the Q tile instead of a tile
     /// of their own, and those rows load the next tile's Q once the stores have read them (Q's
     /// barriers per consumer, Q's box one consumer's rows). Needs `tma_store` and `persistent`,
-    /// static tiles (not `dynamic_tiles`, not `split_tail`) and `o_passes=1`.
+    /// whole tiles (not `split_tail`; static or claimed) and `o_passes=1`.
     pub o_in_q: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
@@ -726,12 +726,10 @@ impl KernelSpec {
                         c.o_passes, self.head_dim
                     ));
                 }
-                if c.o_in_q && !(c.tma_store && c.persistent && !c.dynamic_tiles && !c.split_tail && c.o_passes == 1) {
-                    return Err(
-                        "o_in_q=1 needs tma_store=1 and persistent=1 with static whole tiles (dynamic_tiles=0, \
-                                split_tail=0) and o_passes=1,o_in_q=0"
-                            .into(),
-                    );
+                if c.o_in_q && !(c.tma_store && c.persistent && !c.split_tail && c.o_passes == 1) {
+                    return Err("o_in_q=1 needs tma_store=1 and persistent=1 with whole tiles (split_tail=0) and \
+                                o_passes=1; or set o_in_q=0"
+                        .into());
                 }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
@@ -1253,7 +1251,7 @@ mod tests {
     }
 
     #[test]
-    fn o_in_q_stages_in_the_q_rows_on_static_persistent_blocks() {
+    fn o_in_q_stages_in_the_q_rows_of_whole_persistent_tiles() {
         let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=80";
         let spec = |text: &str| KernelSpec {
             config: with_tma(wgmma(80, 2, 2, 256)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
@@ -1268,8 +1266,9 @@ mod tests {
         assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
         assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
         assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
-        // Static whole tiles of persistent blocks with TMA stores only.
-        for refused in ["dynamic_tiles=1", "split_tail=1", "o_passes=2", "tma_store=0", "persistent=0"] {
+        // Whole tiles of persistent blocks with TMA stores only, static or claimed.
+        assert!(spec("o_in_q=1,dynamic_tiles=1").validate(Arch::Sm90a).is_ok());
+        for refused in ["split_tail=1", "o_passes=2", "tma_store=0", "persistent=0"] {
             let err = spec(&format!("o_in_q=1,{refused}")).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("o_in_q=1 needs tma_store=1 and persistent=1"), "{refused}: {err}");
         }

@@ -231,12 +231,18 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   -4.0/-5.6%, 4k -1.8/-3.2%. hd64 8k read -1.6/+0.3% then, and -2.0% and -2.0/-1.7%
 ///   (top-left/bottom-right) in two sweeps of session 14 on two machines (ABBA by config,
 ///   `bench/results/2026-11-23-s14-split-tail-wide.txt`). Longer problems do not gain (hd64 16k
-///   +0.3% and +0.4%; hd128 8k/16k +0.5/+1.3%), a tile's end being a small share of it, nor does hd256 (+1.4
+///   +0.3% and +0.4%; hd128 8k/16k +0.5/+1.3% with O from registers, but see the next rule), a tile's end being a small share of it, nor does hd256 (+1.4
 ///   to +2.2% at 2k-16k with O from registers; 2k gains on 64-key blocks with the staging
 ///   passes, see [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]), nor the short problems against their static persistent blocks
 ///   (hd64 512/1k +13/+3.4%). hd128 took 128-key blocks up to 2k (87.6 against 90.6 µs at
 ///   2k, one tile per block) and 176 at 4k until TMA stores; with them 128 also at 4k, 422.5
 ///   against 446.8 µs (176-key blocks from registers).
+/// - hd128 causal past those keys, where the tiles fill the SMs: persistent blocks that claim
+///   their tiles on the head dim's 176-key ring, O staged for the TMA stores in two column
+///   passes ([`WIDE_O_PASSES`]). Against one tile per block (ABBA x2, graph, H200,
+///   `bench/results/2026-11-24-s18-dynamic-wide.txt`): 2,16,8192,128 -2.3/-2.3%
+///   (top-left/bottom-right), 1,16,16384,128 -0.7/-0.6%, 1,32,16384,128 -1.3/-6.0% (spreads
+///   of 9%). At 4k it loses to the 128-key blocks above (432.0 against 423.0 µs, one sweep).
 /// - Unmasked, hd <= [`PERSISTENT_MAX_HEAD_DIM`]: persistent
 ///   blocks, faster at every S measured (hd64: +29% at S=512, +14% at 1k, +4% at 4k; hd128:
 ///   +15%, +8%, +1.5%), but 2% slower at 16k until the split tail (past
@@ -295,6 +301,8 @@ pub fn for_problem(
         }
     } else if causal && shape.sk <= dynamic_causal_keys {
         WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ..c }
+    } else if causal && wide_ring && shape.d <= PERSISTENT_MAX_HEAD_DIM && tiles >= sm_count as usize {
+        WgmmaConfig { persistent: true, dynamic_tiles: true, o_passes: WIDE_O_PASSES, ..c }
     } else if !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && !(wide_ring && tiles < sm_count as usize) {
         let base = if wide_ring {
             WgmmaConfig { o_passes: WIDE_O_PASSES, ..c }
@@ -514,7 +522,6 @@ mod tests {
         }
         assert_eq!(wgmma_for(&causal(1, 8, 2048, 256).with_causal(Causal::None)), wgmma(256));
         assert_eq!(wgmma_for(&causal(4, 8, 4096, 256)), wgmma(256));
-        assert_eq!(wgmma_for(&causal(1, 16, 16384, 128)), wgmma(128));
         assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), wgmma(64));
         assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), wgmma(256));
     }
@@ -541,7 +548,12 @@ mod tests {
         assert_eq!(wgmma_for(&causal(1, 32, 16384, 64)), wgmma(64));
         // hd128 takes 128-key blocks (the 176-key ring leaves no room to stage O for TMA stores).
         assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(wgmma(128)) });
-        assert!(!wgmma_for(&causal(2, 16, 8192, 128)).dynamic_tiles);
+        // Past 4k keys, where the tiles fill the SMs: the 176-key ring, O staged in two passes;
+        // fewer tiles (1,1,16384: 128) keep one tile per block.
+        let wide = WgmmaConfig { o_passes: 2, ..dynamic(wgmma(128)) };
+        assert_eq!(wgmma_for(&causal(2, 16, 8192, 128)), wide);
+        assert_eq!(wgmma_for(&causal(1, 16, 16384, 128).with_causal(Causal::BottomRight)), wide);
+        assert_eq!(wgmma_for(&causal(1, 1, 16384, 128)), wgmma(128));
         // Short causal problems keep the static order; unmasked problems never claim.
         assert!(!wgmma_for(&causal(16, 32, 1024, 64)).dynamic_tiles);
         assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);

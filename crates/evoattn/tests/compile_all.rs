@@ -239,7 +239,7 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // passes changes the persistent epilogue: every persistent pipeline, consumer count and head
     // dim over 64 with it, split tail or not, at 2 stages, 64-, 128- and 176-key blocks (the
     // planner's rings), without the lazy rescale and the ring tests. O staged in the Q rows
-    // changes Q's barriers and loads: every static persistent pipeline, consumer count and head
+    // changes Q's barriers and loads: every persistent pipeline (static or claimed), consumer count and head
     // dim with it, at the same ring depth and key blocks (and hd256's 80), without those two.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {

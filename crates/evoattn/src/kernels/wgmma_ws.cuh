@@ -20,7 +20,7 @@
 // tile's Q loads during the last P·V and the epilogue, which writes from registers (or, with
 // tma_store=1, stages O in a tile of its own for TMA stores).
 //
-// o_in_q=1 (persistent=1, tma_store=1, static tiles): each consumer stages O in its own rows of
+// o_in_q=1 (persistent=1, tma_store=1, whole tiles): each consumer stages O in its own rows of
 // the Q tile, which have a pair of barriers of their own; its thread that issued the stores
 // waits until they have read the rows and releases them, and the producer loads the next
 // tile's rows there (slot 0's before K(0), the others' after). Costs the Q load's latency at
@@ -29,9 +29,10 @@
 // dynamic_tiles=1 (persistent=1): the producer claims each next tile (wgmma_scheduler.cuh) once
 // it has issued the current tile's loads, so blocks claim about in the order they finish
 // (claiming as soon as Q was issued measured 1-2% slower from 8k keys, where tiles differ most
-// in length). It publishes each tile in `PipelineBarriers` before Q's barrier completes; past
-// the last tile it completes that barrier with the end instead of Q. The consumers read the
-// tile once Q's barrier completes, before they release Q, so the next write waits for them.
+// in length). It publishes each tile in `PipelineBarriers`, in each Q slot, before that slot's
+// full barrier completes; past the last tile it completes those barriers with the end instead
+// of Q. The consumers read the tile from their slot once its barrier completes, before they
+// release the slot, so the next write waits for them.
 // compute-sanitizer's racecheck reports the slot's writes against its reads (it does not
 // follow the ordering mbarrier arrive and wait give plain shared-memory accesses); the
 // kernel's other shared memory reports no hazard.
@@ -86,17 +87,18 @@ static_assert(PINGPONG_BARRIER + CONSUMERS <= 16, "a block has 16 named barriers
 // consumer releases its rows once its O stores have read them).
 #define Q_SLOTS (O_IN_Q ? CONSUMERS : 1)
 #define Q_SLOT_ROWS (BM / Q_SLOTS)
-static_assert(!O_IN_Q || (!EVOATTN_DYNAMIC_TILES && !EVOATTN_SPLIT_TAIL),
-              "per-consumer Q rows take the static round robin's whole tiles");
+static_assert(!O_IN_Q || !EVOATTN_SPLIT_TAIL, "per-consumer Q rows take whole tiles");
 
 struct PipelineBarriers {
     u64 q_full[Q_SLOTS], q_empty[Q_SLOTS];
     u64 k_full[STAGES], k_empty[STAGES];
     u64 v_full[STAGES], v_empty[STAGES];
-    // The dynamic scheduler's current tile, published with q_full: its index (the end when
-    // past the last) and the tile, which the consumers then need not work out.
-    int tile_index;
-    WorkTile tile;
+    // The dynamic scheduler's current tile, published in each Q slot with its q_full: its
+    // index (TILE_END past the last) and the tile, which the consumers then need not work out.
+    // The end is a sign, not the tile count, so the consumers hold no count (with o_in_q at
+    // hd256 holding it spilled).
+    int tile_index[Q_SLOTS];
+    WorkTile tile[Q_SLOTS];
 };
 
 __device__ __forceinline__ void init_barriers(PipelineBarriers& b) {
@@ -125,24 +127,36 @@ __device__ __forceinline__ void wait_q_released(PipelineBarriers& b, int s, int 
     if (tile_iter > 0) mbarrier_wait(&b.q_empty[s], (u32)(tile_iter - 1) & 1u);
 }
 
-// Q rows of slot s (all of Q unless o_in_q) for tile t, the block's tile_iter-th, once they are
-// released (tile_iter 0 where the caller waited).
+#define TILE_END (-1)
+
+// The dynamic scheduler's tile `index` (t), or TILE_END, for the readers of Q slot s, who
+// released it.
+__device__ __forceinline__ void publish_tile(PipelineBarriers& b, int s, int index, const WorkTile& t) {
+    if (Tiles::dynamic) {
+        b.tile_index[s] = index;
+        b.tile[s] = t;
+    }
+}
+
+// Q rows of slot s (all of Q unless o_in_q) for tile t (`index`), the block's tile_iter-th, once
+// they are released.
 __device__ __forceinline__ void produce_q(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
-                                          const WorkTile& t, int s, int tile_iter, Trace& trace) {
+                                          const WorkTile& t, int index, int s, int tile_iter, Trace& trace) {
     wait_q_released(b, s, tile_iter);
     if (s == 0) trace.mark(TRACE_PRODUCER_TILE);
+    publish_tile(b, s, index, t);
     mbarrier_arrive_expect_tx(&b.q_full[s], TILE_BYTES(Q_SLOT_ROWS));
     tma_load_tile<BM, Q_SLOT_ROWS>(sm.q() + s * Q_SLOT_ROWS * ROW_BYTES, q_map, &b.q_full[s], t.m0 + s * Q_SLOT_ROWS,
                                    t.head, t.batch);
 }
 
-// The producer's one thread, for one tile whose key blocks start at ring block g0, once the
-// previous tile's consumers released Q (its first slot): Q, then K(0), then with o_in_q the
-// other consumers' Q rows as they are released, then K(j + 1) and V(j) for every block j.
+// The producer's one thread, for one tile (`index`) whose key blocks start at ring block g0:
+// Q, then K(0), then with o_in_q the other consumers' Q rows, each once its readers of the tile
+// before released it, then K(j + 1) and V(j) for every block j.
 __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
-                                        const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int g0,
-                                        int tile_iter, Trace& trace) {
-    produce_q(b, sm, q_map, t, 0, tile_iter, trace);
+                                        const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int index,
+                                        int g0, int tile_iter, Trace& trace) {
+    produce_q(b, sm, q_map, t, index, 0, tile_iter, trace);
     auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
         const int g = g0 + j;
         if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);  // the round before's readers are done
@@ -152,7 +166,7 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
     };
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
     if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0, TRACE_PRODUCER_K);
-    for (int s = 1; s < Q_SLOTS; ++s) produce_q(b, sm, q_map, t, s, tile_iter, trace);
+    for (int s = 1; s < Q_SLOTS; ++s) produce_q(b, sm, q_map, t, index, s, tile_iter, trace);
     for (int j = 0; j < t.n_blocks; ++j) {
         if (j + 1 < t.n_blocks) {
             const int s = stage(j + 1);
@@ -333,17 +347,16 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
                 const bool end = index >= tiles.count;
                 if (end && !Tiles::dynamic) break;
                 const WorkTile t = tiles.tile(p, index);  // arithmetic only, also past the end
-                if (Tiles::dynamic) {
-                    wait_q_released(bars, 0, tile_iter);
-                    bars.tile_index = index;
-                    bars.tile = t;
-                }
                 if (end) {
-                    mbarrier_arrive(&bars.q_full[0]);  // the end, in place of a Q
+                    // The end, in place of a Q, in each slot once its readers released it.
+                    for (int s = 0; s < Q_SLOTS; ++s) {
+                        wait_q_released(bars, s, tile_iter);
+                        publish_tile(bars, s, TILE_END, t);
+                        mbarrier_arrive(&bars.q_full[s]);
+                    }
                     break;
                 }
-                // The dynamic scheduler waited for Q's release above, before publishing the tile.
-                produce(bars, sm, q_map, k_map, v_map, t, g0, Tiles::dynamic ? 0 : tile_iter, trace);
+                produce(bars, sm, q_map, k_map, v_map, t, index, g0, tile_iter, trace);
                 g0 += t.n_blocks;
                 index = tiles.next(index);
             }
@@ -364,11 +377,13 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
             if (index >= tiles.count) break;
             t = tiles.tile(p, index);  // while Q loads
         }
-        mbarrier_wait(&bars.q_full[O_IN_Q ? c : 0], (u32)tile_iter & 1u);
+        const int q_slot = O_IN_Q ? c : 0;
+        mbarrier_wait(&bars.q_full[q_slot], (u32)tile_iter & 1u);
         if (Tiles::dynamic) {
-            if (bars.tile_index >= tiles.count) break;
-            t = bars.tile;
-            // Every lane's reads before lane 0's release of Q, which lets the next write in.
+            if (bars.tile_index[q_slot] == TILE_END) break;
+            t = bars.tile[q_slot];
+            // Every lane's reads before lane 0's release of Q, which lets the next write in
+            // (with o_in_q the release follows the epilogue's warpgroup barrier).
             __syncwarp();
         }
         trace.mark(TRACE_TILE);  // past the end check: the end is no tile
