@@ -125,8 +125,12 @@ const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
 /// does not hide under one other consumer's GEMMs), and the ring tests take the two barrier
 /// waits off it: planner configs against themselves with the lever (ABBA, graph, 20 samples,
 /// `bench/results/2026-11-24-s16-ring-test-ab.txt`): hd64 512 −2.8/−2.6%, 1k −3.9/−3.5%
-/// (none/top-left). Where the tensor pipe binds instead it costs: hd64 2k-8k with three
-/// consumers −1.0 to +1.6%, hd128 1k +1.2/+1.9%, 4k +1.3/−0.4%.
+/// (none/top-left). Where the tensor pipe binds instead it costs: hd64 2k-8k unmasked with three
+/// consumers −1.0 to +1.6%, hd128 1k +1.2/+1.9%, 4k +1.3/−0.4%. hd64's causal problems on
+/// claimed tiles (three consumers, [`DYNAMIC_CAUSAL_MAX_KEYS`]) take it too: against
+/// themselves (ABBA x2, graph, H100, `bench/results/2026-11-24-s18-ring-test-causal.txt`):
+/// 8,32,2048,64 −1.8/−2.1% (top-left/bottom-right), 4,32,4096,64 −2.0/−2.4%, 2,32,8192,64
+/// −2.7/−2.5%, with disjoint spreads; 1,32,16384,64 (one tile per block) +0.4/−0.3%, not there.
 pub const RING_TEST_MAX_HEAD_DIM: usize = 64;
 /// Most keys of a "short" causal problem, per head dim (64, 128): up to these, causal tiles
 /// take 128-key blocks on persistent blocks, with a 3-stage ring at hd64. See [`for_problem`].
@@ -259,8 +263,9 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8. At hd128 2k-4k the
 ///   176-key ring left no room for the TMA stores' staging tile: with 128-key blocks and TMA
 ///   stores 401.5/774.1 µs against 430.6/807.1 (8,16,2048,128 and 4,16,4096,128).
-/// - hd64's two-consumer configs (short causal, short unmasked) test the next key block's ring
-///   barriers during the softmax (`ring_test`). See [`RING_TEST_MAX_HEAD_DIM`].
+/// - hd64's two-consumer configs (short causal, short unmasked) and its causal problems on
+///   claimed tiles test the next key block's ring barriers during the softmax (`ring_test`).
+///   See [`RING_TEST_MAX_HEAD_DIM`].
 /// - Those persistent blocks cut the last round's tiles into runs of key blocks (`split_tail`)
 ///   when a tile has at least [`SPLIT_TAIL_MIN_KEY_BLOCKS`] key blocks. See that constant.
 pub fn for_problem(
@@ -300,7 +305,8 @@ pub fn for_problem(
             ..c
         }
     } else if causal && shape.sk <= dynamic_causal_keys {
-        WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ..c }
+        let ring_test = shape.d <= RING_TEST_MAX_HEAD_DIM;
+        WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ring_test, ..c }
     } else if causal && wide_ring && shape.d <= PERSISTENT_MAX_HEAD_DIM && tiles >= sm_count as usize {
         WgmmaConfig { persistent: true, dynamic_tiles: true, o_passes: WIDE_O_PASSES, ..c }
     } else if !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && !(wide_ring && tiles < sm_count as usize) {
@@ -461,8 +467,10 @@ mod tests {
                 assert!(c.ring_test && c.consumer_warpgroups == 2, "{s} {causal:?}");
             }
         }
-        // Three consumers at hd64 2k, and every hd128 and hd256 config: not.
-        assert!(!plan(2048, 64, Causal::None).ring_test && !plan(2048, 64, Causal::TopLeft).ring_test);
+        // hd64 causal on claimed tiles (2k-8k, three consumers): tested; unmasked from 2k, and
+        // every hd128 and hd256 config: not.
+        assert!(plan(2048, 64, Causal::TopLeft).ring_test && plan(8192, 64, Causal::BottomRight).ring_test);
+        assert!(!plan(2048, 64, Causal::None).ring_test && !plan(16384, 64, Causal::TopLeft).ring_test);
         assert!(!plan(1024, 128, Causal::None).ring_test && !plan(512, 128, Causal::TopLeft).ring_test);
         assert!(!plan(512, 256, Causal::None).ring_test);
         // The head dim's defaults leave it off.
@@ -540,11 +548,12 @@ mod tests {
         let causal =
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
-        // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks; 16k one
-        // tile per block.
-        assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), dynamic(wgmma(64)));
-        assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), dynamic(wgmma(64)));
-        assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), dynamic(wgmma(64)));
+        // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks, testing the
+        // ring; 16k one tile per block.
+        let tested = WgmmaConfig { ring_test: true, ..dynamic(wgmma(64)) };
+        assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), tested);
+        assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), tested);
+        assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), tested);
         assert_eq!(wgmma_for(&causal(1, 32, 16384, 64)), wgmma(64));
         // hd128 takes 128-key blocks (the 176-key ring leaves no room to stage O for TMA stores).
         assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(wgmma(128)) });
