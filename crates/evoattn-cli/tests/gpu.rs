@@ -207,13 +207,20 @@ fn wgmma_ring_test_is_correct_on_hopper() {
     // The tested stages are the ones the turn then reads: on the planner's configs (persistent
     // two-consumer ones with rings that wrap across tiles, dynamic causal tiles, one tile per
     // block), tiles of one key block and of none (bottom-right causal rows before any key),
-    // key tails, GQA and both layouts; then the planner's own hd64 choice, which is on.
+    // key tails, GQA and both layouts; then the planner's own hd64 choices, which are on: the
+    // short problems' two consumers, and causal 2k's three on claimed tiles.
     let shapes = ["8,16,1000,64,4,1023", "4,16,300,128,16,517", "16,8,129,64", "8,8,700,64,8,300", "2,2,130,256,1,77"];
     let out = check_all("wgmma", &shapes, &["--config", "ring_test=1", "--config-on-plan"]);
     assert_passed_with(&out, "_rt1", "ring_test=1 on the planner's configs");
-    let out =
-        evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "32,8,512,64", "--shape", "16,8,1024,64"]);
+    let short = ["--shape", "32,8,512,64", "--shape", "16,8,1024,64"];
+    let out = evoattn(&[&["check", "--impl", "wgmma", "--causal", "all"][..], &short].concat());
     assert_passed_with(&out, "_rt1", "the planner's hd64 short configs test the ring");
+    let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
+    assert_passed_with(
+        &out,
+        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1",
+        "the planner's hd64 causal 2k config",
+    );
 }
 
 #[test]

@@ -120,6 +120,15 @@ pub const PERSISTENT_ANY_KEYS_MAX_HEAD_DIM: usize = 64;
 /// against 143.5/211.6/353.3 µs); claiming tiles dynamically, three win at 2k (see
 /// [`SHORT_CAUSAL_MAX_KEYS`]).
 const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
+/// Time of one 192-row tile of three consumer warpgroups over one 128-row tile of two, on
+/// short unmasked hd64 problems (persistent blocks, 128-key blocks, `ring_test`): where the
+/// tiles make many rounds of the SMs, three consumers cost 1.31x a tile for 1.5x the rows,
+/// because a third warpgroup's GEMMs hide the others' softmax. Measured (ABBA x2, graph,
+/// H100, `bench/results/2026-11-24-s18-short-hd64.txt`): 32,32,512,64 178.45 against 181.68 µs
+/// (24 rounds against 32: 1.309), 16,32,1024,64 312.05 against 318.64 (1.306). Where the
+/// rounds are few, the rounding of each count decides: 4,16,512,64 (2 rounds either way)
+/// 22.42 against 18.94 µs. See [`three_consumers_pay`].
+const THREE_CONSUMER_TILE_COST: f64 = 1.31;
 /// Largest head dim whose two-consumer configs (the short problems': [`SHORT_CONSUMER_WARPGROUPS`])
 /// take `ring_test`. There a consumer's key block is one serial chain (its softmax, MUFU-bound,
 /// does not hide under one other consumer's GEMMs), and the ring tests take the two barrier
@@ -131,6 +140,8 @@ const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
 /// themselves (ABBA x2, graph, H100, `bench/results/2026-11-24-s18-ring-test-causal.txt`):
 /// 8,32,2048,64 −1.8/−2.1% (top-left/bottom-right), 4,32,4096,64 −2.0/−2.4%, 2,32,8192,64
 /// −2.7/−2.5%, with disjoint spreads; 1,32,16384,64 (one tile per block) +0.4/−0.3%, not there.
+/// The short unmasked problems keep it where they take three consumers
+/// ([`three_consumers_pay`]): those were measured with it.
 pub const RING_TEST_MAX_HEAD_DIM: usize = 64;
 /// Most keys of a "short" causal problem, per head dim (64, 128): up to these, causal tiles
 /// take 128-key blocks on persistent blocks, with a 3-stage ring at hd64. See [`for_problem`].
@@ -262,7 +273,9 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   329.3 against 332.2; hd128 145.1 against 149.4, 235.6 against 239.6; seed shapes
 ///   4,16,512,64 20.4 against 21.3, 8,16,512,64 33.3 against 33.8. At hd128 2k-4k the
 ///   176-key ring left no room for the TMA stores' staging tile: with 128-key blocks and TMA
-///   stores 401.5/774.1 µs against 430.6/807.1 (8,16,2048,128 and 4,16,4096,128).
+///   stores 401.5/774.1 µs against 430.6/807.1 (8,16,2048,128 and 4,16,4096,128). hd64 keeps
+///   its three consumers there where their 192-row tiles make enough rounds of the SMs
+///   ([`three_consumers_pay`]): the fa3 rows at 512 and 1k keys.
 /// - hd64's two-consumer configs (short causal, short unmasked) and its causal problems on
 ///   claimed tiles test the next key block's ring barriers during the softmax (`ring_test`).
 ///   See [`RING_TEST_MAX_HEAD_DIM`].
@@ -314,7 +327,8 @@ pub fn for_problem(
             WgmmaConfig { o_passes: WIDE_O_PASSES, ..c }
         } else {
             let short = shape.sk <= SHORT_UNMASKED_MAX_KEYS;
-            let consumer_warpgroups = if short { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
+            let two = short && !(c.consumer_warpgroups == 3 && three_consumers_pay(shape, sm_count as usize));
+            let consumer_warpgroups = if two { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
             let ring_test = short && shape.d <= RING_TEST_MAX_HEAD_DIM;
             WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ring_test, ..c }
         };
@@ -325,6 +339,17 @@ pub fn for_problem(
         c
     };
     KernelConfig::Wgmma(config)
+}
+
+/// Whether a short unmasked problem runs faster on 192-row tiles of three consumer warpgroups
+/// than on 128-row tiles of two: persistent blocks take whole rounds of `sm_count` tiles, so
+/// each side costs its rounds times its tile's time ([`THREE_CONSUMER_TILE_COST`]).
+fn three_consumers_pay(shape: &crate::problem::Shape, sm_count: usize) -> bool {
+    let rounds = |consumers: u32| {
+        let tile_rows = (consumers * crate::config::WGMMA_ROWS_PER_WARPGROUP) as usize;
+        (shape.b * shape.h * shape.sq.div_ceil(tile_rows)).div_ceil(sm_count) as f64
+    };
+    rounds(3) * THREE_CONSUMER_TILE_COST < rounds(SHORT_CONSUMER_WARPGROUPS)
 }
 
 /// The key limit of a `(head dim, keys)` table for head dim `d`: the first row whose head dim
@@ -441,7 +466,7 @@ mod tests {
         // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's consumers, and
         // still 128-key blocks (room for the TMA stores' staging tile).
         assert_eq!(wgmma_for(&p).block_n, 128);
-        let c = wgmma_for(&Problem::dense(Shape::new(16, 32, 1024, 64), Dtype::Bf16, Layout::Bhsd));
+        let c = wgmma_for(&Problem::dense(Shape::new(2, 16, 1024, 64), Dtype::Bf16, Layout::Bhsd));
         assert_eq!((c.block_n, c.consumer_warpgroups), (128, 2));
         let c = wgmma_for(&Problem::dense(Shape::new(8, 16, 2048, 128), Dtype::Bf16, Layout::Bhsd));
         assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
@@ -453,6 +478,36 @@ mod tests {
     }
 
     #[test]
+    fn short_unmasked_hd64_takes_three_consumers_where_their_rounds_pay() {
+        use crate::problem::Shape;
+        // 32,32,512: 3072 tiles of 192 rows are 24 rounds of 132 SMs, 24 x 1.31 = 31.4 against
+        // 4096 tiles of 128 rows in 32 rounds: three. 4,16,512: 192 tiles (2 rounds, 2.62)
+        // against 256 (2 rounds): two.
+        assert!(three_consumers_pay(&Shape::new(32, 32, 512, 64), 132));
+        assert!(three_consumers_pay(&Shape::new(16, 32, 1024, 64), 132));
+        assert!(!three_consumers_pay(&Shape::new(4, 16, 512, 64), 132));
+        // 8,16,512: 384 tiles (3 rounds, 3.93) against 512 (4 rounds): three, barely.
+        assert!(three_consumers_pay(&Shape::new(8, 16, 512, 64), 132));
+        let plan = |b, h, s| {
+            wgmma_for(&crate::problem::Problem::dense(
+                Shape::new(b, h, s, 64),
+                Dtype::Bf16,
+                crate::problem::Layout::Bhsd,
+            ))
+        };
+        let three = plan(32, 32, 512);
+        assert_eq!((three.consumer_warpgroups, three.ring_test, three.block_n, three.persistent), (3, true, 128, true));
+        assert_eq!(plan(4, 16, 512).consumer_warpgroups, 2);
+        // hd128 has two either way; causal short problems keep two.
+        let hd128 = Shape::new(32, 16, 512, 128);
+        assert_eq!(
+            wgmma_for(&crate::problem::Problem::dense(hd128, Dtype::Bf16, crate::problem::Layout::Bhsd))
+                .consumer_warpgroups,
+            2
+        );
+    }
+
+    #[test]
     fn hd64_two_consumer_configs_test_the_ring() {
         use crate::problem::{Layout, Problem, Shape};
         let plan = |s, d, causal| {
@@ -460,11 +515,13 @@ mod tests {
             p.causal = causal;
             wgmma_for(&p)
         };
-        // Short hd64 problems (two consumers), both masks: tested.
+        // Short hd64 problems, both masks: tested, with two consumers (causal) and with three
+        // where their rounds pay (8,16,512 unmasked: see three_consumers_pay).
         for causal in [Causal::None, Causal::TopLeft] {
             for s in [512, 1024] {
                 let c = plan(s, 64, causal);
-                assert!(c.ring_test && c.consumer_warpgroups == 2, "{s} {causal:?}");
+                let consumers = if causal == Causal::None { 3 } else { 2 };
+                assert!(c.ring_test && c.consumer_warpgroups == consumers, "{s} {causal:?}");
             }
         }
         // hd64 causal on claimed tiles (2k-8k, three consumers): tested; unmasked from 2k, and

@@ -95,8 +95,6 @@ struct PipelineBarriers {
     u64 v_full[STAGES], v_empty[STAGES];
     // The dynamic scheduler's current tile, published in each Q slot with its q_full: its
     // index (TILE_END past the last) and the tile, which the consumers then need not work out.
-    // The end is a sign, not the tile count, so the consumers hold no count (with o_in_q at
-    // hd256 holding it spilled).
     int tile_index[Q_SLOTS];
     WorkTile tile[Q_SLOTS];
 };
@@ -127,10 +125,18 @@ __device__ __forceinline__ void wait_q_released(PipelineBarriers& b, int s, int 
     if (tile_iter > 0) mbarrier_wait(&b.q_empty[s], (u32)(tile_iter - 1) & 1u);
 }
 
-#define TILE_END (-1)
+// The index published past the last tile: above every tile index, so the consumers without
+// o_in_q compare it with the tile count as the producer does (which keeps the count in uniform
+// registers computed before the roles split; counted only in the producer, it took 2 of the
+// producer's 24 registers and spilled), while o_in_q's consumers compare it with this value
+// and hold no count (at hd256 holding it spilled 4 bytes).
+#define TILE_END 0x7fffffff
 
-// The dynamic scheduler's tile `index` (t), or TILE_END, for the readers of Q slot s, who
-// released it.
+__device__ __forceinline__ bool is_tile_end(const Tiles& tiles, int published) {
+    return O_IN_Q ? published == TILE_END : published >= tiles.count;
+}
+
+// The dynamic scheduler's tile `index` (t), for the readers of Q slot s, who released it.
 __device__ __forceinline__ void publish_tile(PipelineBarriers& b, int s, int index, const WorkTile& t) {
     if (Tiles::dynamic) {
         b.tile_index[s] = index;
@@ -138,13 +144,21 @@ __device__ __forceinline__ void publish_tile(PipelineBarriers& b, int s, int ind
     }
 }
 
+// Slot s's readers of the tile before released it: the dynamic scheduler's tile `index` (t)
+// goes there (past the last tile, the producer loop overwrites the index with the end).
+__device__ __forceinline__ void release_and_publish(PipelineBarriers& b, int s, int tile_iter, int index,
+                                                    const WorkTile& t) {
+    wait_q_released(b, s, tile_iter);
+    publish_tile(b, s, index, t);
+}
+
 // Q rows of slot s (all of Q unless o_in_q) for tile t (`index`), the block's tile_iter-th, once
-// they are released.
+// they are released. The dynamic scheduler's producer loop released and published slot 0
+// before (its end needs that too): here the wait would add registers to the producer's 24.
 __device__ __forceinline__ void produce_q(PipelineBarriers& b, const SmemTiles& sm, const TmaMap* q_map,
                                           const WorkTile& t, int index, int s, int tile_iter, Trace& trace) {
-    wait_q_released(b, s, tile_iter);
+    if (s > 0 || !Tiles::dynamic) release_and_publish(b, s, tile_iter, index, t);
     if (s == 0) trace.mark(TRACE_PRODUCER_TILE);
-    publish_tile(b, s, index, t);
     mbarrier_arrive_expect_tx(&b.q_full[s], TILE_BYTES(Q_SLOT_ROWS));
     tma_load_tile<BM, Q_SLOT_ROWS>(sm.q() + s * Q_SLOT_ROWS * ROW_BYTES, q_map, &b.q_full[s], t.m0 + s * Q_SLOT_ROWS,
                                    t.head, t.batch);
@@ -347,11 +361,12 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
                 const bool end = index >= tiles.count;
                 if (end && !Tiles::dynamic) break;
                 const WorkTile t = tiles.tile(p, index);  // arithmetic only, also past the end
+                if (Tiles::dynamic) release_and_publish(bars, 0, tile_iter, index, t);
                 if (end) {
                     // The end, in place of a Q, in each slot once its readers released it.
                     for (int s = 0; s < Q_SLOTS; ++s) {
-                        wait_q_released(bars, s, tile_iter);
-                        publish_tile(bars, s, TILE_END, t);
+                        if (s > 0) wait_q_released(bars, s, tile_iter);
+                        bars.tile_index[s] = TILE_END;
                         mbarrier_arrive(&bars.q_full[s]);
                     }
                     break;
@@ -380,7 +395,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         const int q_slot = O_IN_Q ? c : 0;
         mbarrier_wait(&bars.q_full[q_slot], (u32)tile_iter & 1u);
         if (Tiles::dynamic) {
-            if (bars.tile_index[q_slot] == TILE_END) break;
+            if (is_tile_end(tiles, bars.tile_index[q_slot])) break;
             t = bars.tile[q_slot];
             // Every lane's reads before lane 0's release of Q, which lets the next write in
             // (with o_in_q the release follows the epilogue's warpgroup barrier).
