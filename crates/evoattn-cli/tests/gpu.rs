@@ -114,12 +114,13 @@ fn an_impossible_config_fails_the_check_without_a_launch() {
 /// `evoattn check` on `shapes` with `--impl splitkv`, every dtype, mask and layout, plus `extra`.
 /// `check --impl IMP` on `shapes` over every dtype, mask and layout, with `extra` arguments.
 fn check_all(imp: &str, shapes: &[&str], extra: &[&str]) -> Output {
-    let mut args = vec!["check", "--impl", imp, "--dtype", "all", "--causal", "all", "--layout", "all"];
-    for shape in shapes {
-        args.extend(["--shape", shape]);
-    }
-    args.extend(extra);
-    evoattn(&args)
+    let args = ["check", "--impl", imp, "--dtype", "all", "--causal", "all", "--layout", "all"];
+    evoattn(&[&args[..], &shape_args(shapes), extra].concat())
+}
+
+/// `--shape S` for each of `shapes`.
+fn shape_args<'a>(shapes: &[&'a str]) -> Vec<&'a str> {
+    shapes.iter().flat_map(|&shape| ["--shape", shape]).collect()
 }
 
 /// Asserts that the `check` run `out` passed and ran a kernel whose name holds `tag` (the lever
@@ -243,13 +244,10 @@ fn wgmma_o_passes_are_correct_on_hopper() {
         let out = check_all("wgmma", shapes, &["--config", config]);
         assert_passed_with(&out, "_op2", config);
     }
-    let split = ["1,8,4000,128", "3,3,700,256,1,1500"];
-    let mut args = vec!["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
-    for shape in split {
-        args.extend(["--shape", shape]);
-    }
-    args.extend(["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"]);
-    assert_passed_with(&evoattn(&args), "_st1_rt0_op2_oq0", "split tail");
+    let split = shape_args(&["1,8,4000,128", "3,3,700,256,1,1500"]);
+    let args = ["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
+    let config = ["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"];
+    assert_passed_with(&evoattn(&[&args[..], &split, &config].concat()), "_st1_rt0_op2_oq0", "split tail");
     let out =
         evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "16,8,512,256", "--shape", "4,8,1024,256"]);
     assert_passed_with(&out, "_op2", "the planner's hd256 short configs");
@@ -295,12 +293,8 @@ fn wgmma_split_tail_is_correct_on_hopper() {
         ("persistent=1,split_tail=1,block_n=128,consumer_warpgroups=1,pingpong=0,tma_store=0", &small_heads[..]),
         ("persistent=1,split_tail=1,tma_store=0", &hd256[..]),
     ] {
-        let mut args = vec!["check", "--impl", "wgmma", "--layout", "all", "--dtype", "all", "--seeds", "2"];
-        for shape in shapes {
-            args.extend(["--shape", shape]);
-        }
-        args.extend(["--config", config]);
-        assert_passed_with(&evoattn(&args), "_st1", config);
+        let args = ["check", "--impl", "wgmma", "--layout", "all", "--dtype", "all", "--seeds", "2"];
+        assert_passed_with(&evoattn(&[&args[..], &shape_args(shapes), &["--config", config]].concat()), "_st1", config);
     }
     // Causal tiles differ in length: refused, not run unbalanced.
     let out = evoattn(&[

@@ -243,23 +243,15 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // dim with it, at the same ring depth and key blocks (and hd256's 80), without those two.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
-            let narrow = c.stages != 2 || c.exp2_poly != 0 || ![64, 128].contains(&c.block_n);
+            // Off the 2-stage MUFU ring of these key blocks.
+            let off_ring = |blocks: &[u32]| c.stages != 2 || c.exp2_poly != 0 || !blocks.contains(&c.block_n);
+            let narrow = off_ring(&[64, 128]);
             let left_out = (c.tma_store && c.stages != 2)
                 || (c.lazy_rescale && narrow)
                 || (c.split_tail && (narrow || c.lazy_rescale))
                 || (c.ring_test && (narrow || c.lazy_rescale || c.split_tail))
-                || (c.o_passes > 1
-                    && (c.stages != 2
-                        || c.exp2_poly != 0
-                        || ![64, 128, 176].contains(&c.block_n)
-                        || c.lazy_rescale
-                        || c.ring_test))
-                || (c.o_in_q
-                    && (c.stages != 2
-                        || c.exp2_poly != 0
-                        || ![64, 80, 128, 176].contains(&c.block_n)
-                        || c.lazy_rescale
-                        || c.ring_test));
+                || (c.o_passes > 1 && (off_ring(&[64, 128, 176]) || c.lazy_rescale || c.ring_test))
+                || (c.o_in_q && (off_ring(&[64, 80, 128, 176]) || c.lazy_rescale || c.ring_test));
             !left_out
         }
         _ => true,
