@@ -9,6 +9,8 @@ use std::path::PathBuf;
 /// every multiple of 16.
 const WGMMA_N: std::ops::RangeInclusive<usize> = 1..=16;
 const N_STEP: usize = 16;
+/// Widths off that grid: hd64's P·V with the 8 row-sum columns (kernels/wgmma_mainloop.cuh).
+const EXTRA_N: [usize; 1] = [72];
 
 /// "%first, %first+1, ..., %last" for `count` operands.
 fn operands(first: usize, count: usize) -> String {
@@ -58,8 +60,8 @@ fn main() {
          // operand layout). Included by ptx_sm90.cuh after WGMMA_TYPES and `template <int N> struct Wgmma;`.\n\
          #pragma once\n\n",
     );
-    for k in WGMMA_N {
-        text.push_str(&specialisation(k * N_STEP));
+    for n in WGMMA_N.map(|k| k * N_STEP).chain(EXTRA_N) {
+        text.push_str(&specialisation(n));
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("wgmma_ops.cuh");
     std::fs::write(&out, text).expect("writing wgmma_ops.cuh to OUT_DIR");

@@ -200,6 +200,31 @@ fn wgmma_lazy_rescale_is_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_rowsum_mma_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // The row sums come from P·V's extra columns: on the planner's hd64 configs (one tile per
+    // block, persistent two- and three-consumer ones, claimed causal tiles, the small grid's
+    // one consumer) with tiles of one key block and of none (bottom-right rows before any key:
+    // l = 0, O = 0), key tails, GQA, both layouts; the split tail's merge; the non-pipelined
+    // consumer; then the planner's own choices, which are on (unmasked 1k, causal 2k).
+    let shapes = ["8,16,1000,64,4,1023", "16,8,129,64", "8,8,700,64,8,300", "1,4,77,64,2,1500", "2,32,512,64"];
+    let out = check_all("wgmma", &shapes, &["--config", "rowsum_mma=1", "--config-on-plan"]);
+    assert_passed_with(&out, "_rs1", "rowsum_mma=1 on the planner's configs");
+    let split = shape_args(&["1,8,4000,64", "3,3,2100,64,1,1500"]);
+    let args = ["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
+    let config = ["--config", "persistent=1,block_n=128,split_tail=1,rowsum_mma=1"];
+    assert_passed_with(&evoattn(&[&args[..], &split, &config].concat()), "_st1_rt0_op1_oq0_rs1", "split tail");
+    let plain = ["--config", "rowsum_mma=1,overlap=0,pingpong=0"];
+    assert_passed_with(&evoattn(&[&args[..], &split, &plain].concat()), "_rs1", "no overlap");
+    let planned = shape_args(&["16,32,1024,64", "4,8,2048,64"]);
+    let out = evoattn(&[&["check", "--impl", "wgmma", "--causal", "all"][..], &planned].concat());
+    assert_passed_with(&out, "_rs1", "the planner's hd64 three-consumer configs");
+}
+
+#[test]
 fn wgmma_ring_test_is_correct_on_hopper() {
     require_gpu!();
     if !hopper_or_skip("wgmma needs sm_90a") {

@@ -270,6 +270,13 @@ pub struct WgmmaConfig {
     /// barriers per consumer, Q's box one consumer's rows). Needs `tma_store` and `persistent`,
     /// whole tiles (not `split_tail`; static or claimed) and `o_passes=1`.
     pub o_in_q: bool,
+    /// P·V also sums each row of P on the tensor cores: 8 more accumulator columns (N = 72)
+    /// whose B operand is a constant shared-memory tile with ones in its first column, instead
+    /// of a FADD per score in every consumer thread. Where the issue slots bind and the tensor
+    /// pipe has room (hd64 with three consumers) that trades 64 of a key block's 480
+    /// instructions per warp for 12.5% more P·V work. Needs head dim 64 (the ones tile is one
+    /// 64-column block beside V's one) and `warp_specialized`.
+    pub rowsum_mma: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -291,6 +298,8 @@ pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
 /// loop state): ptxas failed to compile a 128-accumulator wgmma under a 128-register cap and
 /// asked for 158.
 pub const WGMMA_OPERAND_REGISTERS: u32 = 32;
+/// The one head dim `rowsum_mma` builds for: V is one 64-column block, the ones tile the next.
+pub const ROWSUM_MMA_HEAD_DIM: usize = 64;
 /// Largest head dim whose tuning space includes `exp2_poly` (see [`KernelSpec::space`]).
 pub const EXP2_POLY_MAX_HEAD_DIM: usize = 64;
 /// Blocks (linear block index) whose warps a `trace=1` kernel records: enough persistent blocks
@@ -389,6 +398,7 @@ impl KernelConfig {
                     ("ring_test", u32::from(c.ring_test).to_string()),
                     ("o_passes", c.o_passes.to_string()),
                     ("o_in_q", u32::from(c.o_in_q).to_string()),
+                    ("rowsum_mma", u32::from(c.rowsum_mma).to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -466,6 +476,7 @@ impl KernelConfig {
                     "ring_test" => c.ring_test = num != 0,
                     "o_passes" => c.o_passes = num,
                     "o_in_q" => c.o_in_q = num != 0,
+                    "rowsum_mma" => c.rowsum_mma = num != 0,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -605,7 +616,9 @@ impl KernelSpec {
                 let row = self.head_dim * elem;
                 let own_tile = c.tma_store && c.persistent && !c.o_in_q;
                 let o_stage = if own_tile { c.block_m() as usize * row / c.o_passes as usize } else { 0 };
-                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row + o_stage
+                // rowsum_mma's ones tile: one V stage's worth.
+                let ones = if c.rowsum_mma { c.block_n as usize * row } else { 0 };
+                SWIZZLE_ATOM_BYTES + (c.block_m() as usize + 2 * (c.stages * c.block_n) as usize) * row + o_stage + ones
             }
         }
     }
@@ -731,6 +744,12 @@ impl KernelSpec {
                                 o_passes=1; or set o_in_q=0"
                         .into());
                 }
+                if c.rowsum_mma && !(self.head_dim == ROWSUM_MMA_HEAD_DIM && c.warp_specialized) {
+                    return Err(format!(
+                        "rowsum_mma=1 needs head dim {ROWSUM_MMA_HEAD_DIM} (its ones tile is one 64-column block beside \
+                         V's one) and warp_specialized=1; or set rowsum_mma=0"
+                    ));
+                }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
@@ -819,6 +838,8 @@ impl KernelSpec {
                 } else {
                     &WgmmaConfig::O_PASSES[..1]
                 };
+                // The row sums on the tensor cores exist at hd64 only.
+                let rowsums: &[bool] = if head_dim == ROWSUM_MMA_HEAD_DIM { &[false, true] } else { &[false] };
                 let mut v = Vec::new();
                 for block_n in WgmmaConfig::BLOCK_N {
                     for stages in WgmmaConfig::STAGES {
@@ -833,26 +854,28 @@ impl KernelSpec {
                                 {
                                     let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q] =
                                         [0, 1, 2, 3, 4, 5, 6, 7, 8].map(|b| bits & (1 << b) != 0);
-                                    let c = WgmmaConfig {
-                                        block_n,
-                                        stages,
-                                        consumer_warpgroups,
-                                        loads,
-                                        warp_specialized,
-                                        overlap,
-                                        pingpong,
-                                        persistent,
-                                        dynamic_tiles,
-                                        tma_store,
-                                        exp2_poly,
-                                        lazy_rescale,
-                                        split_tail,
-                                        ring_test,
-                                        o_passes,
-                                        o_in_q,
-                                        trace: false,
-                                    };
-                                    v.push(KernelConfig::Wgmma(c));
+                                    v.extend(rowsums.iter().map(|&rowsum_mma| {
+                                        KernelConfig::Wgmma(WgmmaConfig {
+                                            block_n,
+                                            stages,
+                                            consumer_warpgroups,
+                                            loads,
+                                            warp_specialized,
+                                            overlap,
+                                            pingpong,
+                                            persistent,
+                                            dynamic_tiles,
+                                            tma_store,
+                                            exp2_poly,
+                                            lazy_rescale,
+                                            split_tail,
+                                            ring_test,
+                                            o_passes,
+                                            o_in_q,
+                                            rowsum_mma,
+                                            trace: false,
+                                        })
+                                    }));
                                 }
                             }
                         }
@@ -926,6 +949,7 @@ fn short_key(key: &str) -> &str {
         "ring_test" => "rt",
         "o_passes" => "op",
         "o_in_q" => "oq",
+        "rowsum_mma" => "rs",
         "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -994,9 +1018,10 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        // block_n, stages, consumers, loads, the nine switches, lazy_rescale and (hd > 64) o_passes.
+        // block_n, stages, consumers, loads, the nine switches, lazy_rescale and (hd > 64)
+        // o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
         assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 512 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 512 * 4 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 512 * 4 * 2 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -1053,6 +1078,7 @@ mod tests {
                 ring_test: false,
                 o_passes: 1,
                 o_in_q: false,
+                rowsum_mma: false,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1073,7 +1099,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1100,11 +1126,11 @@ mod tests {
         let spec = wgmma(128, 2, 2, 128);
         assert_eq!(
             spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0"
         );
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1170,7 +1196,7 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0"));
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1188,7 +1214,7 @@ mod tests {
         assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
         let tested = spec("overlap=1,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1_op1_oq0"));
+        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
         assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
@@ -1236,7 +1262,7 @@ mod tests {
         let halved = spec(256, "o_passes=2");
         assert_eq!(halved.dynamic_smem_bytes(), 230400);
         assert!(halved.validate(Arch::Sm90a).is_ok());
-        assert!(halved.name().ends_with("_rt0_op2_oq0"));
+        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0"));
         assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
         // hd64 is one column block.
         let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
@@ -1251,6 +1277,27 @@ mod tests {
     }
 
     #[test]
+    fn rowsum_mma_is_hd64_warp_specialised_with_a_ones_tile() {
+        let spec = |levers: &str, d: usize| KernelSpec {
+            config: KernelConfig::Wgmma(crate::defaults::wgmma(d)).with_overrides(levers).expect("levers"),
+            dtype: Dtype::Bf16,
+            head_dim: d,
+        };
+        let on = spec("rowsum_mma=1", 64);
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_oq0_rs1"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_ROWSUM_MMA".to_string(), "1".to_string())));
+        // The ones tile is one V stage: 128 keys x 64 columns x 2 bytes.
+        assert_eq!(on.dynamic_smem_bytes() - spec("rowsum_mma=0", 64).dynamic_smem_bytes(), 128 * 64 * 2);
+        for (levers, d) in
+            [("rowsum_mma=1", 128), ("rowsum_mma=1", 256), ("rowsum_mma=1,warp_specialized=0,overlap=0,pingpong=0", 64)]
+        {
+            let err = spec(levers, d).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("rowsum_mma=1 needs head dim 64"), "{levers} hd{d}: {err}");
+        }
+    }
+
+    #[test]
     fn o_in_q_stages_in_the_q_rows_of_whole_persistent_tiles() {
         let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=80";
         let spec = |text: &str| KernelSpec {
@@ -1262,7 +1309,7 @@ mod tests {
         let in_q = spec("o_in_q=1");
         assert_eq!(in_q.dynamic_smem_bytes(), 230400);
         assert!(in_q.validate(Arch::Sm90a).is_ok());
-        assert!(in_q.name().ends_with("_op1_oq1"));
+        assert!(in_q.name().ends_with("_op1_oq1_rs0"));
         assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
         assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
         assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
@@ -1416,12 +1463,13 @@ mod tests {
                 ring_test: false,
                 o_passes: 1,
                 o_in_q: false,
+                rowsum_mma: false,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

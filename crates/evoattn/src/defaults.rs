@@ -91,6 +91,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         ring_test: false,
         o_passes: 1,
         o_in_q: false,
+        rowsum_mma: false,
         trace: false,
     }
 }
@@ -338,7 +339,25 @@ pub fn for_problem(
     } else {
         c
     };
-    KernelConfig::Wgmma(config)
+    KernelConfig::Wgmma(WgmmaConfig { rowsum_mma: rowsum_mma_pays(&config, shape.d), ..config })
+}
+
+/// Consumer warpgroups with which `rowsum_mma` (row sums on the tensor cores) pays on
+/// persistent hd64 blocks: with three, a key block's 480 instructions per warp bind and the
+/// tensor pipe has room for 12.5% more P·V; with two, its GEMMs are what hides the softmax.
+/// Against the same configs without it (ABBA, graph, H100,
+/// `bench/results/2026-11-24-s19-rowsum-mma-ab.txt`): three consumers, causal on claimed tiles
+/// 8,32,2048,64 / 4,32,4096,64 / 2,32,8192,64 -1.7/-2.3/-1.8%; unmasked 32,32,512,64 /
+/// 16,32,1024,64 / 4,16,512,64 -1.3/-2.8/-1.0%, 2k-16k with the split tail -0.8/-0.6/-1.2/-0.5%;
+/// two consumers (short causal, static) 512/1k +2.1/+3.1%; one tile per block (1,32,16384,64
+/// causal) +0.2%; one consumer (1,8,512,64) +0.6%.
+const ROWSUM_MMA_CONSUMER_WARPGROUPS: u32 = 3;
+
+/// Whether a planner config takes `rowsum_mma` (see [`ROWSUM_MMA_CONSUMER_WARPGROUPS`]).
+fn rowsum_mma_pays(c: &WgmmaConfig, head_dim: usize) -> bool {
+    head_dim == crate::config::ROWSUM_MMA_HEAD_DIM
+        && c.persistent
+        && c.consumer_warpgroups == ROWSUM_MMA_CONSUMER_WARPGROUPS
 }
 
 /// Whether a short unmasked problem runs faster on 192-row tiles of three consumer warpgroups
@@ -472,7 +491,7 @@ mod tests {
         assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
         // hd64 (three consumers) stays persistent at every length.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
-        assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, ..wgmma(64) });
+        assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, rowsum_mma: true, ..wgmma(64) });
         assert_eq!(long.consumer_warpgroups, 3);
         assert_eq!(for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS), config(Impl::Mma, Arch::Sm80, 128));
     }
@@ -532,6 +551,38 @@ mod tests {
         assert!(!plan(512, 256, Causal::None).ring_test);
         // The head dim's defaults leave it off.
         assert!([64, 128, 256].iter().all(|&d| !wgmma(d).ring_test));
+    }
+
+    #[test]
+    fn three_consumer_persistent_hd64_sums_the_rows_on_the_tensor_cores() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |b, s, d, causal| {
+            let mut p = Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd);
+            p.causal = causal;
+            wgmma_for(&p)
+        };
+        // The fa3 rows: unmasked at every length (three consumers, persistent, split or not)
+        // and causal on claimed tiles (2k-8k) take it.
+        for s in [512, 1024, 2048, 4096, 8192, 16384] {
+            let c = plan(16384 / s, s, 64, Causal::None);
+            assert!(c.rowsum_mma && c.consumer_warpgroups == 3 && c.persistent, "{s}");
+        }
+        for s in [2048, 4096, 8192] {
+            let c = plan(16384 / s, s, 64, Causal::TopLeft);
+            assert!(c.rowsum_mma && c.dynamic_tiles, "{s}");
+        }
+        // Not: two consumers (short causal; short unmasked where three do not pay), one tile
+        // per block (causal 16k), one consumer (a near-empty GPU), other head dims.
+        assert!(!plan(32, 512, 64, Causal::TopLeft).rowsum_mma && !plan(16, 1024, 64, Causal::BottomRight).rowsum_mma);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(4, 16, 512, 64), Dtype::Bf16, Layout::Bhsd)).rowsum_mma);
+        assert!(!plan(1, 16384, 64, Causal::TopLeft).rowsum_mma);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(1, 8, 512, 64), Dtype::Bf16, Layout::Bhsd)).rowsum_mma);
+        for d in [128, 256] {
+            assert!(
+                !plan(16384 / 2048, 2048, d, Causal::None).rowsum_mma && !plan(8, 2048, d, Causal::TopLeft).rowsum_mma
+            );
+        }
+        assert!([64, 128, 256].iter().all(|&d| !wgmma(d).rowsum_mma));
     }
 
     #[test]
@@ -607,7 +658,7 @@ mod tests {
         let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
         // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks, testing the
         // ring; 16k one tile per block.
-        let tested = WgmmaConfig { ring_test: true, ..dynamic(wgmma(64)) };
+        let tested = WgmmaConfig { ring_test: true, rowsum_mma: true, ..dynamic(wgmma(64)) };
         assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), tested);
         assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), tested);
         assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), tested);

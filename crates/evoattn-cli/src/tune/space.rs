@@ -35,6 +35,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("ring_test", nums(&[0, 1])),
             ("o_passes", nums(&WgmmaConfig::O_PASSES)),
             ("o_in_q", nums(&[0, 1])),
+            ("rowsum_mma", nums(&[0, 1])),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),

@@ -89,7 +89,9 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
 // A piece's partial in its slot of p.split_work: per consumer thread, its O fragment and then
 // its rows' (m0, m1, l0, l1), as float4 chunks laid out [chunk][consumer thread] so that a
 // warp's accesses are contiguous.
-#define PIECE_CHUNKS (O_REGS / 4 + 1)
+// O's own chunks: rowsum_mma's row-sum columns are in the row state by now.
+#define O_CHUNKS (D / 8)
+#define PIECE_CHUNKS (O_CHUNKS + 1)
 #define PIECE_FLOATS (PIECE_CHUNKS * 4 * CONSUMERS * WG_THREADS)
 
 __device__ __forceinline__ float* piece_chunk(const AttnParams& p, int slot, int chunk, int wg) {
@@ -120,10 +122,10 @@ __device__ __forceinline__ bool merge_pieces(const AttnParams& p, const SplitTai
         if (threadIdx.x % WG_THREADS == 0) *counter = 0;  // every other piece has counted
     } else {
 #pragma unroll
-        for (int i = 0; i < O_REGS / 4; ++i) {
+        for (int i = 0; i < O_CHUNKS; ++i) {
             *(float4*)piece_chunk(p, own, i, wg) = make_float4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
         }
-        *(float4*)piece_chunk(p, own, O_REGS / 4, wg) = make_float4(st.m[0], st.m[1], st.l[0], st.l[1]);
+        *(float4*)piece_chunk(p, own, O_CHUNKS, wg) = make_float4(st.m[0], st.m[1], st.l[0], st.l[1]);
         named_barrier_sync(1 + wg, WG_THREADS);  // every thread's partial, before thread 0 releases them
         if (threadIdx.x % WG_THREADS == 0) {
             const bool last = atom_add_acq_rel_gpu(counter, 1) == n_pieces - 1;
@@ -138,12 +140,12 @@ __device__ __forceinline__ bool merge_pieces(const AttnParams& p, const SplitTai
     for (int u = tiles.first_piece_key(tail_tile); tiles.in_tile(u, tail_tile); u = tiles.next_piece_key(u)) {
         const int slot = tiles.slot_at(u, tail_tile);
         if (slot == own) continue;
-        const float4 ml = ld_cg4(piece_chunk(p, slot, O_REGS / 4, wg));
+        const float4 ml = ld_cg4(piece_chunk(p, slot, O_CHUNKS, wg));
         float keep[2], take[2];
         merge_row(st, 0, ml.x, ml.z, keep[0], take[0]);
         merge_row(st, 1, ml.y, ml.w, keep[1], take[1]);
 #pragma unroll
-        for (int i = 0; i < O_REGS / 4; ++i) {
+        for (int i = 0; i < O_CHUNKS; ++i) {
             const float4 x = ld_cg4(piece_chunk(p, slot, i, wg));
             o[4 * i] = o[4 * i] * keep[0] + x.x * take[0];
             o[4 * i + 1] = o[4 * i + 1] * keep[0] + x.y * take[0];

@@ -21,7 +21,19 @@
 #define QK_STEPS (D / 16)                // k16 steps of Q·Kᵀ
 #define PV_STEPS (BN / 16)               // k16 steps of P·V
 #define S_REGS (BN / 2)                  // fp32 S accumulators per thread
-#define O_REGS (D / 2)                   // fp32 O accumulators per thread
+// rowsum_mma=1 (hd64, warp-specialised): P·V also sums each row of P on the tensor cores, into
+// 8 more accumulator columns (N = 72) whose B operand is a constant tile with ones in its first
+// column, instead of 64 FADDs per key block in every consumer thread. With three consumers the
+// issue slots bind and the tensor pipe has room; with two its GEMMs are what hides the softmax.
+#define ROWSUM_MMA EVOATTN_ROWSUM_MMA
+static_assert(!ROWSUM_MMA || EVOATTN_WARP_SPECIALIZED, "the ones tile is filled by the warp-specialised kernel");
+#define ROWSUM_COLS (ROWSUM_MMA ? 8 : 0)
+#define PV_N (D + ROWSUM_COLS)           // wgmma N of P·V
+#define O_REGS (PV_N / 2)                // fp32 O accumulators per thread (and the row sums')
+// The accumulator holding row r's sum: column D, which the quad's thread t = 0 holds (the
+// others hold the zero columns D + 2t, D + 2t + 1), so per thread it is a partial sum whose
+// quad sum is the row's, as RowState's l.
+#define ROWSUM_REG(r) (D / 2 + 2 * (r))
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
@@ -50,7 +62,12 @@ static_assert(!O_IN_Q || (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT), "O in the Q 
 static_assert(O_PASSES == 1 || O_STAGE_OWN_TILE, "only O's own staging tile is cut into column passes");
 static_assert(O_PASS_COLS % ATOM_ELEMS == 0, "a pass stores whole 64-column blocks");
 #define O_STAGE_OFFSET (V_OFFSET + STAGES * TILE_BYTES(BN))
-#define SMEM_LAYOUT_BYTES (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? TILE_BYTES(BM) / O_PASSES : 0))
+// 1.0 as the element type's bits.
+#define ELEM_ONE_BITS (EVOATTN_BF16 ? 0x3F80u : 0x3C00u)
+// rowsum_mma's ones tile, [BN][64] like a V stage, with ones in column 0.
+#define ONES_OFFSET (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? TILE_BYTES(BM) / O_PASSES : 0))
+#define SMEM_LAYOUT_BYTES (ONES_OFFSET + (ROWSUM_MMA ? TILE_BYTES(BN) : 0))
+static_assert(!ROWSUM_MMA || D == 64, "the ones tile is one 64-column block beside V's one");
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
 
@@ -67,7 +84,21 @@ struct SmemTiles {
     __device__ __forceinline__ unsigned char* o_rows(int wg) const {
         return O_STAGE_OWN_TILE ? base + O_STAGE_OFFSET + wg * WG_ROWS * ROW_BYTES : q_rows(wg);
     }
+    __device__ __forceinline__ unsigned char* ones() const { return base + ONES_OFFSET; }
 };
+
+// Fills rowsum_mma's ones tile (all threads of the block, once) and makes it visible to the
+// async proxy that wgmma reads shared memory through.
+__device__ __forceinline__ void init_ones_tile(const SmemTiles& sm) {
+    if (!ROWSUM_MMA) return;
+    for (int i = threadIdx.x; i < BN * ATOM_ELEMS / 8; i += THREADS) {
+        const int row = i / (ATOM_ELEMS / 8), chunk = i % (ATOM_ELEMS / 8);
+        // The 16-byte chunk of (row, columns 8 chunk ..): its first element is 1 in chunk 0.
+        const uint4 v = make_uint4(chunk == 0 ? (u32)ELEM_ONE_BITS : 0u, 0u, 0u, 0u);
+        *(uint4*)(sm.ones() + swizzled_offset(BN, row, chunk * 8)) = v;
+    }
+    fence_proxy_async_shared();
+}
 
 // Copies `ROWS` rows of D elements starting at global row `row0` (stride `row_stride`) into a
 // swizzled shared tile with cp.async, all threads of the block taking part; rows at or past
@@ -128,14 +159,16 @@ __device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 // MN-major: k16 step kk is 16 key rows (2048 bytes) on; LBO steps across d's 64-column blocks
 // (BN rows apart), SBO across 8-key groups.
 __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const SmemTiles& sm, int stage) {
-    const u64 v_desc = wgmma_desc(smem_addr(sm.v(stage)), BN * ROW_BYTES, ATOM_BYTES);
+    // With rowsum_mma the second 64-column block of B is the ones tile: LBO reaches it.
+    const u32 lbo = ROWSUM_MMA ? (u32)(sm.ones() - sm.v(stage)) : BN * ROW_BYTES;
+    const u64 v_desc = wgmma_desc(smem_addr(sm.v(stage)), lbo, ATOM_BYTES);
     fence_operand(o);
     fence_operand(a);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < PV_STEPS; ++kk) {
         const u64 b = wgmma_desc_advance(v_desc, kk * 16 * ROW_BYTES);
-        Wgmma<D>::rs<1>(o, a[kk], b, 1u);
+        Wgmma<PV_N>::rs<1>(o, a[kk], b, 1u);
     }
     wgmma_commit();
 }

@@ -109,11 +109,20 @@ __device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, f
         for (int i = 0; i < S_REGS / 4; ++i) {
             s[4 * i + 2 * r] = score_exp2(fmaf(s[4 * i + 2 * r], scale_log2, -base), i);
             s[4 * i + 2 * r + 1] = score_exp2(fmaf(s[4 * i + 2 * r + 1], scale_log2, -base), i);
-            sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+            if (!ROWSUM_MMA) sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
         }
-        st.l[r] = st.l[r] * correction[r] + sum;
+        // rowsum_mma: P·V sums the rows (rowsum_to_state), rescaled with O.
+        if (!ROWSUM_MMA) st.l[r] = st.l[r] * correction[r] + sum;
     }
     return rescale;
+}
+
+// rowsum_mma: the row sums P·V accumulated, into the row state the epilogue reads.
+__device__ __forceinline__ void rowsum_to_state(const float (&o)[O_REGS], RowState& st) {
+#if ROWSUM_MMA
+    st.l[0] = o[ROWSUM_REG(0)];
+    st.l[1] = o[ROWSUM_REG(1)];
+#endif
 }
 
 __device__ __forceinline__ void rescale_output(float (&o)[O_REGS], const float (&correction)[2]) {

@@ -347,7 +347,8 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         if (o_map) tma_prefetch_map(o_map);
         init_barriers(bars);
     }
-    __syncthreads();  // the barriers are initialised before anyone waits on them
+    init_ones_tile(sm);
+    __syncthreads();  // the barriers (and the ones tile) are initialised before anyone uses them
     const Tiles tiles(p);
     const int wg = threadIdx.x / WG_THREADS;
     Trace trace;
@@ -408,6 +409,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         RowState st;
         row_state_init(st);
         consume(p, bars, sm, t, c, g0, turns, acc, st, trace);
+        rowsum_to_state(acc, st);
         trace.mark(TRACE_EPILOGUE);
         elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
 #if EVOATTN_SPLIT_TAIL
