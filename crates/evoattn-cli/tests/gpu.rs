@@ -123,6 +123,18 @@ fn shape_args<'a>(shapes: &[&'a str]) -> Vec<&'a str> {
     shapes.iter().flat_map(|&shape| ["--shape", shape]).collect()
 }
 
+/// `check --impl wgmma` on unmasked `shapes` (the split tail refuses causal ones), every dtype,
+/// two seeds, with `extra` arguments.
+fn check_unmasked(shapes: &[&str], extra: &[&str]) -> Output {
+    let args = ["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
+    evoattn(&[&args[..], &shape_args(shapes), extra].concat())
+}
+
+/// `check --impl wgmma` on `shapes` with the planner's own configs, every mask.
+fn check_planned(shapes: &[&str]) -> Output {
+    evoattn(&[&["check", "--impl", "wgmma", "--causal", "all"][..], &shape_args(shapes)].concat())
+}
+
 /// Asserts that the `check` run `out` passed and ran a kernel whose name holds `tag` (the lever
 /// under test); `what` names the run in the failure message.
 fn assert_passed_with(out: &Output, tag: &str, what: &str) {
@@ -213,14 +225,12 @@ fn wgmma_rowsum_mma_is_correct_on_hopper() {
     let shapes = ["8,16,1000,64,4,1023", "16,8,129,64", "8,8,700,64,8,300", "1,4,77,64,2,1500", "2,32,512,64"];
     let out = check_all("wgmma", &shapes, &["--config", "rowsum_mma=1", "--config-on-plan"]);
     assert_passed_with(&out, "_rs1", "rowsum_mma=1 on the planner's configs");
-    let split = shape_args(&["1,8,4000,64", "3,3,2100,64,1,1500"]);
-    let args = ["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
+    let split = ["1,8,4000,64", "3,3,2100,64,1,1500"];
     let config = ["--config", "persistent=1,block_n=128,split_tail=1,rowsum_mma=1"];
-    assert_passed_with(&evoattn(&[&args[..], &split, &config].concat()), "_st1_rt0_op1_oq0_rs1", "split tail");
+    assert_passed_with(&check_unmasked(&split, &config), "_st1_rt0_op1_oq0_rs1", "split tail");
     let plain = ["--config", "rowsum_mma=1,overlap=0,pingpong=0"];
-    assert_passed_with(&evoattn(&[&args[..], &split, &plain].concat()), "_rs1", "no overlap");
-    let planned = shape_args(&["16,32,1024,64", "4,8,2048,64"]);
-    let out = evoattn(&[&["check", "--impl", "wgmma", "--causal", "all"][..], &planned].concat());
+    assert_passed_with(&check_unmasked(&split, &plain), "_rs1", "no overlap");
+    let out = check_planned(&["16,32,1024,64", "4,8,2048,64"]);
     assert_passed_with(&out, "_rs1", "the planner's hd64 three-consumer configs");
 }
 
@@ -238,8 +248,7 @@ fn wgmma_ring_test_is_correct_on_hopper() {
     let shapes = ["8,16,1000,64,4,1023", "4,16,300,128,16,517", "16,8,129,64", "8,8,700,64,8,300", "2,2,130,256,1,77"];
     let out = check_all("wgmma", &shapes, &["--config", "ring_test=1", "--config-on-plan"]);
     assert_passed_with(&out, "_rt1", "ring_test=1 on the planner's configs");
-    let short = ["--shape", "32,8,512,64", "--shape", "16,8,1024,64"];
-    let out = evoattn(&[&["check", "--impl", "wgmma", "--causal", "all"][..], &short].concat());
+    let out = check_planned(&["32,8,512,64", "16,8,1024,64"]);
     assert_passed_with(&out, "_rt1", "the planner's hd64 short configs test the ring");
     let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
     assert_passed_with(
@@ -269,12 +278,10 @@ fn wgmma_o_passes_are_correct_on_hopper() {
         let out = check_all("wgmma", shapes, &["--config", config]);
         assert_passed_with(&out, "_op2", config);
     }
-    let split = shape_args(&["1,8,4000,128", "3,3,700,256,1,1500"]);
-    let args = ["check", "--impl", "wgmma", "--dtype", "all", "--seeds", "2"];
     let config = ["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"];
-    assert_passed_with(&evoattn(&[&args[..], &split, &config].concat()), "_st1_rt0_op2_oq0", "split tail");
-    let out =
-        evoattn(&["check", "--impl", "wgmma", "--causal", "all", "--shape", "16,8,512,256", "--shape", "4,8,1024,256"]);
+    let out = check_unmasked(&["1,8,4000,128", "3,3,700,256,1,1500"], &config);
+    assert_passed_with(&out, "_st1_rt0_op2_oq0", "split tail");
+    let out = check_planned(&["16,8,512,256", "4,8,1024,256"]);
     assert_passed_with(&out, "_op2", "the planner's hd256 short configs");
 }
 
@@ -318,8 +325,7 @@ fn wgmma_split_tail_is_correct_on_hopper() {
         ("persistent=1,split_tail=1,block_n=128,consumer_warpgroups=1,pingpong=0,tma_store=0", &small_heads[..]),
         ("persistent=1,split_tail=1,tma_store=0", &hd256[..]),
     ] {
-        let args = ["check", "--impl", "wgmma", "--layout", "all", "--dtype", "all", "--seeds", "2"];
-        assert_passed_with(&evoattn(&[&args[..], &shape_args(shapes), &["--config", config]].concat()), "_st1", config);
+        assert_passed_with(&check_unmasked(shapes, &["--layout", "all", "--config", config]), "_st1", config);
     }
     // Causal tiles differ in length: refused, not run unbalanced.
     let out = evoattn(&[
