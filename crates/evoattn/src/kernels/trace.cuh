@@ -38,19 +38,22 @@ enum TraceTag : u32 {
 __device__ unsigned long long evoattn_trace[EVOATTN_TRACE_BLOCKS * TRACE_WARPS * EVOATTN_TRACE_EVENTS];
 
 struct Trace {
-    unsigned long long* slot;  // this warp's words, or null: not lane 0, or an untraced block
+    // This warp's first word in `evoattn_trace`, or NO_SLOT (not lane 0, or an untraced block):
+    // an index, not a pointer, so the trace holds one register fewer across the kernel.
+    static constexpr u32 NO_SLOT = 0xffffffffu;
+    u32 slot;
     int n;
     __device__ __forceinline__ void init() {
         const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
         const bool traced = block < EVOATTN_TRACE_BLOCKS && threadIdx.x % 32 == 0;
-        slot = traced ? &evoattn_trace[(block * TRACE_WARPS + threadIdx.x / 32) * EVOATTN_TRACE_EVENTS] : nullptr;
+        slot = traced ? (block * TRACE_WARPS + threadIdx.x / 32) * EVOATTN_TRACE_EVENTS : NO_SLOT;
         n = 0;
         u32 sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
         put(TRACE_SM, sm);
     }
     __device__ __forceinline__ void put(u32 tag, unsigned long long value) {
-        if (slot != nullptr && n < EVOATTN_TRACE_EVENTS) slot[n] = ((unsigned long long)tag << TRACE_VALUE_BITS) | (value & TRACE_VALUE_MASK);
+        if (slot != NO_SLOT && n < EVOATTN_TRACE_EVENTS) evoattn_trace[slot + n] = ((unsigned long long)tag << TRACE_VALUE_BITS) | (value & TRACE_VALUE_MASK);
         ++n;
     }
     // The clock read is volatile with a memory clobber, so the compiler keeps it between the

@@ -20,17 +20,24 @@ __device__ __forceinline__ float score_exp2(float x, int pair) {
 
 // Sets hidden entries of the raw scores S (keys past Sk, or past the causal diagonal) to the
 // value that becomes -inf once scaled (`hidden_score`). `row0` is the global row of this
-// thread's first row (g); `key0` the tile's first key. The scale is applied later, fused into
+// thread's first row (g); `key0` the key block's first key. The scale is applied later, fused into
 // the exponent's FFMA (`softmax_step`), which saves one FP32 instruction per score.
 __device__ __forceinline__ void mask_scores(float (&s)[S_REGS], const AttnParams& p, int row0, int key0) {
-    const int t = threadIdx.x % 4;
+    // Per row, the last visible column counted from this thread's first (key0 + 2t), so that each
+    // score compares its compile-time column against it: one ISETP and one FSEL a score, where
+    // comparing its key against Sk and the diagonal took twice that.
+    const int first_key = key0 + 2 * (threadIdx.x % 4);
     const float hidden = hidden_score(p.scale_log2);
+    int last[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        last[r] = p.sk - 1 - first_key;
+        if (p.causal != 0) last[r] = min(last[r], row0 + 8 * r + p.causal_offset - first_key);
+    }
 #pragma unroll
     for (int i = 0; i < S_REGS; ++i) {
-        const int row = row0 + ((i / 2) % 2) * 8, key = key0 + (i / 4) * 8 + 2 * t + (i % 2);
-        // Bitwise, not short-circuit: ptxas turns `||`/`&&` here into a branch per score.
-        const bool masked = (key >= p.sk) | ((p.causal != 0) & (key > row + p.causal_offset));
-        s[i] = masked ? hidden : s[i];
+        const int column = (i / 4) * 8 + (i % 2);
+        s[i] = column > last[(i / 2) % 2] ? hidden : s[i];
     }
 }
 

@@ -68,12 +68,15 @@ static_assert(!EVOATTN_SPLIT_TAIL || (EVOATTN_PERSISTENT && !EVOATTN_DYNAMIC_TIL
               "the split tail cuts the last round of the static persistent scheduler");
 
 // Registers: the block starts with an even share of the SM's 64K (launch bounds: THREADS, one
-// block per SM; ptxas allocates in units of 8); the producer keeps PRODUCER_REGS, enough for
-// address arithmetic, and the consumers split the rest.
+// block per SM; ptxas allocates in units of 8); the consumers split what is left after
+// PRODUCER_MIN_REGS, enough for address arithmetic, and the producer keeps the rest of the
+// block's share (the consumers' rounding: 24 with two consumers, 32 with three, where 24
+// spilled the producer's claimed-tile bookkeeping once its code changed).
 #define REGS_PER_SM 65536
-#define PRODUCER_REGS 24
+#define PRODUCER_MIN_REGS 24
 #define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
-#define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
+#define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_MIN_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
+#define PRODUCER_REGS ((START_REGS * THREADS - CONSUMER_REGS * CONSUMERS * WG_THREADS) / WG_THREADS / 8 * 8)
 // One consumer keeps the 255 registers a thread can have anyway: no reallocation then.
 static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
 
@@ -383,7 +386,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
 #if CONSUMERS > 1
     setmaxnreg_inc<CONSUMER_REGS>();
 #endif
-    const int c = wg - 1;
+    const int c = __shfl_sync(0xffffffffu, wg - 1, 0);  // warp-uniform to ptxas: Q's descriptor stays in uniform registers
     Turns turns{c, false};
     // The dynamic scheduler's consumers never call `next` (it claims): their tile comes from
     // the producer (the barrier wait orders the reads after its writes).
