@@ -11,7 +11,8 @@ use evoattn::reference::{attention_f64, logical_offsets};
 use evoattn::trace::{word, Tag};
 use evoattn::{Arch, Error, KernelConfig, KernelSpec, Problem, ProblemError, TensorName};
 
-/// Environment variable that makes the mock misbehave (tests only): `unwritten` or `wrong`.
+/// Environment variable that makes the mock misbehave (tests only): `unwritten`, `wrong` or
+/// `warming`.
 pub const FAULT_ENV: &str = "EVOATTN_MOCK_FAULT";
 
 /// The arch the mock plans for: the project's main target (H100/H200).
@@ -93,6 +94,8 @@ fn mock_trace_words(spec: &KernelSpec) -> Vec<u64> {
 /// Added to one output element by the `wrong` fault: far outside any tolerance, and exact in
 /// both dtypes so the shift survives rounding.
 const WRONG_SHIFT: f64 = 0.25;
+/// How much slower the `warming` fault's first timing call is: a warm-up still under way.
+const WARMING_SLOWDOWN: f64 = 4.0;
 
 /// A source variant holding this line hangs in the mock, as an infinite loop hangs on a GPU.
 pub const PLANTED_HANG: &str = "EVOATTN_PLANTED_FAULT: hang";
@@ -138,11 +141,15 @@ enum Fault {
     Unwritten,
     /// Adds [`WRONG_SHIFT`] to the first output element.
     Wrong,
+    /// The process's first timing call is [`WARMING_SLOWDOWN`] times slower: its samples drift.
+    Warming,
 }
 
 /// The CPU backend selected by `EVOATTN_BACKEND=mock`.
 pub struct MockBackend {
     fault: Option<Fault>,
+    /// Timing calls so far (the `warming` fault slows the first).
+    timing_calls: usize,
 }
 
 impl MockBackend {
@@ -152,9 +159,14 @@ impl MockBackend {
             Err(_) | Ok("") => None,
             Ok("unwritten") => Some(Fault::Unwritten),
             Ok("wrong") => Some(Fault::Wrong),
-            Ok(other) => anyhow::bail!("{FAULT_ENV}={other}: expected 'unwritten' or 'wrong'"),
+            Ok("warming") => Some(Fault::Warming),
+            Ok(other) => anyhow::bail!("{FAULT_ENV}={other}: expected 'unwritten', 'wrong' or 'warming'"),
         };
-        Ok(MockBackend { fault })
+        Ok(MockBackend::new(fault))
+    }
+
+    fn new(fault: Option<Fault>) -> Self {
+        MockBackend { fault, timing_calls: 0 }
     }
 }
 
@@ -219,6 +231,9 @@ impl Backend for MockBackend {
         problem.validate()?;
         let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
         let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6)) * relative_cost(spec.config, spec.head_dim);
+        self.timing_calls += 1;
+        let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
+        let base = if warming { base * WARMING_SLOWDOWN } else { base };
         let samples_us = (0..options.samples).map(|i| base * (1.0 + jitter(i))).collect();
         Ok(Timing { samples_us })
     }
@@ -319,7 +334,7 @@ mod tests {
     fn run(fault: Option<Fault>, problem: &Problem, choice: ImplChoice) -> evoattn::Result<(Forward, Vec<f64>)> {
         let inputs = random_inputs(problem, Distribution::Wide, 11);
         let forward =
-            MockBackend { fault }.forward(problem, Kernel::Planned(choice, None), &inputs.q, &inputs.k, &inputs.v)?;
+            MockBackend::new(fault).forward(problem, Kernel::Planned(choice, None), &inputs.q, &inputs.k, &inputs.v)?;
         let reference = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
         let rounded = reference.o.iter().map(|&x| problem.dtype.round(x)).collect();
         Ok((forward, rounded))
@@ -384,7 +399,7 @@ mod tests {
         let err = run(None, &p, ImplChoice::Auto).unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{err}");
         let p = Problem::dense(Shape::new(1, 1, 4, 64), Dtype::Bf16, Layout::Bhsd);
-        let err = MockBackend { fault: None }
+        let err = MockBackend::new(None)
             .forward(&p, Kernel::Planned(ImplChoice::Auto, None), &[0; 64], &[], &[])
             .unwrap_err();
         assert!(err.to_string().contains("tensor q: buffer holds 64 elements, the problem needs 256"), "{err}");
@@ -396,10 +411,8 @@ mod tests {
         let options = TimingOptions { warmup: 0, samples: 4, mode: crate::record::Mode::Eager };
         let time = |config: Option<KernelConfig>| {
             let choice = ImplChoice::Fixed(Impl::Mma);
-            MockBackend { fault: None }
-                .time(&p, Kernel::Planned(choice, config), &[], &[], &[], options)
-                .unwrap()
-                .samples_us[0]
+            MockBackend::new(None).time(&p, Kernel::Planned(choice, config), &[], &[], &[], options).unwrap().samples_us
+                [0]
         };
         let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, 64);
         assert_eq!(relative_cost(default, 64), 1.0);

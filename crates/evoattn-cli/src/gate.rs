@@ -4,8 +4,8 @@
 
 use crate::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, STATUS_OK};
 use crate::stats::{
-    bootstrap_median_diff, bootstrap_median_ratio, summarize, Interval, Summary, Verdict, DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
+    bootstrap_median_diff, bootstrap_median_ratio, drift, summarize, Interval, Summary, Verdict, DEFAULT_RESAMPLES,
+    DEFAULT_SEED, DRIFT_TOLERANCE,
 };
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -206,6 +206,8 @@ pub struct Checks {
     pub below_threshold: Option<bool>,
     pub ci_below_zero: Option<bool>,
     pub p90: Option<bool>,
+    /// Neither side's samples drift past `stats::DRIFT_TOLERANCE` (else the case is not judged).
+    pub steady: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -343,6 +345,21 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
     if opts.p90 && !p90 {
         report.reasons.push(format!("p90 {:.2} µs is above the peer's {:.2} µs", cmp.ours.p90, cmp.peer.p90));
     }
+    // Samples still moving say nothing about either median: the case is re-measured, not judged.
+    let drifting: Vec<String> = [("ours", &result.ours.samples_us), (peer.name.as_str(), &peer.samples_us)]
+        .into_iter()
+        .filter_map(|(who, samples)| {
+            let d = drift(samples).filter(|d| d.abs() > DRIFT_TOLERANCE)?;
+            Some(format!(
+                "{who}'s samples drift {:+.0}% from the first third to the last (more than ±{:.0}%): not steady, measure again",
+                d * 100.0,
+                DRIFT_TOLERANCE * 100.0
+            ))
+        })
+        .collect();
+    let steady = drifting.is_empty();
+    report.reasons.extend(drifting);
+    report.checks.steady = Some(steady);
     failed |= !cmp.faster(opts) || (opts.p90 && !p90);
     report.checks.below_threshold = Some(below);
     report.checks.ci_below_zero = Some(ci_below);
@@ -352,7 +369,15 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
     report.peer_us = Some(cmp.peer);
     report.speedup = Some(cmp.speedup);
     report.diff_us = Some(cmp.diff_us);
-    report.outcome = if failed { Outcome::Fail } else { Outcome::Pass };
+    report.outcome = if !report.checks.correct {
+        Outcome::Fail
+    } else if !steady {
+        Outcome::CouldNotRun
+    } else if failed {
+        Outcome::Fail
+    } else {
+        Outcome::Pass
+    };
     report
 }
 
@@ -399,6 +424,11 @@ impl GateReport {
         if self.p90 {
             rule.push_str(", p90(ours) ≤ p90(peer)");
         }
+        let _ = write!(
+            rule,
+            "; not judged where either side's samples drift (last third's median more than ±{:.0}% from the first's)",
+            DRIFT_TOLERANCE * 100.0
+        );
         rule
     }
 
@@ -670,6 +700,31 @@ mod tests {
             assert!(!case.checks.correct && case.checks.ci_below_zero == Some(true));
             assert!(case.reasons[0].contains(why), "{:?}", case.reasons);
         }
+    }
+
+    #[test]
+    fn drifting_samples_are_not_judged() {
+        // The peer's first third 4x slower than the rest, as a warm-up still under way: a
+        // "win" the speed test alone would pass.
+        let mut rec = one_case(100.0, 100.0);
+        for s in &mut rec.results[0].peers[0].samples_us[..N / 3] {
+            *s *= 4.0;
+        }
+        let report = evaluate(&rec, &against("sdpa-flash"));
+        assert_eq!(report.outcome, Outcome::CouldNotRun, "{}", render_text(&report));
+        let case = &report.cases[0];
+        assert_eq!(case.checks.steady, Some(false));
+        assert!(case.reasons.iter().any(|r| r.starts_with("sdpa-flash's samples drift -75%")), "{:?}", case.reasons);
+        // Ours drifting is no more a result; a wrong kernel still fails.
+        let mut rec = one_case(80.0, 100.0);
+        for s in &mut rec.results[0].ours.samples_us[2 * N / 3..] {
+            *s *= 1.5;
+        }
+        assert_eq!(evaluate(&rec, &against("sdpa-flash")).outcome, Outcome::CouldNotRun);
+        rec.results[0].ours.correct = Some(false);
+        assert_eq!(evaluate(&rec, &against("sdpa-flash")).outcome, Outcome::Fail);
+        // Steady samples are judged as before.
+        assert_eq!(evaluate(&one_case(80.0, 100.0), &against("sdpa-flash")).cases[0].checks.steady, Some(true));
     }
 
     #[test]

@@ -36,6 +36,28 @@ pub fn summarize(samples: &[f64]) -> Option<Summary> {
     Some(Summary { n: sorted.len(), median: q(0.5), p10: q(0.1), p90: q(0.9), p99: q(0.99), iqr: q(0.75) - q(0.25) })
 }
 
+/// How far the median of a sample set's last third may lie from its first third's, relative,
+/// before the set counts as drifting. Noise on one machine moves such medians by a few percent
+/// (rows at the power cap by up to about 4%); a warm-up still under way, or a disturbance that
+/// fades during the run, moves them far more (a 2026-11-24 record had cuDNN's samples fall from
+/// 1343 to 136 µs over one case, which the speed test alone would have counted as our 3.6×).
+pub const DRIFT_TOLERANCE: f64 = 0.10;
+
+/// Fewest samples in each third for its median to say anything.
+const DRIFT_MIN_THIRD: usize = 3;
+
+/// The drift of `samples`, taken in this order: the median of the last third over the median
+/// of the first third, minus 1 (the middle third, and the remainder of n/3, in neither).
+/// `None` with fewer than three samples a third.
+pub fn drift(samples: &[f64]) -> Option<f64> {
+    let third = samples.len() / 3;
+    if third < DRIFT_MIN_THIRD {
+        return None;
+    }
+    let median = |part: &[f64]| summarize(part).map(|s| s.median);
+    Some(median(&samples[samples.len() - third..])? / median(&samples[..third])? - 1.0)
+}
+
 /// Bootstrap resamples per interval (DESIGN). At 10,000 the Monte-Carlo error of a 2.5%
 /// percentile endpoint is about sqrt(0.025 * 0.975 / 10^4) = 0.16 percentage points of rank, small
 /// next to the interval itself, and one interval of 100 + 100 samples takes milliseconds.
@@ -225,6 +247,22 @@ pub(crate) mod tests {
         let dist = LogNormal::new(median_us.ln(), sigma).expect("valid lognormal");
         let mut rng = SmallRng::seed_from_u64(seed);
         (0..n).map(|_| dist.sample(&mut rng)).collect()
+    }
+
+    #[test]
+    fn drift_compares_the_last_third_with_the_first() {
+        // Thirds of 3: [9, 10, 11] against [19, 20, 21]: medians 10 and 20, +100%.
+        let rising = [9.0, 10.0, 11.0, 0.0, 0.0, 0.0, 19.0, 20.0, 21.0];
+        assert_eq!(drift(&rising), Some(1.0));
+        // Ten samples: thirds of 3, the tenth (the middle's remainder) in neither: [40, 40, 40]
+        // against [10, 10, 10], -75%.
+        let falling = [40.0, 40.0, 40.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0, 10.0];
+        assert_eq!(drift(&falling), Some(-0.75));
+        assert_eq!(drift(&[5.0; 12]), Some(0.0));
+        assert_eq!(drift(&[5.0; 8]), None, "thirds of 2 say nothing");
+        // A quiet GPU's 3% jitter stays well inside the tolerance.
+        let quiet = lognormal_samples(100.0, 0.03, 100, 7);
+        assert!(drift(&quiet).unwrap().abs() < DRIFT_TOLERANCE / 2.0);
     }
 
     #[test]
