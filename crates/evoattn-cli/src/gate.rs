@@ -4,8 +4,8 @@
 
 use crate::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, STATUS_OK};
 use crate::stats::{
-    bootstrap_median_diff, bootstrap_median_ratio, drift, summarize, Interval, Summary, Verdict, DEFAULT_RESAMPLES,
-    DEFAULT_SEED, DRIFT_TOLERANCE,
+    bootstrap_median_diff, bootstrap_median_ratio, summarize, unsteady_drift, Interval, Summary, Verdict,
+    DEFAULT_RESAMPLES, DEFAULT_SEED, DRIFT_TOLERANCE,
 };
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -349,7 +349,7 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
     let drifting: Vec<String> = [("ours", &result.ours.samples_us), (peer.name.as_str(), &peer.samples_us)]
         .into_iter()
         .filter_map(|(who, samples)| {
-            let d = drift(samples).filter(|d| d.abs() > DRIFT_TOLERANCE)?;
+            let d = unsteady_drift(samples)?;
             Some(format!(
                 "{who}'s samples drift {:+.0}% from the first third to the last (more than ±{:.0}%): not steady, measure again",
                 d * 100.0,

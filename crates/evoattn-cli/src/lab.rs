@@ -11,7 +11,7 @@ use crate::record::{
     is_control, BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, SCHEMA, SELF_PEER,
     STATUS_MISSING, STATUS_OK, STATUS_REFUSED, TORCH_TIMED_PEER,
 };
-use crate::stats::{drift, DRIFT_TOLERANCE};
+use crate::stats::unsteady_drift;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
@@ -422,7 +422,7 @@ fn measure_case(
             .iter()
             .enumerate()
             .filter_map(|(index, row)| {
-                let d = drift(&row.samples_us).filter(|d| d.abs() > DRIFT_TOLERANCE)?;
+                let d = unsteady_drift(&row.samples_us)?;
                 Some(format!("{} {:+.0}%", if index == 0 { "ours" } else { &row.name }, 100.0 * d))
             })
             .collect();

@@ -58,6 +58,12 @@ pub fn drift(samples: &[f64]) -> Option<f64> {
     Some(median(&samples[samples.len() - third..])? / median(&samples[..third])? - 1.0)
 }
 
+/// The drift of `samples` where it passes [`DRIFT_TOLERANCE`] either way: samples not at a
+/// steady state, which `bench` measures again and the gate does not judge.
+pub fn unsteady_drift(samples: &[f64]) -> Option<f64> {
+    drift(samples).filter(|d| d.abs() > DRIFT_TOLERANCE)
+}
+
 /// Bootstrap resamples per interval (DESIGN). At 10,000 the Monte-Carlo error of a 2.5%
 /// percentile endpoint is about sqrt(0.025 * 0.975 / 10^4) = 0.16 percentage points of rank, small
 /// next to the interval itself, and one interval of 100 + 100 samples takes milliseconds.
@@ -263,6 +269,8 @@ pub(crate) mod tests {
         // A quiet GPU's 3% jitter stays well inside the tolerance.
         let quiet = lognormal_samples(100.0, 0.03, 100, 7);
         assert!(drift(&quiet).unwrap().abs() < DRIFT_TOLERANCE / 2.0);
+        assert_eq!(unsteady_drift(&quiet), None);
+        assert_eq!(unsteady_drift(&falling), Some(-0.75));
     }
 
     #[test]
