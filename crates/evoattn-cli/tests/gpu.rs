@@ -235,6 +235,29 @@ fn wgmma_rowsum_mma_is_correct_on_hopper() {
 }
 
 #[test]
+fn wgmma_half_last_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // A consumer computes the first half of its last key block where its rows see none of the
+    // rest: on the planner's configs that pass the resource gate with it (hd64's one, two and
+    // three consumers, static and claimed tiles; hd128's short static ones), with key tails of
+    // under half a block (1040, 129, 77: every consumer halves), tiles of one key block,
+    // bottom-right rows before any key, GQA and both layouts; then the planner's own choice,
+    // which is on (hd64 causal on claimed tiles).
+    let shapes = ["8,16,1000,64,4,1040", "16,8,129,64", "8,8,700,64,8,300", "1,4,77,64,2,1500", "32,16,512,128"];
+    let out = check_all("wgmma", &shapes, &["--config", "half_last=1", "--config-on-plan"]);
+    assert_passed_with(&out, "_hl1", "half_last=1 on the planner's configs");
+    let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
+    assert_passed_with(
+        &out,
+        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1_op1_oq0_rs1_hl1",
+        "the planner's hd64 causal 2k config",
+    );
+}
+
+#[test]
 fn wgmma_ring_test_is_correct_on_hopper() {
     require_gpu!();
     if !hopper_or_skip("wgmma needs sm_90a") {

@@ -277,6 +277,13 @@ pub struct WgmmaConfig {
     /// instructions per warp for 12.5% more P·V work. Needs head dim 64 (the ones tile is one
     /// 64-column block beside V's one) and `warp_specialized`.
     pub rowsum_mma: bool,
+    /// A consumer whose rows see none of the second half of its tile's last key block computes
+    /// only the first half of it (Q·Kᵀ, softmax and P·V at N = `block_n` / 2), still taking
+    /// every ping-pong turn. Under a causal mask with tiles as tall as the key blocks that is
+    /// the first consumer's diagonal block; with a key tail, every consumer's last block when
+    /// the tail is at most half a block. Needs `overlap` and a `block_n` whose half is whole
+    /// k16 steps (a multiple of 32).
+    pub half_last: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -298,6 +305,8 @@ pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
 /// loop state): ptxas failed to compile a 128-accumulator wgmma under a 128-register cap and
 /// asked for 158.
 pub const WGMMA_OPERAND_REGISTERS: u32 = 32;
+/// `half_last` splits a key block in two halves of whole k16 steps: block_n a multiple of 32.
+pub const HALF_LAST_BLOCK_N_MULTIPLE: u32 = 32;
 /// The one head dim `rowsum_mma` builds for: V is one 64-column block, the ones tile the next.
 pub const ROWSUM_MMA_HEAD_DIM: usize = 64;
 /// Largest head dim whose tuning space includes `exp2_poly` (see [`KernelSpec::space`]).
@@ -399,6 +408,7 @@ impl KernelConfig {
                     ("o_passes", c.o_passes.to_string()),
                     ("o_in_q", u32::from(c.o_in_q).to_string()),
                     ("rowsum_mma", u32::from(c.rowsum_mma).to_string()),
+                    ("half_last", u32::from(c.half_last).to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -477,6 +487,7 @@ impl KernelConfig {
                     "o_passes" => c.o_passes = num,
                     "o_in_q" => c.o_in_q = num != 0,
                     "rowsum_mma" => c.rowsum_mma = num != 0,
+                    "half_last" => c.half_last = num != 0,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -750,6 +761,14 @@ impl KernelSpec {
                          V's one) and warp_specialized=1; or set rowsum_mma=0"
                     ));
                 }
+                if c.half_last && !(c.overlap && c.block_n.is_multiple_of(HALF_LAST_BLOCK_N_MULTIPLE)) {
+                    return Err(format!(
+                        "half_last=1 needs overlap=1 (the half block is the pipelined consumer's) and a block_n that is \
+                         a multiple of {HALF_LAST_BLOCK_N_MULTIPLE} (half a block is whole k16 steps of P·V), not {}; or \
+                         set half_last=0",
+                        c.block_n
+                    ));
+                }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
@@ -854,7 +873,8 @@ impl KernelSpec {
                                 {
                                     let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q] =
                                         [0, 1, 2, 3, 4, 5, 6, 7, 8].map(|b| bits & (1 << b) != 0);
-                                    v.extend(rowsums.iter().map(|&rowsum_mma| {
+                                    let tails = rowsums.iter().flat_map(|&r| [false, true].map(move |h| (r, h)));
+                                    v.extend(tails.map(|(rowsum_mma, half_last)| {
                                         KernelConfig::Wgmma(WgmmaConfig {
                                             block_n,
                                             stages,
@@ -873,6 +893,7 @@ impl KernelSpec {
                                             o_passes,
                                             o_in_q,
                                             rowsum_mma,
+                                            half_last,
                                             trace: false,
                                         })
                                     }));
@@ -950,6 +971,7 @@ fn short_key(key: &str) -> &str {
         "o_passes" => "op",
         "o_in_q" => "oq",
         "rowsum_mma" => "rs",
+        "half_last" => "hl",
         "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -1018,10 +1040,10 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        // block_n, stages, consumers, loads, the nine switches, lazy_rescale and (hd > 64)
-        // o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 512 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 512 * 4 * 2 * 2);
+        // block_n, stages, consumers, loads, the nine switches, lazy_rescale, half_last and
+        // (hd > 64) o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 512 * 2 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 512 * 4 * 2 * 2 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -1079,6 +1101,7 @@ mod tests {
                 o_passes: 1,
                 o_in_q: false,
                 rowsum_mma: false,
+                half_last: false,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1099,7 +1122,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1126,11 +1149,11 @@ mod tests {
         let spec = wgmma(128, 2, 2, 128);
         assert_eq!(
             spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0"
         );
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1196,7 +1219,7 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0"));
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1214,7 +1237,7 @@ mod tests {
         assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
         let tested = spec("overlap=1,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0"));
+        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
         assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
@@ -1262,7 +1285,7 @@ mod tests {
         let halved = spec(256, "o_passes=2");
         assert_eq!(halved.dynamic_smem_bytes(), 230400);
         assert!(halved.validate(Arch::Sm90a).is_ok());
-        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0"));
+        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0"));
         assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
         // hd64 is one column block.
         let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
@@ -1277,6 +1300,30 @@ mod tests {
     }
 
     #[test]
+    fn half_last_needs_the_pipelined_consumer_and_whole_k16_halves() {
+        let spec = |levers: &str| KernelSpec {
+            config: KernelConfig::Wgmma(crate::defaults::wgmma(128)).with_overrides(levers).expect("levers"),
+            dtype: Dtype::Bf16,
+            head_dim: 128,
+        };
+        // 128 keys: two halves of 64, four k16 steps each.
+        let on = spec("half_last=1,block_n=128");
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_rs0_hl1"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_HALF_LAST".to_string(), "1".to_string())));
+        // No shared memory: the half is of the same stage.
+        assert_eq!(on.dynamic_smem_bytes(), spec("half_last=0,block_n=128").dynamic_smem_bytes());
+        assert!(spec("half_last=1,block_n=192").validate(Arch::Sm90a).is_ok());
+        // 176 keys halve into 88, not whole k16 steps; 80 into 40.
+        for levers in ["half_last=1,block_n=176", "half_last=1,block_n=80"] {
+            let err = spec(levers).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("a multiple of 32"), "{levers}: {err}");
+        }
+        let err = spec("half_last=1,block_n=128,overlap=0,pingpong=0").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("half_last=1 needs overlap=1"), "{err}");
+    }
+
+    #[test]
     fn rowsum_mma_is_hd64_warp_specialised_with_a_ones_tile() {
         let spec = |levers: &str, d: usize| KernelSpec {
             config: KernelConfig::Wgmma(crate::defaults::wgmma(d)).with_overrides(levers).expect("levers"),
@@ -1285,7 +1332,7 @@ mod tests {
         };
         let on = spec("rowsum_mma=1", 64);
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_oq0_rs1"), "{}", on.name());
+        assert!(on.name().ends_with("_oq0_rs1_hl0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_ROWSUM_MMA".to_string(), "1".to_string())));
         // The ones tile is one V stage: 128 keys x 64 columns x 2 bytes.
         assert_eq!(on.dynamic_smem_bytes() - spec("rowsum_mma=0", 64).dynamic_smem_bytes(), 128 * 64 * 2);
@@ -1309,7 +1356,7 @@ mod tests {
         let in_q = spec("o_in_q=1");
         assert_eq!(in_q.dynamic_smem_bytes(), 230400);
         assert!(in_q.validate(Arch::Sm90a).is_ok());
-        assert!(in_q.name().ends_with("_op1_oq1_rs0"));
+        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0"));
         assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
         assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
         assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
@@ -1464,12 +1511,13 @@ mod tests {
                 o_passes: 1,
                 o_in_q: false,
                 rowsum_mma: false,
+                half_last: false,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

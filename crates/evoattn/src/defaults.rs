@@ -92,6 +92,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         o_passes: 1,
         o_in_q: false,
         rowsum_mma: false,
+        half_last: false,
         trace: false,
     }
 }
@@ -145,7 +146,7 @@ const THREE_CONSUMER_TILE_COST: f64 = 1.31;
 /// ([`three_consumers_pay`]): those were measured with it.
 pub const RING_TEST_MAX_HEAD_DIM: usize = 64;
 /// Most keys of a "short" causal problem, per head dim (64, 128): up to these, causal tiles
-/// take 128-key blocks on persistent blocks, with a 3-stage ring at hd64. See [`for_problem`].
+/// take 128-key blocks on persistent blocks. See [`for_problem`].
 /// hd64 2k moved to the dynamic tiles of [`DYNAMIC_CAUSAL_MAX_KEYS`] with three consumers:
 /// 8,32,2048,64 339.7/342.4 against 366.2/363.0 µs top-left, 339.7/340.0 against 360.4/359.3
 /// bottom-right; at 1k and 512 they lose, 238.2 against 214.5 and 162.9 against 142.6 (graph,
@@ -155,6 +156,17 @@ pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 1024), (128, 1024)]
 /// ([`SHORT_CAUSAL_MAX_KEYS`]) run persistent blocks that claim their tiles from a counter
 /// (`dynamic_tiles`). See [`for_problem`].
 pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 8192), (128, 4096)];
+/// Largest head dim whose causal problems on claimed tiles ([`DYNAMIC_CAUSAL_MAX_KEYS`]) take
+/// `half_last`. With three consumers (192-row tiles, 128-key blocks) the last key block of a
+/// tile is empty or half empty for one or two of the three consumers. Against the planner's
+/// configs (ABBA x2, graph, H100, `bench/results/2026-11-24-s21-half-last-ab.txt`):
+/// 8,32,2048,64 -1.8%, 4,32,4096,64 -1.2%, disjoint spreads. Not on the short causal configs
+/// (two consumers, static tiles): 512 +5.7%, 1k +3.4%. There one consumer's diagonal block is
+/// halved, but the two consumers then run different copies of the block code at once, and the
+/// kernel's code is 70% longer (3931 against 2321 instructions); its loop is 711 instructions
+/// against 692. At hd128 (168 registers with a 128-wide S and O) and hd256, ptxas serialises
+/// the wgmmas of the half steps (the resource gate's C7511).
+pub const HALF_LAST_MAX_HEAD_DIM: usize = 64;
 /// Most keys for which unmasked persistent `wgmma` blocks take two consumer warpgroups instead
 /// of the head dim's default (see [`for_problem`]).
 pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
@@ -210,8 +222,7 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 /// - A grid under half the SMs (128-row tiles), hd <= 64: one consumer warpgroup (64-row
 ///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
 ///   (S=512) 10.3 against 13.5 µs and 10.6 against 14.1.
-/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, a 3-stage ring (hd64),
-///   persistent blocks. A causal tile of a short problem has 1-8 key blocks, the diagonal
+/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, persistent blocks. A causal tile of a short problem has 1-8 key blocks, the diagonal
 ///   one masked: smaller blocks waste less on the diagonal, the deeper ring and the next
 ///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k: 50.5,
 ///   65.0 against 64.7, 84.8 µs (2k, 100.0 against 123.0, now takes dynamic tiles); hd128 S=512/1k: 39.9, 47.7 (a third stage at
@@ -219,7 +230,10 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   tile, which the third took: 144.8 against 158.8 µs (16,16,1024,128, graph). hd256 took
 ///   persistent blocks at 1k until TMA stores, whose staging tile does not fit beside its ring:
 ///   one tile per block with them, 150.9/151.8 against 156.8/156.7 µs (16,8,1024,256, two
-///   sweeps, `bench/results/2026-11-23-s10-tma-store-sweeps.txt`).
+///   sweeps, `bench/results/2026-11-23-s10-tma-store-sweeps.txt`). hd64 took a third stage
+///   until the mask became one compare a score (session 20); since, two measure faster (ABBA
+///   x4, graph, `bench/results/2026-11-24-s20-short-causal-levers.txt`): 32,32,512,64 -0.4%,
+///   16,32,1024,64 -0.5%.
 /// - hd256 up to [`NARROW_MAX_KEYS_WIDE_HEADS`] keys unmasked and [`NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS`]
 ///   causal: 64-key blocks on persistent blocks, O staged for the TMA stores in two column
 ///   passes ([`WIDE_O_PASSES`]). One tile per block spends about a fifth of each tile's time
@@ -309,10 +323,8 @@ pub fn for_problem(
         // Past the narrow keys (the branch above took the shorter ones).
         WgmmaConfig { persistent: true, o_in_q: true, ..c }
     } else if causal && shape.sk <= short_causal_keys {
-        let stages = if shape.d > 64 { c.stages } else { 3 };
         WgmmaConfig {
             block_n: SHORT_BLOCK_N,
-            stages,
             persistent: true,
             consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
             ring_test: shape.d <= RING_TEST_MAX_HEAD_DIM,
@@ -320,7 +332,8 @@ pub fn for_problem(
         }
     } else if causal && shape.sk <= dynamic_causal_keys {
         let ring_test = shape.d <= RING_TEST_MAX_HEAD_DIM;
-        WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ring_test, ..c }
+        let half_last = shape.d <= HALF_LAST_MAX_HEAD_DIM;
+        WgmmaConfig { block_n: SHORT_BLOCK_N, persistent: true, dynamic_tiles: true, ring_test, half_last, ..c }
     } else if causal && wide_ring && shape.d <= PERSISTENT_MAX_HEAD_DIM && tiles >= sm_count as usize {
         WgmmaConfig { persistent: true, dynamic_tiles: true, o_passes: WIDE_O_PASSES, ..c }
     } else if !causal && shape.d <= PERSISTENT_MAX_HEAD_DIM && !(wide_ring && tiles < sm_count as usize) {
@@ -610,9 +623,9 @@ mod tests {
         use crate::problem::{Layout, Problem, Shape};
         let causal =
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
-        // hd64 up to 1k keys: 128-key blocks, 3 stages, persistent.
+        // hd64 up to 1k keys: 128-key blocks, 2 stages, persistent.
         let c = wgmma_for(&causal(16, 32, 1024, 64));
-        assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 3, true, 2));
+        assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 2, true, 2));
         // hd128 keeps two stages, which leave room for the TMA stores' staging tile.
         let c = wgmma_for(&causal(32, 16, 512, 128));
         assert_eq!((c.block_n, c.stages, c.persistent, c.tma_store), (128, 2, true, true));
@@ -657,8 +670,9 @@ mod tests {
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
         // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks, testing the
-        // ring; 16k one tile per block.
-        let tested = WgmmaConfig { ring_test: true, rowsum_mma: true, ..dynamic(wgmma(64)) };
+        // ring, halving the last key block where a consumer's rows see none of its second half;
+        // 16k one tile per block.
+        let tested = WgmmaConfig { ring_test: true, rowsum_mma: true, half_last: true, ..dynamic(wgmma(64)) };
         assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), tested);
         assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), tested);
         assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), tested);
@@ -674,6 +688,10 @@ mod tests {
         // Short causal problems keep the static order; unmasked problems never claim.
         assert!(!wgmma_for(&causal(16, 32, 1024, 64)).dynamic_tiles);
         assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);
+        // The half last block is hd64's on claimed tiles only (two consumers on static tiles
+        // lost with it; at hd128 ptxas serialises its wgmmas).
+        assert!(!wgmma_for(&causal(16, 32, 1024, 64)).half_last && !wgmma_for(&causal(4, 16, 4096, 128)).half_last);
+        assert!(!wgmma_for(&causal(1, 32, 16384, 64)).half_last);
     }
 
     #[test]

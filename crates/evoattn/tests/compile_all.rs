@@ -243,7 +243,10 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // dim with it, at the same ring depth and key blocks (and hd256's 80), without those two.
     // The row sums on the tensor cores (hd64 only) change P·V's width and the softmax's sums:
     // every pipeline and consumer count with them, at the lazy rescale's ring depth and key
-    // blocks, without the lazy rescale and O in the Q rows.
+    // blocks, without the lazy rescale and O in the Q rows. The half last block changes the
+    // pipelined consumer's last steps: every pipeline, consumer count and head dim with it, at
+    // the same ring depth and key blocks, without the lazy rescale, the split tail and O's
+    // staging passes or Q rows (whose epilogues it does not touch).
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             // Off the 2-stage MUFU ring of these key blocks.
@@ -255,7 +258,8 @@ fn the_wgmma_space_compiles_for_sm90a() {
                 || (c.ring_test && (narrow || c.lazy_rescale || c.split_tail))
                 || (c.o_passes > 1 && (off_ring(&[64, 128, 176]) || c.lazy_rescale || c.ring_test))
                 || (c.o_in_q && (off_ring(&[64, 80, 128, 176]) || c.lazy_rescale || c.ring_test))
-                || (c.rowsum_mma && (narrow || c.lazy_rescale || c.o_in_q));
+                || (c.rowsum_mma && (narrow || c.lazy_rescale || c.o_in_q))
+                || (c.half_last && (narrow || c.lazy_rescale || c.split_tail || c.o_passes > 1 || c.o_in_q));
             !left_out
         }
         _ => true,

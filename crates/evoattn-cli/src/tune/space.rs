@@ -36,6 +36,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("o_passes", nums(&WgmmaConfig::O_PASSES)),
             ("o_in_q", nums(&[0, 1])),
             ("rowsum_mma", nums(&[0, 1])),
+            ("half_last", nums(&[0, 1])),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),

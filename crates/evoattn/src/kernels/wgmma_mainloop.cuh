@@ -126,9 +126,29 @@ static_assert(KV_STAGE_BYTES < (1 << 20) && TILE_BYTES(BM) < (1 << 20), "mbarrie
 // The A fragments of P·V: P (64 x BN) as 16-bit pairs, PV_STEPS k16 slices of 4 registers.
 typedef u32 PFrag[PV_STEPS][4];
 
+// half_last=1 (overlap=1): a consumer whose rows see none of the second half of its tile's last
+// key block computes only the first HALF_BN columns of it (Q·Kᵀ, softmax and P·V). Under a
+// causal mask with BM = BN that is the first consumer's diagonal block: at hd64 512 causal 1 of
+// every 5 consumer blocks. The helpers below take the columns they cover as NC (BN or HALF_BN);
+// the registers stay BN wide and the upper half is left untouched. Off, HALF_BN is BN, so the
+// half steps are the whole ones (and every BN compiles, not only those with whole k16 halves).
+#define HALF_LAST EVOATTN_HALF_LAST
+#define HALF_BN (HALF_LAST ? BN / 2 : BN)
+static_assert(!HALF_LAST || HALF_BN % 16 == 0, "half a key block is whole k16 steps of P·V");
+static_assert(!HALF_LAST || EVOATTN_OVERLAP, "the half block is the pipelined consumer's");
+
+// The first N of an array's registers, as an array of its own (the wgmma wrappers take exactly
+// their N/2 accumulators).
+template <int N, int M>
+__device__ __forceinline__ float (&first_regs(float (&a)[M]))[N] {
+    static_assert(N <= M, "a prefix of the array");
+    return *reinterpret_cast<float(*)[N]>(&a[0]);
+}
+
 // Issues S(64 x BN) = Q(64 rows at `q_rows` x D) · K_tileᵀ from zero, as one commit group;
 // `wgmma_wait` completes it. Q and K are K-major (d contiguous): the k16 step ks is column
 // block ks/4, 32 bytes per step inside it.
+template <int NC = BN>
 __device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const unsigned char* q_rows, const SmemTiles& sm,
                                          int stage) {
     const u64 q_desc = wgmma_desc(smem_addr(q_rows), 16, ATOM_BYTES);
@@ -140,16 +160,17 @@ __device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const unsigned char
         const u32 in_block = (ks % 4) * 32;
         const u64 a = wgmma_desc_advance(q_desc, (ks / 4) * BM * ROW_BYTES + in_block);
         const u64 b = wgmma_desc_advance(k_desc, (ks / 4) * BN * ROW_BYTES + in_block);
-        Wgmma<BN>::ss<0>(s, a, b, ks > 0 ? 1u : 0u);
+        Wgmma<NC>::ss<0>(first_regs<NC / 2>(s), a, b, ks > 0 ? 1u : 0u);
     }
     wgmma_commit();
 }
 
 // P from the S accumulators: columns 16kk..16kk+15 of S are n-chunks 2kk and 2kk+1, exactly
-// one A fragment.
+// one A fragment. NC: the columns S holds.
+template <int NC = BN>
 __device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 #pragma unroll
-    for (int kk = 0; kk < PV_STEPS; ++kk) {
+    for (int kk = 0; kk < NC / 16; ++kk) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) a[kk][j] = pack_float2(p[8 * kk + 2 * j], p[8 * kk + 2 * j + 1]);
     }
@@ -157,7 +178,8 @@ __device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 
 // Issues O(64 x D) += P(64 x BN) · V_tile(BN x D) as one commit group. V is [key][d], so B is
 // MN-major: k16 step kk is 16 key rows (2048 bytes) on; LBO steps across d's 64-column blocks
-// (BN rows apart), SBO across 8-key groups.
+// (BN rows apart), SBO across 8-key groups. NC: the keys of the stage P covers.
+template <int NC = BN>
 __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const SmemTiles& sm, int stage) {
     // With rowsum_mma the second 64-column block of B is the ones tile: LBO reaches it.
     const u32 lbo = ROWSUM_MMA ? (u32)(sm.ones() - sm.v(stage)) : BN * ROW_BYTES;
@@ -166,7 +188,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const Sme
     fence_operand(a);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < PV_STEPS; ++kk) {
+    for (int kk = 0; kk < NC / 16; ++kk) {
         const u64 b = wgmma_desc_advance(v_desc, kk * 16 * ROW_BYTES);
         Wgmma<PV_N>::rs<1>(o, a[kk], b, 1u);
     }

@@ -20,8 +20,10 @@ __device__ __forceinline__ float score_exp2(float x, int pair) {
 
 // Sets hidden entries of the raw scores S (keys past Sk, or past the causal diagonal) to the
 // value that becomes -inf once scaled (`hidden_score`). `row0` is the global row of this
-// thread's first row (g); `key0` the key block's first key. The scale is applied later, fused into
-// the exponent's FFMA (`softmax_step`), which saves one FP32 instruction per score.
+// thread's first row (g); `key0` the key block's first key; NC the block's columns S holds. The
+// scale is applied later, fused into the exponent's FFMA (`softmax_step`), which saves one FP32
+// instruction per score.
+template <int NC = BN>
 __device__ __forceinline__ void mask_scores(float (&s)[S_REGS], const AttnParams& p, int row0, int key0) {
     // Per row, the last visible column counted from this thread's first (key0 + 2t), so that each
     // score compares its compile-time column against it: one ISETP and one FSEL a score, where
@@ -35,7 +37,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[S_REGS], const AttnParams
         if (p.causal != 0) last[r] = min(last[r], row0 + 8 * r + p.causal_offset - first_key);
     }
 #pragma unroll
-    for (int i = 0; i < S_REGS; ++i) {
+    for (int i = 0; i < NC / 2; ++i) {
         const int column = (i / 4) * 8 + (i % 2);
         s[i] = column > last[(i / 2) % 2] ? hidden : s[i];
     }
@@ -43,20 +45,21 @@ __device__ __forceinline__ void mask_scores(float (&s)[S_REGS], const AttnParams
 
 // Masks key block j of tile `t` where the block needs it.
 // `j` is the key block (key_block: a piece's blocks start past 0).
+template <int NC = BN>
 __device__ __forceinline__ void mask_block(float (&s)[S_REGS], const AttnParams& p, const WorkTile& t, int row0,
                                            int j) {
-    if (needs_mask(t, j)) mask_scores(s, p, row0, j * BN);
+    if (needs_mask(t, j)) mask_scores<NC>(s, p, row0, j * BN);
 }
 
 // Per row (r = 0, 1), the largest raw score (POSITIVE_SCALE) or the smallest: the one that is
-// largest once scaled. Reduced across the quad.
-template <bool POSITIVE_SCALE>
+// largest once scaled, over the first NC columns. Reduced across the quad.
+template <bool POSITIVE_SCALE, int NC>
 __device__ __forceinline__ void row_extremes(const float (&s)[S_REGS], float (&ext)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float x = s[2 * r];
 #pragma unroll
-        for (int i = 0; i < S_REGS / 4; ++i) {
+        for (int i = 0; i < NC / 8; ++i) {
             x = score_extreme(x, score_extreme(s[4 * i + 2 * r], s[4 * i + 2 * r + 1], POSITIVE_SCALE), POSITIVE_SCALE);
         }
         ext[r] = quad_extreme(x, POSITIVE_SCALE);
@@ -78,6 +81,8 @@ __device__ __forceinline__ void row_extremes(const float (&s)[S_REGS], float (&e
 // LAZY_RESCALE, where the max moves only when a row's new one exceeds it by
 // RESCALE_SLACK_LOG2 and a row that kept its max has the factor 1). Apart from it so that a
 // pipelined loop can compute probabilities while the previous P·V still accumulates into O.
+// NC: the columns S holds.
+template <int NC = BN>
 __device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, float (&correction)[2],
                                              float scale_log2) {
     // Both rows' extremes in one uniform branch (not a select per score, which ptxas predicates
@@ -85,9 +90,9 @@ __device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, f
     // interleaving with row 0's exponentials).
     float ext[2];
     if (scale_log2 > 0.f) {
-        row_extremes<true>(s, ext);
+        row_extremes<true, NC>(s, ext);
     } else {
-        row_extremes<false>(s, ext);
+        row_extremes<false, NC>(s, ext);
     }
 #if LAZY_RESCALE
     // A row's quad holds the same max and extreme, so its 4 lanes decide alike. -inf + slack
@@ -113,7 +118,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, f
         st.m[r] = mx;
         float sum = 0.f;
 #pragma unroll
-        for (int i = 0; i < S_REGS / 4; ++i) {
+        for (int i = 0; i < NC / 8; ++i) {
             s[4 * i + 2 * r] = score_exp2(fmaf(s[4 * i + 2 * r], scale_log2, -base), i);
             s[4 * i + 2 * r + 1] = score_exp2(fmaf(s[4 * i + 2 * r + 1], scale_log2, -base), i);
             if (!ROWSUM_MMA) sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];

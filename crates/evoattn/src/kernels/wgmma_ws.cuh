@@ -251,25 +251,43 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
 #if EVOATTN_OVERLAP
     float s[S_REGS];
     PFrag pf;
-    // Block 0: S alone, then its softmax (O is still zero: no rescale).
-    mbarrier_wait(&b.k_full[stage(0)], round_parity(g0));
-    trace.mark(TRACE_KV_READY);
-    turns.begin();
-    trace.mark(TRACE_TURN);
-    issue_qk(s, q_rows, sm, stage(0));
-    turns.end();
-    trace.mark(TRACE_ISSUED);
-    wgmma_wait<0>();
-    fence_operand(s);
-    trace.mark(TRACE_S_DONE);
-    release(&b.k_empty[stage(0)]);
-    if (t.n_blocks == 1) release_q(b);
-    mask_block(s, p, t, row0, key_block(t, 0));
     float correction[2];
-    softmax_step(s, st, correction, p.scale_log2);
-    trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
-    pack_p(pf, s);
-    trace.mark(TRACE_PACKED);
+    // The steps take `half` (half_last: the block's first HALF_BN columns) as a constant at
+    // each call, so each inlined copy keeps one width (NVRTC has no generic lambdas in device
+    // code).
+    // Block 0: S alone, then its softmax (O is still zero: no rescale).
+    auto first_block = [&](bool half) {
+        mbarrier_wait(&b.k_full[stage(0)], round_parity(g0));
+        trace.mark(TRACE_KV_READY);
+        turns.begin();
+        trace.mark(TRACE_TURN);
+        if (half) {
+            issue_qk<HALF_BN>(s, q_rows, sm, stage(0));
+        } else {
+            issue_qk<BN>(s, q_rows, sm, stage(0));
+        }
+        turns.end();
+        trace.mark(TRACE_ISSUED);
+        wgmma_wait<0>();
+        fence_operand(s);
+        trace.mark(TRACE_S_DONE);
+        release(&b.k_empty[stage(0)]);
+        if (t.n_blocks == 1) release_q(b);
+        if (half) {
+            mask_block<HALF_BN>(s, p, t, row0, key_block(t, 0));
+            softmax_step<HALF_BN>(s, st, correction, p.scale_log2);
+        } else {
+            mask_block<BN>(s, p, t, row0, key_block(t, 0));
+            softmax_step<BN>(s, st, correction, p.scale_log2);
+        }
+        trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
+        if (half) {
+            pack_p<HALF_BN>(pf, s);
+        } else {
+            pack_p<BN>(pf, s);
+        }
+        trace.mark(TRACE_PACKED);
+    };
     // ring_test=1: whether the stages that key block j's turn reads have landed (K(j) and
     // V(j - 1)), tested without blocking while the previous P·V completes; the turn then waits
     // only on a stage whose test failed. Otherwise (false) the turn waits on both.
@@ -277,16 +295,21 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     auto test_v = [&](int j) {
         return RING_TEST && mbarrier_test_wait(&b.v_full[stage(j - 1)], round_parity(g0 + j - 1));
     };
-    bool k_landed = test_k(1), v_landed = test_v(1);
-    for (int j = 1; j < t.n_blocks; ++j) {
+    bool k_landed, v_landed;
+    // Key block j >= 1 with block j - 1's P·V, which is whole.
+    auto next_block = [&](bool half, int j) {
         const int ks = stage(j), vs = stage(j - 1);
         if (!k_landed) mbarrier_wait(&b.k_full[ks], round_parity(g0 + j));
         if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + j - 1));
         trace.mark(TRACE_KV_READY);
         turns.begin();
         trace.mark(TRACE_TURN);
-        issue_qk(s, q_rows, sm, ks);
-        issue_pv(o, pf, sm, vs);
+        if (half) {
+            issue_qk<HALF_BN>(s, q_rows, sm, ks);
+        } else {
+            issue_qk<BN>(s, q_rows, sm, ks);
+        }
+        issue_pv<BN>(o, pf, sm, vs);
         turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
@@ -294,8 +317,14 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
-        mask_block(s, p, t, row0, key_block(t, j));
-        const bool rescale = softmax_step(s, st, correction, p.scale_log2);
+        bool rescale;
+        if (half) {
+            mask_block<HALF_BN>(s, p, t, row0, key_block(t, j));
+            rescale = softmax_step<HALF_BN>(s, st, correction, p.scale_log2);
+        } else {
+            mask_block<BN>(s, p, t, row0, key_block(t, j));
+            rescale = softmax_step<BN>(s, st, correction, p.scale_log2);
+        }
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         k_landed = test_k(j + 1);
         v_landed = test_v(j + 1);
@@ -305,22 +334,64 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_PV_DONE);
         release(&b.v_empty[vs]);
         if (rescale) rescale_output(o, correction);
-        pack_p(pf, s);
+        if (half) {
+            pack_p<HALF_BN>(pf, s);
+        } else {
+            pack_p<BN>(pf, s);
+        }
         trace.mark(TRACE_PACKED);
+    };
+    // The last key block's P·V.
+    auto last_pv = [&](bool half) {
+        const int vs = stage(t.n_blocks - 1);
+        if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
+        trace.mark(TRACE_KV_READY);
+        turns.begin();
+        trace.mark(TRACE_TURN);
+        if (half) {
+            issue_pv<HALF_BN>(o, pf, sm, vs);
+        } else {
+            issue_pv<BN>(o, pf, sm, vs);
+        }
+        turns.end();
+        trace.mark(TRACE_ISSUED);
+        wgmma_wait<0>();
+        fence_operand(o);
+        fence_operand(pf);
+        trace.mark(TRACE_PV_DONE);
+        release(&b.v_empty[vs]);
+    };
+    // half_last: these rows see no key in the second half of the last block (warp-uniform: the
+    // same for the consumer's 64 rows). Every turn is still taken, so ping-pong is unchanged.
+    // The loop leaves the last block to the code after it, which is where `half` is read: kept
+    // live through the loop, it cost 36 instructions a block (address arithmetic ptxas no
+    // longer hoisted).
+    auto half_last = [&]() {
+        return HALF_LAST && block_key_end(p, t.m0 + c * WG_ROWS, WG_ROWS) <=
+                                key_block(t, t.n_blocks - 1) * BN + HALF_BN;
+    };
+    if (t.n_blocks == 1 && half_last()) {
+        first_block(true);
+    } else {
+        first_block(false);
     }
-    const int vs = stage(t.n_blocks - 1);
-    if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
-    trace.mark(TRACE_KV_READY);
-    turns.begin();
-    trace.mark(TRACE_TURN);
-    issue_pv(o, pf, sm, vs);
-    turns.end();
-    trace.mark(TRACE_ISSUED);
-    wgmma_wait<0>();
-    fence_operand(o);
-    fence_operand(pf);
-    trace.mark(TRACE_PV_DONE);
-    release(&b.v_empty[vs]);
+    k_landed = test_k(1);
+    v_landed = test_v(1);
+    const int loop_end = HALF_LAST ? t.n_blocks - 1 : t.n_blocks;
+    for (int j = 1; j < loop_end; ++j) next_block(false, j);
+    const bool half = half_last();
+    if (HALF_LAST && t.n_blocks > 1) {
+        if (half) {
+            next_block(true, t.n_blocks - 1);
+        } else {
+            next_block(false, t.n_blocks - 1);
+        }
+    }
+    if (half) {
+        last_pv(true);
+    } else {
+        last_pv(false);
+    }
 #else
     for (int j = 0; j < t.n_blocks; ++j) {
         float s[S_REGS];
