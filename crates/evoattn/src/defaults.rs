@@ -164,8 +164,9 @@ pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 8192), (128, 4096
 /// (two consumers, static tiles): 512 +5.7%, 1k +3.4%. There one consumer's diagonal block is
 /// halved, but the two consumers then run different copies of the block code at once, and the
 /// kernel's code is 70% longer (3931 against 2321 instructions); its loop is 711 instructions
-/// against 692. At hd128 (168 registers with a 128-wide S and O) and hd256, ptxas serialises
-/// the wgmmas of the half steps (the resource gate's C7511).
+/// against 692. At hd128 on claimed tiles (168 registers with a 128-wide S and O; its short
+/// static configs compile clean) and at hd256, ptxas serialises the wgmmas of the half steps
+/// (the resource gate's C7511).
 pub const HALF_LAST_MAX_HEAD_DIM: usize = 64;
 /// Most keys for which unmasked persistent `wgmma` blocks take two consumer warpgroups instead
 /// of the head dim's default (see [`for_problem`]).
@@ -222,9 +223,10 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 /// - A grid under half the SMs (128-row tiles), hd <= 64: one consumer warpgroup (64-row
 ///   tiles, twice the blocks), 128-key blocks, no ping-pong: seed shapes B=1,H=8 and B=2,H=8
 ///   (S=512) 10.3 against 13.5 µs and 10.6 against 14.1.
-/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, persistent blocks. A causal tile of a short problem has 1-8 key blocks, the diagonal
-///   one masked: smaller blocks waste less on the diagonal, the deeper ring and the next
-///   tile's loads under this one's epilogue fill the short main loop. hd64 S=512/1k: 50.5,
+/// - Causal, short (up to [`SHORT_CAUSAL_MAX_KEYS`]): 128-key blocks, persistent blocks. A
+///   causal tile of a short problem has 1-8 key blocks, the diagonal one masked: smaller
+///   blocks waste less on the diagonal, and the next tile's loads under this one's epilogue
+///   fill the short main loop (measured with a third stage at hd64, since dropped: below). hd64 S=512/1k: 50.5,
 ///   65.0 against 64.7, 84.8 µs (2k, 100.0 against 123.0, now takes dynamic tiles); hd128 S=512/1k: 39.9, 47.7 (a third stage at
 ///   1k) against 48.6, 62.0. At hd128 1k two stages leave room for the TMA stores' staging
 ///   tile, which the third took: 144.8 against 158.8 µs (16,16,1024,128, graph). hd256 took
