@@ -252,7 +252,7 @@ fn wgmma_half_last_is_correct_on_hopper() {
     let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
     assert_passed_with(
         &out,
-        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1_op1_oq0_rs1_hl1",
+        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1_op1_oq0_rs1_hl1_mc0",
         "the planner's hd64 causal 2k config",
     );
 }
@@ -364,6 +364,53 @@ fn wgmma_split_tail_is_correct_on_hopper() {
     ]);
     let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success() && text.contains("causal tiles differ in length"), "{text}");
+}
+
+#[test]
+fn wgmma_multicast_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // Clusters of two blocks, each loading half of every K and V block for both: static
+    // persistent tiles of one, two and three consumers (rings that wrap across tiles, rounds
+    // with fewer tiles than blocks), hd256 with O in the Q rows, and one tile a block (the grid
+    // scheduler); key tails of under and over half a block, GQA, Sq != Sk, both layouts. Every
+    // shape has an even count of query tiles a head at its consumer count.
+    let shapes = ["2,8,1000,64,2,1100", "4,4,512,128,4,77", "1,8,256,128,2,1500"];
+    let with_hd256 = [&shapes[..], &["3,2,512,256,1,300"]].concat();
+    for (config, shapes) in [
+        ("persistent=1,block_n=128,consumer_warpgroups=2,multicast=1", &shapes[..]),
+        ("persistent=1,block_n=64,consumer_warpgroups=1,pingpong=0,multicast=1", &shapes[..]),
+        ("persistent=0,multicast=1", &with_hd256[..]),
+    ] {
+        assert_passed_with(&check_unmasked(shapes, &["--layout", "all", "--config", config]), "_mc1", config);
+    }
+    let wide = ["3,4,768,64,2,1000", "2,2,384,64"];
+    let config = "persistent=1,block_n=128,consumer_warpgroups=3,rowsum_mma=1,multicast=1";
+    assert_passed_with(&check_unmasked(&wide, &["--config", config]), "_mc1", config);
+    let config = "persistent=1,block_n=80,o_in_q=1,multicast=1";
+    assert_passed_with(&check_unmasked(&["2,8,1024,256", "1,4,256,256,2,300"], &["--config", config]), "_mc1", config);
+    // A cluster's tiles must see the same key blocks, and pair up within a head: refused, with
+    // the reason, not run.
+    for (shape, causal, reason) in [
+        ("1,4,512,64", "top-left", "causal tiles see different key blocks"),
+        ("1,4,640,64", "none", "640 query rows make an odd count"),
+    ] {
+        let out = evoattn(&[
+            "check",
+            "--impl",
+            "wgmma",
+            "--shape",
+            shape,
+            "--causal",
+            causal,
+            "--config",
+            "persistent=1,block_n=128,consumer_warpgroups=2,multicast=1",
+        ]);
+        let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success() && text.contains(reason), "{shape} {causal}: {text}");
+    }
 }
 
 #[test]

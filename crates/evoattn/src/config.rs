@@ -284,6 +284,13 @@ pub struct WgmmaConfig {
     /// the tail is at most half a block. Needs `overlap` and a `block_n` whose half is whole
     /// k16 steps (a multiple of 32).
     pub half_last: bool,
+    /// Blocks run in clusters of two that take adjacent query tiles of one head, and each
+    /// block's producer loads half of every K and V block and multicasts it to both, which
+    /// halves the K/V bytes L2 sends the SMs (at 128-row tiles about 6 TB/s on long rows).
+    /// Needs `warp_specialized` and static tiles (not `dynamic_tiles` or `split_tail`); unmasked
+    /// problems whose heads have an even number of query tiles (both blocks of a cluster visit
+    /// the same key blocks).
+    pub multicast: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -305,6 +312,9 @@ pub const MAX_REGISTERS_PER_THREAD: u32 = 255;
 /// loop state): ptxas failed to compile a 128-accumulator wgmma under a 128-register cap and
 /// asked for 158.
 pub const WGMMA_OPERAND_REGISTERS: u32 = 32;
+/// Blocks of a `multicast` cluster (the kernel's `__cluster_dims__`): each loads half of every
+/// K and V block for both.
+pub const MULTICAST_CLUSTER_BLOCKS: u32 = 2;
 /// `half_last` splits a key block in two halves of whole k16 steps: block_n a multiple of 32.
 pub const HALF_LAST_BLOCK_N_MULTIPLE: u32 = 32;
 /// The one head dim `rowsum_mma` builds for: V is one 64-column block, the ones tile the next.
@@ -332,6 +342,21 @@ impl WgmmaConfig {
 
     pub fn threads(&self) -> u32 {
         (self.consumer_warpgroups + u32::from(self.warp_specialized)) * WARPGROUP_THREADS
+    }
+
+    /// Blocks of a cluster: two with `multicast`, which each load half of every K and V block.
+    pub fn cluster_blocks(&self) -> u32 {
+        if self.multicast {
+            MULTICAST_CLUSTER_BLOCKS
+        } else {
+            1
+        }
+    }
+
+    /// Whether a head's query tiles (of `sq` rows) make whole clusters: a cluster's blocks take
+    /// adjacent tiles of one head.
+    pub fn clusters_fit(&self, sq: usize) -> bool {
+        sq.div_ceil(self.block_m() as usize).is_multiple_of(self.cluster_blocks() as usize)
     }
 
     /// Query rows per block: 64 per consumer warpgroup.
@@ -409,6 +434,7 @@ impl KernelConfig {
                     ("o_in_q", u32::from(c.o_in_q).to_string()),
                     ("rowsum_mma", u32::from(c.rowsum_mma).to_string()),
                     ("half_last", u32::from(c.half_last).to_string()),
+                    ("multicast", u32::from(c.multicast).to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -488,6 +514,7 @@ impl KernelConfig {
                     "o_in_q" => c.o_in_q = num != 0,
                     "rowsum_mma" => c.rowsum_mma = num != 0,
                     "half_last" => c.half_last = num != 0,
+                    "multicast" => c.multicast = num != 0,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -558,7 +585,7 @@ impl KernelSpec {
         match self.config {
             KernelConfig::Wgmma(c) if c.loads == Loads::Tma => Some(TensorMapRows {
                 q: Some(if c.o_in_q { WGMMA_ROWS_PER_WARPGROUP } else { c.block_m() }),
-                kv: c.block_n,
+                kv: c.block_n / c.cluster_blocks(),
                 o: c.tma_store.then_some(WGMMA_ROWS_PER_WARPGROUP),
             }),
             KernelConfig::Splitkv(c) if c.loads == Loads::Tma => {
@@ -600,7 +627,11 @@ impl KernelSpec {
                 let units = tiles.iter().product::<usize>() * shape.sk.div_ceil(c.block_n as usize);
                 [units.clamp(1, sm_count as usize), 1, 1]
             }
-            KernelConfig::Wgmma(c) if c.persistent => [tiles.iter().product::<usize>().min(sm_count as usize), 1, 1],
+            // A cluster's blocks take adjacent tiles: an even count of both.
+            KernelConfig::Wgmma(c) if c.persistent => {
+                let blocks = tiles.iter().product::<usize>().min(sm_count as usize);
+                [blocks - blocks % c.cluster_blocks() as usize, 1, 1]
+            }
             _ => tiles,
         }
     }
@@ -769,6 +800,12 @@ impl KernelSpec {
                         c.block_n
                     ));
                 }
+                if c.multicast && !(c.warp_specialized && !c.dynamic_tiles && !c.split_tail) {
+                    return Err("multicast=1 needs warp_specialized=1 (its producer multicasts K and V) and static \
+                                tiles, whole (dynamic_tiles=0, split_tail=0: a cluster's blocks take adjacent tiles \
+                                and visit the same key blocks); or set multicast=0"
+                        .into());
+                }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
@@ -867,12 +904,12 @@ impl KernelSpec {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
                                 let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
-                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..512u32)
+                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..1024u32)
                                     .flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
                                     .flat_map(|x| passes.iter().map(move |p| (x, p)))
                                 {
-                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q] =
-                                        [0, 1, 2, 3, 4, 5, 6, 7, 8].map(|b| bits & (1 << b) != 0);
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q, multicast] =
+                                        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(|b| bits & (1 << b) != 0);
                                     let tails = rowsums.iter().flat_map(|&r| [false, true].map(move |h| (r, h)));
                                     v.extend(tails.map(|(rowsum_mma, half_last)| {
                                         KernelConfig::Wgmma(WgmmaConfig {
@@ -894,6 +931,7 @@ impl KernelSpec {
                                             o_in_q,
                                             rowsum_mma,
                                             half_last,
+                                            multicast,
                                             trace: false,
                                         })
                                     }));
@@ -972,6 +1010,7 @@ fn short_key(key: &str) -> &str {
         "o_in_q" => "oq",
         "rowsum_mma" => "rs",
         "half_last" => "hl",
+        "multicast" => "mc",
         "trace" => "tr",
         "splits" => "sp",
         "key_warps" => "kw",
@@ -1040,14 +1079,14 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        // block_n, stages, consumers, loads, the nine switches, lazy_rescale, half_last and
+        // block_n, stages, consumers, loads, the ten switches, lazy_rescale, half_last and
         // (hd > 64) o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 512 * 2 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 512 * 4 * 2 * 2 * 2);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 1024 * 2 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 1024 * 4 * 2 * 2 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
-        assert!(valid.len() > wgmma.len() / 80 && valid.len() < wgmma.len() / 4, "{}", valid.len());
+        assert!(valid.len() > wgmma.len() / 160 && valid.len() < wgmma.len() / 4, "{}", valid.len());
         for loads in Loads::ALL {
             assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
         }
@@ -1102,6 +1141,7 @@ mod tests {
                 o_in_q: false,
                 rowsum_mma: false,
                 half_last: false,
+                multicast: false,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1122,7 +1162,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1149,11 +1189,11 @@ mod tests {
         let spec = wgmma(128, 2, 2, 128);
         assert_eq!(
             spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0"
         );
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1219,7 +1259,7 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0"));
+        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0_mc0"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1237,7 +1277,7 @@ mod tests {
         assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
         let tested = spec("overlap=1,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0"));
+        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0_mc0"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
         assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
@@ -1285,7 +1325,7 @@ mod tests {
         let halved = spec(256, "o_passes=2");
         assert_eq!(halved.dynamic_smem_bytes(), 230400);
         assert!(halved.validate(Arch::Sm90a).is_ok());
-        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0"));
+        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0_mc0"));
         assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
         // hd64 is one column block.
         let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
@@ -1300,6 +1340,41 @@ mod tests {
     }
 
     #[test]
+    fn multicast_clusters_pair_static_tiles_and_halve_the_kv_box() {
+        let spec = |levers: &str| KernelSpec {
+            config: KernelConfig::Wgmma(crate::defaults::wgmma(128)).with_overrides(levers).expect("levers"),
+            dtype: Dtype::Bf16,
+            head_dim: 128,
+        };
+        let on = spec("persistent=1,block_n=128,multicast=1");
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_hl0_mc1"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_MULTICAST".to_string(), "1".to_string())));
+        // Each block of the pair loads 64 of a key block's 128 rows; Q's and O's boxes stay.
+        let rows = on.tensor_map_rows().expect("tma");
+        assert_eq!((rows.q, rows.kv, rows.o), (Some(128), 64, Some(64)));
+        assert_eq!(spec("persistent=1,block_n=128").tensor_map_rows().expect("tma").kv, 128);
+        assert_eq!(on.dynamic_smem_bytes(), spec("persistent=1,block_n=128").dynamic_smem_bytes());
+        // 4 tiles a head pair up; 5 do not. 1000 rows are 8 tiles of 128 (the last one partial).
+        let KernelConfig::Wgmma(c) = on.config else { unreachable!() };
+        assert!(c.clusters_fit(512) && c.clusters_fit(1000) && !c.clusters_fit(640) && !c.clusters_fit(128));
+        // Persistent grids are whole clusters: 132 SMs, or fewer tiles.
+        let grid = |sq, sm| on.grid(&crate::problem::Shape::new(1, 2, sq, 128), 1, sm)[0];
+        assert_eq!((grid(16384, 132), grid(16384, 131), grid(512, 132)), (132, 130, 8));
+        // Without it nothing changes: one block a cluster, any tile count.
+        let KernelConfig::Wgmma(off) = spec("persistent=1,block_n=128").config else { unreachable!() };
+        assert!(off.clusters_fit(640) && off.cluster_blocks() == 1);
+        for refused in
+            ["warp_specialized=0,overlap=0,pingpong=0,multicast=1", "persistent=1,dynamic_tiles=1,multicast=1"]
+        {
+            let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("multicast=1 needs warp_specialized=1"), "{refused}: {err}");
+        }
+        let err = spec("persistent=1,split_tail=1,multicast=1").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("split_tail=0"), "{err}");
+    }
+
+    #[test]
     fn half_last_needs_the_pipelined_consumer_and_whole_k16_halves() {
         let spec = |levers: &str| KernelSpec {
             config: KernelConfig::Wgmma(crate::defaults::wgmma(128)).with_overrides(levers).expect("levers"),
@@ -1309,7 +1384,7 @@ mod tests {
         // 128 keys: two halves of 64, four k16 steps each.
         let on = spec("half_last=1,block_n=128");
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_rs0_hl1"), "{}", on.name());
+        assert!(on.name().ends_with("_rs0_hl1_mc0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_HALF_LAST".to_string(), "1".to_string())));
         // No shared memory: the half is of the same stage.
         assert_eq!(on.dynamic_smem_bytes(), spec("half_last=0,block_n=128").dynamic_smem_bytes());
@@ -1332,7 +1407,7 @@ mod tests {
         };
         let on = spec("rowsum_mma=1", 64);
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_oq0_rs1_hl0"), "{}", on.name());
+        assert!(on.name().ends_with("_oq0_rs1_hl0_mc0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_ROWSUM_MMA".to_string(), "1".to_string())));
         // The ones tile is one V stage: 128 keys x 64 columns x 2 bytes.
         assert_eq!(on.dynamic_smem_bytes() - spec("rowsum_mma=0", 64).dynamic_smem_bytes(), 128 * 64 * 2);
@@ -1356,7 +1431,7 @@ mod tests {
         let in_q = spec("o_in_q=1");
         assert_eq!(in_q.dynamic_smem_bytes(), 230400);
         assert!(in_q.validate(Arch::Sm90a).is_ok());
-        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0"));
+        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0_mc0"));
         assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
         assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
         assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
@@ -1512,12 +1587,13 @@ mod tests {
                 o_in_q: false,
                 rowsum_mma: false,
                 half_last: false,
+                multicast: false,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),

@@ -68,6 +68,13 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   instructions a key block include 34 for the rescale), but moving work in that chain is
 ///   not a sure gain: running the exponentials under the warpgroup's own P·V measured 3-8%
 ///   slower (`bench/results/2026-11-23-s12-intra-wg-overlap-ab.txt`).
+/// - `multicast` off, here and in [`for_problem`]: measured (session 22, the planner's
+///   unmasked configs without the split tail, ABBA, graph,
+///   `bench/results/2026-11-24-s22-multicast-ab.txt`): -1.3 to +4.0% where the planner has no
+///   split tail either (hd64 1k +4.0%, hd128 512 +1.4%, hd256 512 +3.7%, 16k -1.3%), and +2.8
+///   to +4.6% where it has (hd128 16k -0.5%). Halving the K/V bytes L2 sends does not pay:
+///   every SM still takes the whole block in, and the pair's stages refill only when both
+///   blocks released them.
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let (block_n, consumer_warpgroups) = match head_dim {
         d if d <= 64 => (128, 3),
@@ -93,6 +100,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         o_in_q: false,
         rowsum_mma: false,
         half_last: false,
+        multicast: false,
         trace: false,
     }
 }

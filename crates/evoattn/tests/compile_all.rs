@@ -246,7 +246,11 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // blocks, without the lazy rescale and O in the Q rows. The half last block changes the
     // pipelined consumer's last steps: every pipeline, consumer count and head dim with it, at
     // the same ring depth and key blocks, without the lazy rescale, the split tail and O's
-    // staging passes or Q rows (whose epilogues it does not touch).
+    // staging passes or Q rows (whose epilogues it does not touch). The K/V multicast changes
+    // the producer's loads, the stages' releases and the block's start and end: every pipeline
+    // (static tiles), consumer count and head dim with it, at the same ring depth and key
+    // blocks, with O staged in its own tile or the Q rows, without the lazy rescale, the ring
+    // tests, the row sums, the half block and O's staging passes (which it does not touch).
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             // Off the 2-stage MUFU ring of these key blocks.
@@ -259,7 +263,9 @@ fn the_wgmma_space_compiles_for_sm90a() {
                 || (c.o_passes > 1 && (off_ring(&[64, 128, 176]) || c.lazy_rescale || c.ring_test))
                 || (c.o_in_q && (off_ring(&[64, 80, 128, 176]) || c.lazy_rescale || c.ring_test))
                 || (c.rowsum_mma && (narrow || c.lazy_rescale || c.o_in_q))
-                || (c.half_last && (narrow || c.lazy_rescale || c.split_tail || c.o_passes > 1 || c.o_in_q));
+                || (c.half_last && (narrow || c.lazy_rescale || c.split_tail || c.o_passes > 1 || c.o_in_q))
+                || (c.multicast
+                    && (narrow || c.lazy_rescale || c.ring_test || c.rowsum_mma || c.half_last || c.o_passes > 1));
             !left_out
         }
         _ => true,

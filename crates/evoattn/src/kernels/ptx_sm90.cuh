@@ -7,6 +7,7 @@
 #include "ptx.cuh"
 
 typedef unsigned long long u64;
+typedef unsigned short u16;
 
 // ---------------------------------------------------------------------------------------------
 // Shared-memory matrix descriptors (PTX ISA "Matrix Descriptor Format"), 64 bits:
@@ -132,6 +133,38 @@ __device__ __forceinline__ void mbarrier_arrive(u64* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
+// Arrives once on the barrier at `bar`'s offset in block `rank` of the cluster (this block's
+// own included). The default semantics (release at CTA scope): what it signals is that reads
+// have completed (a wgmma waited for), and `.release.cluster` costs a GPU-wide MEMBAR an arrival.
+__device__ __forceinline__ void mbarrier_arrive_cluster(u64* bar, u32 rank) {
+    asm volatile(
+        "{\n.reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+        "r"(rank)
+        : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread block clusters (PTX ISA "Cluster"): blocks launched together on one GPC, which can
+// reach each other's shared memory.
+// ---------------------------------------------------------------------------------------------
+
+// This block's rank in its cluster (not volatile: a constant of the block, which the compiler
+// may read again rather than keep in a register).
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 rank;
+    asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+// Every thread of every block in the cluster arrives, then waits for the others: shared-memory
+// accesses before it (barrier initialisation, remote arrivals) are ordered before those after it
+// at cluster scope. Not `.aligned`: a warp may reach it diverged (the producer's one thread).
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 // Whether the phase with parity `parity` has completed, by `mbarrier.<op>.parity`: try_wait may
 // suspend the thread a while first and may still give up (loop on it); test_wait answers at
 // once (a test, not a wait).
@@ -188,6 +221,18 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TmaMap* map, u64* b
         : "memory");
 }
 
+// The same box, written to shared memory at `dst` and completing on `bar` in every block of the
+// cluster whose bit is set in `blocks` (the same offsets in each: the blocks run one kernel, so
+// one shared-memory layout): one read of L2 feeds them all.
+__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const TmaMap* map, u64* bar, int c0, int c1, int c2,
+                                                      int c3, u16 blocks) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+        "{%2, %3, %4, %5}], [%6], %7;\n" ::"r"(smem_addr(dst)),
+        "l"((u64)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)), "h"(blocks)
+        : "memory");
+}
+
 // Stores the box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory at
 // `src` (the same swizzled layout a load writes) into global memory; elements outside the
 // tensor are not written. Completion is tracked per thread in bulk async-groups: commit with
@@ -236,14 +281,20 @@ __device__ __forceinline__ unsigned char* align_to_atom(unsigned char* smem) {
 // from a (D, S, H, B) tensor map; box b (64 columns) lands at column block b, TILE_ROWS * 128
 // bytes apart. Rows past S are zeros. The bytes complete on `bar`, whose expected transaction
 // count the caller raised.
+// `blocks` other than 0 multicasts every box to the cluster's blocks it names (tma_load_4d_multicast).
 template <int TILE_ROWS, int BOX_ROWS = TILE_ROWS>
 __device__ __forceinline__ void tma_load_tile(unsigned char* rows, const TmaMap* map, u64* bar, int row0, int head,
-                                              int batch) {
+                                              int batch, u16 blocks = 0) {
     static_assert(EVOATTN_HEAD_DIM % ATOM_ELEMS == 0, "a tile is whole 64-column boxes");
     static_assert(BOX_ROWS <= TILE_ROWS && BOX_ROWS <= 256, "a TMA box has at most 256 rows, inside the tile");
 #pragma unroll
     for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {
-        tma_load_4d(rows + b * TILE_ROWS * ROW_BYTES, map, bar, b * ATOM_ELEMS, row0, head, batch);
+        unsigned char* dst = rows + b * TILE_ROWS * ROW_BYTES;
+        if (blocks != 0) {
+            tma_load_4d_multicast(dst, map, bar, b * ATOM_ELEMS, row0, head, batch, blocks);
+        } else {
+            tma_load_4d(dst, map, bar, b * ATOM_ELEMS, row0, head, batch);
+        }
     }
 }
 

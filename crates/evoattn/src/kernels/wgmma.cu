@@ -23,8 +23,16 @@
 
 static_assert(!EVOATTN_TMA_STORE || EVOATTN_LOADS_TMA, "tma_store takes O's tensor map after those of Q, K and V");
 
+static_assert(!EVOATTN_MULTICAST || EVOATTN_WARP_SPECIALIZED, "the producer warpgroup multicasts K and V");
+// multicast=1: clusters of two blocks (x-adjacent), which share K and V (wgmma_ws.cuh).
+#if EVOATTN_MULTICAST
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_BLOCKS, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+
 #if EVOATTN_LOADS_TMA
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
     EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ TmaMap q_map, const __grid_constant__ TmaMap k_map,
                         const __grid_constant__ TmaMap v_map
 #if EVOATTN_TMA_STORE

@@ -49,6 +49,16 @@
 // tests' latency hides under P·V's completion, the rescale and the packing. Past the last
 // block the K test reads a barrier whose answer is not used (a test changes nothing).
 //
+// multicast=1 (static tiles, unmasked): blocks run in clusters of two, which work on the two
+// query tiles of a pair (adjacent in a head, so they read the same K and V). Each block's producer
+// loads one half of every K and V block's rows and multicasts it to both blocks: each full
+// barrier completes on both halves (the whole block's bytes), and each consumer warp releases a
+// stage in both blocks (the empty barriers count both blocks' consumer warps), so neither
+// producer overwrites a stage the other block still reads. Halves the K/V bytes L2 sends the
+// SMs, which at 128 query rows a tile is about 6 TB/s on long rows: a probe that loaded only
+// every other key block ran 6-10% faster on unmasked rows. The blocks meet at a cluster barrier
+// after initialising their barriers and before exiting (no arrival may reach a block that left).
+//
 // pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
 // in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
 // the tensor cores busy. With three, each softmax has two warpgroups' GEMMs to hide under,
@@ -67,13 +77,24 @@ static_assert(!EVOATTN_RING_TEST || EVOATTN_OVERLAP, "the ring tests sit in the 
 static_assert(!EVOATTN_SPLIT_TAIL || (EVOATTN_PERSISTENT && !EVOATTN_DYNAMIC_TILES),
               "the split tail cuts the last round of the static persistent scheduler");
 
+#define MULTICAST EVOATTN_MULTICAST
+// Blocks of a cluster, which share every K and V block.
+#define CLUSTER_BLOCKS (MULTICAST ? 2 : 1)
+#define CLUSTER_MASK ((u16)((1u << CLUSTER_BLOCKS) - 1u))
+// The rows of a key block each block of a cluster loads (whole 8-row swizzle atoms).
+#define KV_SHARE_ROWS (BN / CLUSTER_BLOCKS)
+static_assert(KV_SHARE_ROWS % 8 == 0, "each block's share of a key block is whole swizzle atoms");
+static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
+              "a cluster's blocks take the static schedule's adjacent tiles, whole");
+
 // Registers: the block starts with an even share of the SM's 64K (launch bounds: THREADS, one
 // block per SM; ptxas allocates in units of 8); the consumers split what is left after
 // PRODUCER_MIN_REGS, enough for address arithmetic, and the producer keeps the rest of the
 // block's share (the consumers' rounding: 24 with two consumers, 32 with three, where 24
-// spilled the producer's claimed-tile bookkeeping once its code changed).
+// spilled the producer's claimed-tile bookkeeping once its code changed). Multicast loads
+// spilled at 24 (hd256, two consumers): 32 there.
 #define REGS_PER_SM 65536
-#define PRODUCER_MIN_REGS 24
+#define PRODUCER_MIN_REGS (MULTICAST ? 32 : 24)
 #define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
 #define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_MIN_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
 #define PRODUCER_REGS ((START_REGS * THREADS - CONSUMER_REGS * CONSUMERS * WG_THREADS) / WG_THREADS / 8 * 8)
@@ -111,8 +132,8 @@ __device__ __forceinline__ void init_barriers(PipelineBarriers& b) {
     for (int s = 0; s < STAGES; ++s) {
         mbarrier_init(&b.k_full[s], 1);
         mbarrier_init(&b.v_full[s], 1);
-        mbarrier_init(&b.k_empty[s], CONSUMER_WARPS);
-        mbarrier_init(&b.v_empty[s], CONSUMER_WARPS);
+        mbarrier_init(&b.k_empty[s], CONSUMER_WARPS * CLUSTER_BLOCKS);
+        mbarrier_init(&b.v_empty[s], CONSUMER_WARPS * CLUSTER_BLOCKS);
     }
     mbarrier_init_fence();
 }
@@ -176,9 +197,12 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
     produce_q(b, sm, q_map, t, index, 0, tile_iter, trace);
     auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
         const int g = g0 + j;
-        if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);  // the round before's readers are done
-        mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));
-        tma_load_tile<BN>(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
+        // The round before's readers (in every block of the cluster) are done.
+        if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);
+        mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));  // every block's share lands here
+        const int share = MULTICAST ? (int)cluster_rank() * KV_SHARE_ROWS : 0;
+        tma_load_tile<BN, KV_SHARE_ROWS>(tile + share * ROW_BYTES, map, full, key_block(t, j) * BN + share, t.kv_head,
+                                         t.batch, MULTICAST ? CLUSTER_MASK : 0);
         trace.mark(mark);
     };
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
@@ -199,6 +223,16 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
 // has completed (the wait before is warp-synchronous).
 __device__ __forceinline__ void release(u64* empty) {
     if (threadIdx.x % 32 == 0) mbarrier_arrive(empty);
+}
+
+// The same for a K or V stage, in every block of the cluster (multicast: either block's producer
+// refills the stage in both), one lane a block.
+__device__ __forceinline__ void release_kv(u64* empty) {
+    if (!MULTICAST) {
+        release(empty);
+    } else if (threadIdx.x % 32 < CLUSTER_BLOCKS) {
+        mbarrier_arrive_cluster(empty, threadIdx.x % 32);
+    }
 }
 
 // After the tile's last read of Q: Q may load the next tile's rows, unless o_in_q, where the
@@ -271,7 +305,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         wgmma_wait<0>();
         fence_operand(s);
         trace.mark(TRACE_S_DONE);
-        release(&b.k_empty[stage(0)]);
+        release_kv(&b.k_empty[stage(0)]);
         if (t.n_blocks == 1) release_q(b);
         if (half) {
             mask_block<HALF_BN>(s, p, t, row0, key_block(t, 0));
@@ -315,7 +349,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
         fence_operand(s);
         trace.mark(TRACE_S_DONE);
-        release(&b.k_empty[ks]);
+        release_kv(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
         bool rescale;
         if (half) {
@@ -332,7 +366,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(o);
         fence_operand(pf);
         trace.mark(TRACE_PV_DONE);
-        release(&b.v_empty[vs]);
+        release_kv(&b.v_empty[vs]);
         if (rescale) rescale_output(o, correction);
         if (half) {
             pack_p<HALF_BN>(pf, s);
@@ -359,7 +393,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         fence_operand(o);
         fence_operand(pf);
         trace.mark(TRACE_PV_DONE);
-        release(&b.v_empty[vs]);
+        release_kv(&b.v_empty[vs]);
     };
     // half_last: these rows see no key in the second half of the last block (warp-uniform: the
     // same for the consumer's 64 rows). Every turn is still taken, so ping-pong is unchanged.
@@ -399,13 +433,13 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         issue_qk(s, q_rows, sm, stage(j));
         wgmma_wait<0>();
         fence_operand(s);
-        release(&b.k_empty[stage(j)]);
+        release_kv(&b.k_empty[stage(j)]);
         if (j + 1 == t.n_blocks) release_q(b);
         mask_block(s, p, t, row0, key_block(t, j));
         online_softmax(s, o, st, p.scale_log2);
         mbarrier_wait(&b.v_full[stage(j)], round_parity(g0 + j));
         gemm_pv(o, s, sm, stage(j));
-        release(&b.v_empty[stage(j)]);
+        release_kv(&b.v_empty[stage(j)]);
     }
 #endif
 }
@@ -422,7 +456,13 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         init_barriers(bars);
     }
     init_ones_tile(sm);
-    __syncthreads();  // the barriers (and the ones tile) are initialised before anyone uses them
+    // The barriers (and the ones tile) are initialised before anyone uses them, the other
+    // block's producer and consumers included.
+    if (MULTICAST) {
+        cluster_sync();
+    } else {
+        __syncthreads();
+    }
     const Tiles tiles(p);
     const int wg = threadIdx.x / WG_THREADS;
     Trace trace;
@@ -452,6 +492,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
             }
             tiles.finish();
         }
+        if (MULTICAST) cluster_sync();
         return;
     }
 #if CONSUMERS > 1
@@ -503,4 +544,6 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
     }
     turns.close();
     epilogue_finish();
+    // The other block's consumers may still release stages here: it waits for this block's.
+    if (MULTICAST) cluster_sync();
 }

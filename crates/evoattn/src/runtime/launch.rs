@@ -4,7 +4,9 @@
 //! addresses and calls `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
-use crate::config::{Impl, KernelConfig, KernelSpec, TensorMapRows, WgmmaConfig, WARPGROUP_THREADS};
+use crate::config::{
+    Impl, KernelConfig, KernelSpec, TensorMapRows, WgmmaConfig, MULTICAST_CLUSTER_BLOCKS, WARPGROUP_THREADS,
+};
 use crate::error::{Error, Result};
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
@@ -205,6 +207,21 @@ impl PreparedLaunch {
                      (dynamic_tiles=1 balances those)"
                         .into(),
                 ))
+            }
+            KernelConfig::Wgmma(c) if c.multicast && problem.causal != Causal::None => {
+                return Err(unsupported(
+                    "multicast=1 shares every key block between a cluster's two query tiles; causal tiles see \
+                     different key blocks"
+                        .into(),
+                ))
+            }
+            KernelConfig::Wgmma(c) if !c.clusters_fit(problem.shape.sq) => {
+                return Err(unsupported(format!(
+                "multicast=1 pairs a head's query tiles of {} rows in clusters of {MULTICAST_CLUSTER_BLOCKS} blocks: \
+                     {} query rows make an odd count",
+                c.block_m(),
+                problem.shape.sq
+            )))
             }
             KernelConfig::Wgmma(c) if c.split_tail && !c.split_tail_fits(problem.shape.sk, grid[0]) => {
                 return Err(unsupported(format!(
