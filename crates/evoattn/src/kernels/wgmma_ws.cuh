@@ -54,10 +54,12 @@
 // loads one half of every K and V block's rows and multicasts it to both blocks: each full
 // barrier completes on both halves (the whole block's bytes), and each consumer warp releases a
 // stage in both blocks (the empty barriers count both blocks' consumer warps), so neither
-// producer overwrites a stage the other block still reads. Halves the K/V bytes L2 sends the
-// SMs, which at 128 query rows a tile is about 6 TB/s on long rows: a probe that loaded only
-// every other key block ran 6-10% faster on unmasked rows. The blocks meet at a cluster barrier
-// after initialising their barriers and before exiting (no arrival may reach a block that left).
+// producer overwrites a stage the other block still reads. Halves the K/V bytes L2 reads (at
+// 128 query rows a tile, about 6 TB/s on long rows), but each SM still takes in every byte, and
+// a stage refills only once both blocks released it: measured 0-5% slower than one block
+// (docs/perf-log.md, session 22), so a lever the planner leaves off. The blocks meet at a
+// cluster barrier after initialising their barriers and before exiting (no arrival may reach
+// a block that left).
 //
 // pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
 // in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
