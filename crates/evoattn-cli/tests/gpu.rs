@@ -252,7 +252,7 @@ fn wgmma_half_last_is_correct_on_hopper() {
     let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
     assert_passed_with(
         &out,
-        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1_op1_oq0_rs1_hl1_mc0",
+        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1_op1_oq0_rs1_hl1_mc0_qr0",
         "the planner's hd64 causal 2k config",
     );
 }
@@ -364,6 +364,26 @@ fn wgmma_split_tail_is_correct_on_hopper() {
     ]);
     let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success() && text.contains("causal tiles differ in length"), "{text}");
+}
+
+#[test]
+fn wgmma_q_in_regs_is_correct_on_hopper() {
+    require_gpu!();
+    if !hopper_or_skip("wgmma needs sm_90a") {
+        return;
+    }
+    // Q's fragments loaded once a tile, Q·Kᵀ from registers: the planner's hd128 configs with it
+    // (static tiles, the split tail) and its causal ones (claimed tiles), hd64 with one and two
+    // consumers (tiles of one key block, rings that wrap across tiles), key tails, GQA, both
+    // masks' alignments and layouts.
+    let shapes = ["2,4,512,128", "1,8,1000,128,2,1100", "4,8,2048,128", "1,4,130,64,1,77", "2,4,512,64"];
+    let out = check_all("wgmma", &shapes, &["--config", "q_in_regs=1", "--config-on-plan"]);
+    assert_passed_with(&out, "_qr1", "q_in_regs=1 on the planner's configs");
+    let config = "persistent=1,block_n=64,consumer_warpgroups=1,pingpong=0,q_in_regs=1";
+    assert_passed_with(&check_all("wgmma", &["1,8,384,64,2,500"], &["--config", config]), "_qr1", config);
+    // The planner's own hd128 pick up to 4k keys unmasked.
+    let out = evoattn(&["check", "--impl", "wgmma", "--shape", "8,16,2048,128", "--dtype", "bf16"]);
+    assert_passed_with(&out, "_hl0_mc0_qr1", "the planner's hd128 2k config");
 }
 
 #[test]

@@ -292,6 +292,11 @@ pub struct WgmmaConfig {
     /// problems whose heads have an even number of query tiles (both blocks of a cluster visit
     /// the same key blocks).
     pub multicast: bool,
+    /// Each consumer loads its 64 rows of Q into registers once a tile (ldmatrix) and Q·Kᵀ
+    /// reads them there (an RS wgmma) instead of from shared memory at every key block: a fifth
+    /// fewer shared-memory operand reads a block, and no A descriptors between the wgmmas, for
+    /// head dim / 4 more registers a consumer thread. Needs `overlap` (the pipelined consumer).
+    pub q_in_regs: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -436,6 +441,7 @@ impl KernelConfig {
                     ("rowsum_mma", u32::from(c.rowsum_mma).to_string()),
                     ("half_last", u32::from(c.half_last).to_string()),
                     ("multicast", u32::from(c.multicast).to_string()),
+                    ("q_in_regs", u32::from(c.q_in_regs).to_string()),
                 ];
                 if c.trace {
                     levers.push(("trace", "1".to_string()));
@@ -516,6 +522,7 @@ impl KernelConfig {
                     "rowsum_mma" => c.rowsum_mma = num != 0,
                     "half_last" => c.half_last = num != 0,
                     "multicast" => c.multicast = num != 0,
+                    "q_in_regs" => c.q_in_regs = num != 0,
                     "trace" => c.trace = num != 0,
                     _ => return Err(unknown_lever(key, &self)),
                 },
@@ -807,6 +814,11 @@ impl KernelSpec {
                                 and visit the same key blocks); or set multicast=0"
                         .into());
                 }
+                if c.q_in_regs && !c.overlap {
+                    return Err("q_in_regs=1 needs overlap=1 (the pipelined consumer loads Q's fragments); or set \
+                                q_in_regs=0"
+                        .into());
+                }
                 if c.trace && !c.warp_specialized {
                     return Err("trace=1 needs warp_specialized=1 (the marks are in that pipeline)".into());
                 }
@@ -905,12 +917,12 @@ impl KernelSpec {
                                 // Every combination of the pipeline switches; `validate` rejects
                                 // those whose prerequisites are off.
                                 let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
-                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..1024u32)
+                                for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..2048u32)
                                     .flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
                                     .flat_map(|x| passes.iter().map(move |p| (x, p)))
                                 {
-                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q, multicast] =
-                                        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(|b| bits & (1 << b) != 0);
+                                    let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q, multicast, q_in_regs] =
+                                        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(|b| bits & (1 << b) != 0);
                                     let tails = rowsums.iter().flat_map(|&r| [false, true].map(move |h| (r, h)));
                                     v.extend(tails.map(|(rowsum_mma, half_last)| {
                                         KernelConfig::Wgmma(WgmmaConfig {
@@ -933,6 +945,7 @@ impl KernelSpec {
                                             rowsum_mma,
                                             half_last,
                                             multicast,
+                                            q_in_regs,
                                             trace: false,
                                         })
                                     }));
@@ -1080,10 +1093,10 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
         let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
-        // block_n, stages, consumers, loads, the ten switches, lazy_rescale, half_last and
+        // block_n, stages, consumers, loads, the eleven switches, lazy_rescale, half_last and
         // (hd > 64) o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 1024 * 2 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 1024 * 4 * 2 * 2 * 2);
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 2048 * 2 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 2048 * 4 * 2 * 2 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -1143,6 +1156,7 @@ mod tests {
                 rowsum_mma: false,
                 half_last: false,
                 multicast: false,
+                q_in_regs: false,
                 trace: false,
             }),
             dtype: Dtype::F16,
@@ -1163,7 +1177,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -1190,11 +1204,11 @@ mod tests {
         let spec = wgmma(128, 2, 2, 128);
         assert_eq!(
             spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"
         );
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
@@ -1260,7 +1274,9 @@ mod tests {
         let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
         assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1").name().ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0_mc0"));
+        assert!(spec("persistent=1,split_tail=1")
+            .name()
+            .ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0_mc0_qr0"));
         for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
@@ -1278,7 +1294,7 @@ mod tests {
         assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
         let tested = spec("overlap=1,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0_mc0"));
+        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0_mc0_qr0"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
         assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
@@ -1326,7 +1342,7 @@ mod tests {
         let halved = spec(256, "o_passes=2");
         assert_eq!(halved.dynamic_smem_bytes(), 230400);
         assert!(halved.validate(Arch::Sm90a).is_ok());
-        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0_mc0"));
+        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0_mc0_qr0"));
         assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
         // hd64 is one column block.
         let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
@@ -1349,7 +1365,7 @@ mod tests {
         };
         let on = spec("persistent=1,block_n=128,multicast=1");
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_hl0_mc1"), "{}", on.name());
+        assert!(on.name().ends_with("_hl0_mc1_qr0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_MULTICAST".to_string(), "1".to_string())));
         // Each block of the pair loads 64 of a key block's 128 rows; Q's and O's boxes stay.
         let rows = on.tensor_map_rows().expect("tma");
@@ -1376,6 +1392,25 @@ mod tests {
     }
 
     #[test]
+    fn q_in_regs_needs_the_pipelined_consumer_and_changes_only_the_define() {
+        let spec = |levers: &str, d: usize| KernelSpec {
+            config: KernelConfig::Wgmma(crate::defaults::wgmma(d)).with_overrides(levers).expect("levers"),
+            dtype: Dtype::Bf16,
+            head_dim: d,
+        };
+        let on = spec("persistent=1,block_n=128,q_in_regs=1", 128);
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_mc0_qr1"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_Q_IN_REGS".to_string(), "1".to_string())));
+        // Registers, not shared memory: the layout and the threads are those without it.
+        let off = spec("persistent=1,block_n=128", 128);
+        assert_eq!((on.dynamic_smem_bytes(), on.threads()), (off.dynamic_smem_bytes(), off.threads()));
+        assert!(off.defines().contains(&("EVOATTN_Q_IN_REGS".to_string(), "0".to_string())));
+        let err = spec("warp_specialized=1,overlap=0,pingpong=0,q_in_regs=1", 64).validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("q_in_regs=1 needs overlap=1"), "{err}");
+    }
+
+    #[test]
     fn half_last_needs_the_pipelined_consumer_and_whole_k16_halves() {
         let spec = |levers: &str| KernelSpec {
             config: KernelConfig::Wgmma(crate::defaults::wgmma(128)).with_overrides(levers).expect("levers"),
@@ -1385,7 +1420,7 @@ mod tests {
         // 128 keys: two halves of 64, four k16 steps each.
         let on = spec("half_last=1,block_n=128");
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_rs0_hl1_mc0"), "{}", on.name());
+        assert!(on.name().ends_with("_rs0_hl1_mc0_qr0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_HALF_LAST".to_string(), "1".to_string())));
         // No shared memory: the half is of the same stage.
         assert_eq!(on.dynamic_smem_bytes(), spec("half_last=0,block_n=128").dynamic_smem_bytes());
@@ -1408,7 +1443,7 @@ mod tests {
         };
         let on = spec("rowsum_mma=1", 64);
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_oq0_rs1_hl0_mc0"), "{}", on.name());
+        assert!(on.name().ends_with("_oq0_rs1_hl0_mc0_qr0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_ROWSUM_MMA".to_string(), "1".to_string())));
         // The ones tile is one V stage: 128 keys x 64 columns x 2 bytes.
         assert_eq!(on.dynamic_smem_bytes() - spec("rowsum_mma=0", 64).dynamic_smem_bytes(), 128 * 64 * 2);
@@ -1432,7 +1467,7 @@ mod tests {
         let in_q = spec("o_in_q=1");
         assert_eq!(in_q.dynamic_smem_bytes(), 230400);
         assert!(in_q.validate(Arch::Sm90a).is_ok());
-        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0_mc0"));
+        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0_mc0_qr0"));
         assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
         assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
         assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
@@ -1589,18 +1624,19 @@ mod tests {
                 rowsum_mma: false,
                 half_last: false,
                 multicast: false,
+                q_in_regs: false,
                 trace: false,
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0"
         );
         assert_eq!(
             one.with_overrides("loads=cp_async").unwrap(),
             base.with_overrides("consumer_warpgroups=1,stages=3").unwrap()
         );
-        assert!(base.with_overrides("q_in_regs=1").unwrap_err().contains("not a lever of wgmma"));
+        assert!(base.with_overrides("key_warps=1").unwrap_err().contains("not a lever of wgmma"));
         // Each pipeline lever needs the one before it.
         let spec =
             |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), dtype: Dtype::F16, head_dim: 128 };

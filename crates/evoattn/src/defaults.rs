@@ -101,6 +101,7 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         rowsum_mma: false,
         half_last: false,
         multicast: false,
+        q_in_regs: false,
         trace: false,
     }
 }
@@ -306,6 +307,7 @@ pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 ///   See [`RING_TEST_MAX_HEAD_DIM`].
 /// - Those persistent blocks cut the last round's tiles into runs of key blocks (`split_tail`)
 ///   when a tile has at least [`SPLIT_TAIL_MIN_KEY_BLOCKS`] key blocks. See that constant.
+/// - hd128's on 128-key blocks hold Q in registers (`q_in_regs`). See [`Q_IN_REGS_HEAD_DIM`].
 pub fn for_problem(
     imp: crate::config::Impl,
     arch: Arch,
@@ -362,7 +364,32 @@ pub fn for_problem(
     } else {
         c
     };
-    KernelConfig::Wgmma(WgmmaConfig { rowsum_mma: rowsum_mma_pays(&config, shape.d), ..config })
+    KernelConfig::Wgmma(WgmmaConfig {
+        rowsum_mma: rowsum_mma_pays(&config, shape.d),
+        q_in_regs: q_in_regs_pays(&config, shape.d, causal),
+        ..config
+    })
+}
+
+/// The head dim whose unmasked persistent configs on [`SHORT_BLOCK_N`]-key blocks with two
+/// consumers (hd128 up to [`PERSISTENT_MAX_KEYS`]) hold Q in registers for Q·Kᵀ (`q_in_regs`):
+/// a fifth fewer shared-memory operand reads a key block for 32 registers a consumer thread,
+/// which those kernels have (168 either way, no spill). Against the same configs without it
+/// (ABBA x2, graph, H100, `bench/results/2026-11-24-s23-q-in-regs-ab.txt`): 32,16,512,128
+/// −0.5%, 16,16,1024,128 −1.3%, 8,16,2048,128 −0.7%, 4,16,4096,128 −0.6%, disjoint spreads.
+/// Not elsewhere:
+/// - causal hd128 512-4k: +0.4/+0.2/+0.1/−0.1%, within the spreads;
+/// - hd64 with two consumers (512 causal, static tiles): +5.9%;
+/// - hd128's 176-key ring, hd256 and hd64 with three consumers: 96 to 256 bytes of spills.
+pub const Q_IN_REGS_HEAD_DIM: usize = 128;
+
+/// Whether a planner config takes `q_in_regs` (see [`Q_IN_REGS_HEAD_DIM`]).
+fn q_in_regs_pays(c: &WgmmaConfig, head_dim: usize, causal: bool) -> bool {
+    head_dim == Q_IN_REGS_HEAD_DIM
+        && !causal
+        && c.persistent
+        && c.block_n == SHORT_BLOCK_N
+        && c.consumer_warpgroups == SHORT_CONSUMER_WARPGROUPS
 }
 
 /// Consumer warpgroups with which `rowsum_mma` (row sums on the tensor cores) pays on
@@ -626,6 +653,25 @@ mod tests {
         assert!(!wgmma_for(&causal).split_tail);
         // Past the kernel's 32-bit piece arithmetic (15.8M keys on 132 SMs): no split.
         assert!(plan(1, 1, 1 << 16, 64).split_tail && !plan(1, 1, 1 << 24, 64).split_tail);
+    }
+
+    #[test]
+    fn hd128_unmasked_problems_on_128_key_blocks_hold_q_in_registers() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |b, h, s, d, mask| {
+            wgmma_for(&Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask))
+        };
+        // The fa3 grid's hd128 rows up to 4k keys, static tiles or split tail: Q in registers.
+        for s in [512, 1024, 2048, 4096] {
+            let c = plan(16384 / s, 16, s, 128, Causal::None);
+            assert!(c.q_in_regs && c.block_n == 128 && c.consumer_warpgroups == 2, "{s}: {c:?}");
+        }
+        // Not on the 176-key ring past 4k (no registers left), causal tiles, or other head dims.
+        assert!(!plan(1, 16, 16384, 128, Causal::None).q_in_regs);
+        assert!(!plan(8, 16, 2048, 128, Causal::TopLeft).q_in_regs);
+        assert!(!plan(32, 32, 512, 64, Causal::TopLeft).q_in_regs && !plan(32, 32, 512, 64, Causal::None).q_in_regs);
+        assert!(!plan(32, 8, 512, 256, Causal::None).q_in_regs);
+        assert!([64, 128, 256].iter().all(|&d| !wgmma(d).q_in_regs));
     }
 
     #[test]

@@ -250,7 +250,11 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // the producer's loads, the stages' releases and the block's start and end: every pipeline
     // (static tiles), consumer count and head dim with it, at the same ring depth and key
     // blocks, with O staged in its own tile or the Q rows, without the lazy rescale, the ring
-    // tests, the row sums, the half block and O's staging passes (which it does not touch).
+    // tests, the row sums, the half block and O's staging passes (which it does not touch). Q in
+    // registers changes Q·Kᵀ's A operand and the consumer's tile start: every pipeline it runs
+    // in (the pipelined consumer) at one and two consumers and head dims 64 and 128, at the same
+    // ring depth and key blocks, without the switches that leave Q·Kᵀ alone; with three
+    // consumers and at hd256 every variant spills (no registers left), which the gate refuses.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             // Off the 2-stage MUFU ring of these key blocks.
@@ -265,7 +269,18 @@ fn the_wgmma_space_compiles_for_sm90a() {
                 || (c.rowsum_mma && (narrow || c.lazy_rescale || c.o_in_q))
                 || (c.half_last && (narrow || c.lazy_rescale || c.split_tail || c.o_passes > 1 || c.o_in_q))
                 || (c.multicast
-                    && (narrow || c.lazy_rescale || c.ring_test || c.rowsum_mma || c.half_last || c.o_passes > 1));
+                    && (narrow || c.lazy_rescale || c.ring_test || c.rowsum_mma || c.half_last || c.o_passes > 1))
+                || (c.q_in_regs
+                    && (narrow
+                        || c.lazy_rescale
+                        || c.ring_test
+                        || c.rowsum_mma
+                        || c.half_last
+                        || c.o_passes > 1
+                        || c.o_in_q
+                        || c.multicast
+                        || c.consumer_warpgroups > 2
+                        || s.head_dim > 128));
             !left_out
         }
         _ => true,

@@ -370,7 +370,7 @@ pub(crate) mod tests {
     /// rescale off.
     const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
     const SWITCHES_OFF: &str =
-        "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0";
+        "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0";
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
@@ -432,6 +432,7 @@ pub(crate) mod tests {
             rowsum_mma: false,
             half_last: false,
             multicast: false,
+            q_in_regs: false,
             trace: false,
         };
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }

@@ -38,6 +38,7 @@ pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
             ("rowsum_mma", nums(&[0, 1])),
             ("half_last", nums(&[0, 1])),
             ("multicast", nums(&[0, 1])),
+            ("q_in_regs", nums(&[0, 1])),
         ],
         Impl::Splitkv => vec![
             ("block_m", nums(&SplitkvConfig::BLOCK_M)),

@@ -145,22 +145,62 @@ __device__ __forceinline__ float (&first_regs(float (&a)[M]))[N] {
     return *reinterpret_cast<float(*)[N]>(&a[0]);
 }
 
-// Issues S(64 x BN) = Q(64 rows at `q_rows` x D) · K_tileᵀ from zero, as one commit group;
-// `wgmma_wait` completes it. Q and K are K-major (d contiguous): the k16 step ks is column
-// block ks/4, 32 bytes per step inside it.
+// q_in_regs=1 (overlap=1): each consumer loads its 64 rows of Q into wgmma A fragments once a
+// tile (ldmatrix), and Q·Kᵀ reads A from registers at every key block instead of from shared
+// memory: a fifth of what a consumer's GEMMs read from shared memory a block at any head dim
+// (Q, K and V are each 64 or BN rows of D), and no A descriptor arithmetic between the wgmmas.
+// Costs D/4 registers a consumer thread for the whole tile. Q's shared rows are released where
+// they were (after the tile's last Q·Kᵀ), so the producer's order is unchanged.
+#define Q_IN_REGS EVOATTN_Q_IN_REGS
+static_assert(!Q_IN_REGS || EVOATTN_OVERLAP, "Q's fragments are loaded by the pipelined consumer");
+typedef u32 QFrag[QK_STEPS][4];
+#if Q_IN_REGS
+typedef QFrag QOperand;  // the warpgroup's rows of Q, as A fragments
+#else
+typedef const unsigned char* QOperand;  // the warpgroup's rows of Q in the swizzled Q tile
+#endif
+
+// Q's A fragments for this warpgroup's 64 rows (at `q_rows`, in the BM-row Q tile): one
+// ldmatrix.x4 a k16 step, whose four 8x8 matrices (rows 0-7 and 8-15 of the warp's 16, then the
+// same rows 8 columns on) are exactly the fragment's a[0..3]; lane l gives row l % 16's address
+// of columns 8 (l / 16) on.
+__device__ __forceinline__ void load_q_frag(QFrag& q, const unsigned char* q_rows) {
+    const int lane = threadIdx.x % 32;
+    const int row = (threadIdx.x % WG_THREADS) / 32 * 16 + lane % 16;
+#pragma unroll
+    for (int ks = 0; ks < QK_STEPS; ++ks) ldmatrix_x4(q[ks], q_rows + swizzled_offset(BM, row, ks * 16 + lane / 16 * 8));
+}
+
+// After the wait that completes a Q·Kᵀ: with q_in_regs the wgmma read Q's fragments until
+// then, so their registers stay Q's (as fence_operand does for P's).
+__device__ __forceinline__ void fence_q(QOperand& q) {
+#if Q_IN_REGS
+    fence_operand(q);
+#endif
+}
+
+// Issues S(64 x BN) = Q(64 rows x D) · K_tileᵀ from zero, as one commit group; `wgmma_wait`
+// completes it. Q and K are K-major (d contiguous): the k16 step ks is column block ks/4, 32
+// bytes per step inside it. Q is this warpgroup's rows in shared memory, or with q_in_regs its
+// fragments.
 template <int NC = BN>
-__device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const unsigned char* q_rows, const SmemTiles& sm,
-                                         int stage) {
-    const u64 q_desc = wgmma_desc(smem_addr(q_rows), 16, ATOM_BYTES);
+__device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const QOperand& q, const SmemTiles& sm, int stage) {
+#if !Q_IN_REGS
+    const u64 q_desc = wgmma_desc(smem_addr(q), 16, ATOM_BYTES);
+#endif
     const u64 k_desc = wgmma_desc(smem_addr(sm.k(stage)), 16, ATOM_BYTES);
     fence_operand(s);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < QK_STEPS; ++ks) {
         const u32 in_block = (ks % 4) * 32;
-        const u64 a = wgmma_desc_advance(q_desc, (ks / 4) * BM * ROW_BYTES + in_block);
         const u64 b = wgmma_desc_advance(k_desc, (ks / 4) * BN * ROW_BYTES + in_block);
+#if Q_IN_REGS
+        Wgmma<NC>::rs<0>(first_regs<NC / 2>(s), q[ks], b, ks > 0 ? 1u : 0u);
+#else
+        const u64 a = wgmma_desc_advance(q_desc, (ks / 4) * BM * ROW_BYTES + in_block);
         Wgmma<NC>::ss<0>(first_regs<NC / 2>(s), a, b, ks > 0 ? 1u : 0u);
+#endif
     }
     wgmma_commit();
 }
@@ -195,12 +235,15 @@ __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const Sme
     wgmma_commit();
 }
 
-// S = Q·Kᵀ for warpgroup `wg`'s rows, completed.
+#if !Q_IN_REGS
+// S = Q·Kᵀ for warpgroup `wg`'s rows, completed (the kernel without warp specialisation, whose
+// Q is in shared memory).
 __device__ __forceinline__ void gemm_qk(float (&s)[S_REGS], const SmemTiles& sm, int wg, int stage) {
     issue_qk(s, sm.q_rows(wg), sm, stage);
     wgmma_wait<0>();
     fence_operand(s);
 }
+#endif
 
 // O += P·V with P taken from the probabilities in `p`, completed.
 __device__ __forceinline__ void gemm_pv(float (&o)[O_REGS], const float (&p)[S_REGS], const SmemTiles& sm, int stage) {

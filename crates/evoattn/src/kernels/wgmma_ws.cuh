@@ -278,11 +278,16 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
                                         RowState& st, Trace& trace) {
     const int wtid = threadIdx.x % WG_THREADS;
     const int row0 = t.m0 + c * WG_ROWS + (wtid / 32) * 16 + (wtid % 32) / 4;
-    const unsigned char* q_rows = sm.q_rows(c);
     if (t.n_blocks == 0) {
         release_q(b);
         return;
     }
+#if Q_IN_REGS
+    QFrag q;
+    load_q_frag(q, sm.q_rows(c));
+#else
+    QOperand q = sm.q_rows(c);
+#endif
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
 #if EVOATTN_OVERLAP
     float s[S_REGS];
@@ -298,14 +303,15 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         turns.begin();
         trace.mark(TRACE_TURN);
         if (half) {
-            issue_qk<HALF_BN>(s, q_rows, sm, stage(0));
+            issue_qk<HALF_BN>(s, q, sm, stage(0));
         } else {
-            issue_qk<BN>(s, q_rows, sm, stage(0));
+            issue_qk<BN>(s, q, sm, stage(0));
         }
         turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<0>();
         fence_operand(s);
+        fence_q(q);
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[stage(0)]);
         if (t.n_blocks == 1) release_q(b);
@@ -341,15 +347,16 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         turns.begin();
         trace.mark(TRACE_TURN);
         if (half) {
-            issue_qk<HALF_BN>(s, q_rows, sm, ks);
+            issue_qk<HALF_BN>(s, q, sm, ks);
         } else {
-            issue_qk<BN>(s, q_rows, sm, ks);
+            issue_qk<BN>(s, q, sm, ks);
         }
         issue_pv<BN>(o, pf, sm, vs);
         turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
         fence_operand(s);
+        fence_q(q);
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
@@ -432,7 +439,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     for (int j = 0; j < t.n_blocks; ++j) {
         float s[S_REGS];
         mbarrier_wait(&b.k_full[stage(j)], round_parity(g0 + j));
-        issue_qk(s, q_rows, sm, stage(j));
+        issue_qk(s, q, sm, stage(j));
         wgmma_wait<0>();
         fence_operand(s);
         release_kv(&b.k_empty[stage(j)]);
