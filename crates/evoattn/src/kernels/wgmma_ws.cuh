@@ -271,6 +271,46 @@ struct Turns {
     }
 };
 
+// half_last's width dispatch: each GEMM and softmax step over the key block's first HALF_BN
+// columns (`half`) or all BN. The consumer's steps call these with a constant `half`, so each
+// inlined copy keeps one width (NVRTC has no generic lambdas in device code to pass a width).
+__device__ __forceinline__ void issue_qk_cols(bool half, float (&s)[S_REGS], const QOperand& q, const SmemTiles& sm,
+                                              int stage) {
+    if (half) {
+        issue_qk<HALF_BN>(s, q, sm, stage);
+    } else {
+        issue_qk<BN>(s, q, sm, stage);
+    }
+}
+
+// The mask and the online softmax of key block j; whether O needs the rescale.
+__device__ __forceinline__ bool softmax_cols(bool half, float (&s)[S_REGS], const AttnParams& p, const WorkTile& t,
+                                             int row0, int j, RowState& st, float (&correction)[2]) {
+    if (half) {
+        mask_block<HALF_BN>(s, p, t, row0, key_block(t, j));
+        return softmax_step<HALF_BN>(s, st, correction, p.scale_log2);
+    }
+    mask_block<BN>(s, p, t, row0, key_block(t, j));
+    return softmax_step<BN>(s, st, correction, p.scale_log2);
+}
+
+__device__ __forceinline__ void pack_p_cols(bool half, PFrag& pf, const float (&s)[S_REGS]) {
+    if (half) {
+        pack_p<HALF_BN>(pf, s);
+    } else {
+        pack_p<BN>(pf, s);
+    }
+}
+
+__device__ __forceinline__ void issue_pv_cols(bool half, float (&o)[O_REGS], PFrag& pf, const SmemTiles& sm,
+                                              int stage) {
+    if (half) {
+        issue_pv<HALF_BN>(o, pf, sm, stage);
+    } else {
+        issue_pv<BN>(o, pf, sm, stage);
+    }
+}
+
 // Consumer warpgroup c on one tile whose Q has landed (key blocks from ring block g0): the rows
 // [m0 + 64c, m0 + 64c + 64) into `o` and `st`.
 __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b, const SmemTiles& sm,
@@ -294,19 +334,14 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     PFrag pf;
     float correction[2];
     // The steps take `half` (half_last: the block's first HALF_BN columns) as a constant at
-    // each call, so each inlined copy keeps one width (NVRTC has no generic lambdas in device
-    // code).
+    // each call, and pass it to the width dispatch above.
     // Block 0: S alone, then its softmax (O is still zero: no rescale).
     auto first_block = [&](bool half) {
         mbarrier_wait(&b.k_full[stage(0)], round_parity(g0));
         trace.mark(TRACE_KV_READY);
         turns.begin();
         trace.mark(TRACE_TURN);
-        if (half) {
-            issue_qk<HALF_BN>(s, q, sm, stage(0));
-        } else {
-            issue_qk<BN>(s, q, sm, stage(0));
-        }
+        issue_qk_cols(half, s, q, sm, stage(0));
         turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<0>();
@@ -315,19 +350,9 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[stage(0)]);
         if (t.n_blocks == 1) release_q(b);
-        if (half) {
-            mask_block<HALF_BN>(s, p, t, row0, key_block(t, 0));
-            softmax_step<HALF_BN>(s, st, correction, p.scale_log2);
-        } else {
-            mask_block<BN>(s, p, t, row0, key_block(t, 0));
-            softmax_step<BN>(s, st, correction, p.scale_log2);
-        }
+        softmax_cols(half, s, p, t, row0, 0, st, correction);
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
-        if (half) {
-            pack_p<HALF_BN>(pf, s);
-        } else {
-            pack_p<BN>(pf, s);
-        }
+        pack_p_cols(half, pf, s);
         trace.mark(TRACE_PACKED);
     };
     // ring_test=1: whether the stages that key block j's turn reads have landed (K(j) and
@@ -346,11 +371,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_KV_READY);
         turns.begin();
         trace.mark(TRACE_TURN);
-        if (half) {
-            issue_qk<HALF_BN>(s, q, sm, ks);
-        } else {
-            issue_qk<BN>(s, q, sm, ks);
-        }
+        issue_qk_cols(half, s, q, sm, ks);
         issue_pv<BN>(o, pf, sm, vs);
         turns.end();
         trace.mark(TRACE_ISSUED);
@@ -360,14 +381,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
-        bool rescale;
-        if (half) {
-            mask_block<HALF_BN>(s, p, t, row0, key_block(t, j));
-            rescale = softmax_step<HALF_BN>(s, st, correction, p.scale_log2);
-        } else {
-            mask_block<BN>(s, p, t, row0, key_block(t, j));
-            rescale = softmax_step<BN>(s, st, correction, p.scale_log2);
-        }
+        const bool rescale = softmax_cols(half, s, p, t, row0, j, st, correction);
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         k_landed = test_k(j + 1);
         v_landed = test_v(j + 1);
@@ -377,11 +391,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_PV_DONE);
         release_kv(&b.v_empty[vs]);
         if (rescale) rescale_output(o, correction);
-        if (half) {
-            pack_p<HALF_BN>(pf, s);
-        } else {
-            pack_p<BN>(pf, s);
-        }
+        pack_p_cols(half, pf, s);
         trace.mark(TRACE_PACKED);
     };
     // The last key block's P·V.
@@ -391,11 +401,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_KV_READY);
         turns.begin();
         trace.mark(TRACE_TURN);
-        if (half) {
-            issue_pv<HALF_BN>(o, pf, sm, vs);
-        } else {
-            issue_pv<BN>(o, pf, sm, vs);
-        }
+        issue_pv_cols(half, o, pf, sm, vs);
         turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<0>();
