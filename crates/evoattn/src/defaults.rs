@@ -75,6 +75,9 @@ pub fn mma(arch: Arch, head_dim: usize) -> MmaConfig {
 ///   to +4.6% where it has (hd128 16k -0.5%). Halving the K/V bytes L2 sends does not pay:
 ///   every SM still takes the whole block in, and the pair's stages refill only when both
 ///   blocks released them.
+/// - `q_in_regs` off here: these rings leave Q's fragments no registers (hd128's 176-key ring,
+///   hd256 and hd64's three consumers spill with it); [`for_problem`] takes it where it fits and
+///   measured faster ([`Q_IN_REGS_HEAD_DIM`]).
 pub fn wgmma(head_dim: usize) -> WgmmaConfig {
     let (block_n, consumer_warpgroups) = match head_dim {
         d if d <= 64 => (128, 3),
@@ -371,7 +374,7 @@ pub fn for_problem(
     })
 }
 
-/// The head dim whose unmasked persistent configs on [`SHORT_BLOCK_N`]-key blocks with two
+/// The head dim whose unmasked persistent configs on 128-key blocks with two
 /// consumers (hd128 up to [`PERSISTENT_MAX_KEYS`]) hold Q in registers for Q·Kᵀ (`q_in_regs`):
 /// a fifth fewer shared-memory operand reads a key block for 32 registers a consumer thread,
 /// which those kernels have (168 either way, no spill). Against the same configs without it
