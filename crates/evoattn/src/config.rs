@@ -293,8 +293,9 @@ pub struct WgmmaConfig {
     /// the same key blocks).
     pub multicast: bool,
     /// Each consumer loads its 64 rows of Q into registers once a tile (ldmatrix) and Q·Kᵀ
-    /// reads them there (an RS wgmma) instead of from shared memory at every key block: a fifth
-    /// fewer shared-memory operand reads a block, and no A descriptors between the wgmmas, for
+    /// reads them there (an RS wgmma) instead of from shared memory at every key block: 64 of the
+    /// 64 + 2 `block_n` rows its GEMMs read a block (a fifth at 128 keys), and no A descriptors
+    /// between the wgmmas, for
     /// head dim / 4 more registers a consumer thread. Needs `overlap` (the pipelined consumer).
     pub q_in_regs: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks

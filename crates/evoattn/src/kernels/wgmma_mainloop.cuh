@@ -147,8 +147,8 @@ __device__ __forceinline__ float (&first_regs(float (&a)[M]))[N] {
 
 // q_in_regs=1 (overlap=1): each consumer loads its 64 rows of Q into wgmma A fragments once a
 // tile (ldmatrix), and Q·Kᵀ reads A from registers at every key block instead of from shared
-// memory: a fifth of what a consumer's GEMMs read from shared memory a block at any head dim
-// (Q, K and V are each 64 or BN rows of D), and no A descriptor arithmetic between the wgmmas.
+// memory: Q's 64 of the 64 + 2 BN rows of D a consumer's GEMMs read a block (a fifth at 128-key
+// blocks, at any head dim), and no A descriptor arithmetic between the wgmmas.
 // Costs D/4 registers a consumer thread for the whole tile. Q's shared rows are released where
 // they were (after the tile's last Q·Kᵀ), so the producer's order is unchanged.
 #define Q_IN_REGS EVOATTN_Q_IN_REGS
