@@ -295,8 +295,8 @@ pub struct WgmmaConfig {
     /// Each consumer loads its 64 rows of Q into registers once a tile (ldmatrix) and Q·Kᵀ
     /// reads them there (an RS wgmma) instead of from shared memory at every key block: 64 of the
     /// 64 + 2 `block_n` rows its GEMMs read a block (a fifth at 128 keys), and no A descriptors
-    /// between the wgmmas, for
-    /// head dim / 4 more registers a consumer thread. Needs `overlap` (the pipelined consumer).
+    /// between the wgmmas, for head dim / 4 more registers a consumer thread. Needs `overlap`
+    /// (the pipelined consumer).
     pub q_in_regs: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/trace.cuh), read back by
@@ -1165,6 +1165,15 @@ mod tests {
         }
     }
 
+    /// The hand default `wgmma` config of a head dim with `levers` on it, in bf16.
+    fn default_wgmma_with(levers: &str, head_dim: usize) -> KernelSpec {
+        KernelSpec {
+            config: KernelConfig::Wgmma(crate::defaults::wgmma(head_dim)).with_overrides(levers).expect("levers"),
+            dtype: Dtype::Bf16,
+            head_dim,
+        }
+    }
+
     fn with_tma(mut spec: KernelSpec) -> KernelSpec {
         if let KernelConfig::Wgmma(c) = &mut spec.config {
             c.loads = Loads::Tma;
@@ -1359,11 +1368,7 @@ mod tests {
 
     #[test]
     fn multicast_clusters_pair_static_tiles_and_halve_the_kv_box() {
-        let spec = |levers: &str| KernelSpec {
-            config: KernelConfig::Wgmma(crate::defaults::wgmma(128)).with_overrides(levers).expect("levers"),
-            dtype: Dtype::Bf16,
-            head_dim: 128,
-        };
+        let spec = |levers: &str| default_wgmma_with(levers, 128);
         let on = spec("persistent=1,block_n=128,multicast=1");
         assert!(on.validate(Arch::Sm90a).is_ok());
         assert!(on.name().ends_with("_hl0_mc1_qr0"), "{}", on.name());
@@ -1394,11 +1399,7 @@ mod tests {
 
     #[test]
     fn q_in_regs_needs_the_pipelined_consumer_and_changes_only_the_define() {
-        let spec = |levers: &str, d: usize| KernelSpec {
-            config: KernelConfig::Wgmma(crate::defaults::wgmma(d)).with_overrides(levers).expect("levers"),
-            dtype: Dtype::Bf16,
-            head_dim: d,
-        };
+        let spec = default_wgmma_with;
         let on = spec("persistent=1,block_n=128,q_in_regs=1", 128);
         assert!(on.validate(Arch::Sm90a).is_ok());
         assert!(on.name().ends_with("_mc0_qr1"), "{}", on.name());
@@ -1413,11 +1414,7 @@ mod tests {
 
     #[test]
     fn half_last_needs_the_pipelined_consumer_and_whole_k16_halves() {
-        let spec = |levers: &str| KernelSpec {
-            config: KernelConfig::Wgmma(crate::defaults::wgmma(128)).with_overrides(levers).expect("levers"),
-            dtype: Dtype::Bf16,
-            head_dim: 128,
-        };
+        let spec = |levers: &str| default_wgmma_with(levers, 128);
         // 128 keys: two halves of 64, four k16 steps each.
         let on = spec("half_last=1,block_n=128");
         assert!(on.validate(Arch::Sm90a).is_ok());
@@ -1437,11 +1434,7 @@ mod tests {
 
     #[test]
     fn rowsum_mma_is_hd64_warp_specialised_with_a_ones_tile() {
-        let spec = |levers: &str, d: usize| KernelSpec {
-            config: KernelConfig::Wgmma(crate::defaults::wgmma(d)).with_overrides(levers).expect("levers"),
-            dtype: Dtype::Bf16,
-            head_dim: d,
-        };
+        let spec = default_wgmma_with;
         let on = spec("rowsum_mma=1", 64);
         assert!(on.validate(Arch::Sm90a).is_ok());
         assert!(on.name().ends_with("_oq0_rs1_hl0_mc0_qr0"), "{}", on.name());
