@@ -169,6 +169,9 @@ __device__ __forceinline__ void load_q_frag(QFrag& q, const unsigned char* q_row
     const int row = (threadIdx.x % WG_THREADS) / 32 * 16 + lane % 16;
 #pragma unroll
     for (int ks = 0; ks < QK_STEPS; ++ks) ldmatrix_x4(q[ks], q_rows + swizzled_offset(BM, row, ks * 16 + lane / 16 * 8));
+    // Every lane's reads of these rows, before any lane's later writes to them (O staged in the
+    // Q rows): racecheck reported the pair as a warp-level WAR hazard without it.
+    __syncwarp();
 }
 
 // After the wait that completes a Q·Kᵀ: with q_in_regs the wgmma read Q's fragments until
