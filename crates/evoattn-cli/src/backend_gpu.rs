@@ -231,7 +231,8 @@ impl Backend for GpuBackend {
                 let loaded = load_variant(&self.attention, problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
                 self.forward_with(problem, q, k, v, |attention, tensors| {
-                    PreparedLaunch::new(attention.gpu(), &loaded, problem)?.run(&stream, tensors)?;
+                    let mut prepared = PreparedLaunch::new(attention.gpu(), &loaded, problem)?;
+                    attention.run_prepared(&mut prepared, &stream, tensors)?;
                     Ok(loaded.spec().name())
                 })
             }
@@ -255,7 +256,9 @@ impl Backend for GpuBackend {
                 let loaded = load_variant(&self.attention, problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
                 let mut prepared = PreparedLaunch::new(self.attention.gpu(), &loaded, problem)?;
-                self.time_with(problem, q, k, v, options, |_, tensors| prepared.run(&stream, tensors))
+                self.time_with(problem, q, k, v, options, |attention, tensors| {
+                    attention.run_prepared(&mut prepared, &stream, tensors)
+                })
             }
         }
     }

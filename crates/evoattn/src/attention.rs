@@ -8,6 +8,7 @@ use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
 use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
 use crate::runtime::launch::PreparedLaunch;
+use crate::runtime::scratch::{is_capturing, ScratchStore};
 use cudarc::driver::CudaStream;
 use std::collections::HashMap;
 
@@ -41,30 +42,46 @@ impl LaunchKey {
     }
 }
 
-pub use crate::runtime::device::DeviceTensors;
+pub use crate::runtime::device::{DeviceTensors, ExternalTensors};
+
+/// Prepared launches kept per `Attention`; past this the least recently used is dropped (it
+/// holds no device memory, so dropping it waits for nothing). A decoding loop whose Sk grows
+/// every step prepares one launch per step and so stays within this bound.
+pub const MAX_PREPARED_LAUNCHES: usize = 256;
 
 /// Attention on one GPU. Kernels are compiled on first use, cached on disk and kept loaded,
-/// and each problem signature's launch is prepared once (plan, grid, parameters, `splitkv`
-/// workspace, TMA maps), so a repeated call does no compile, no module load, no allocation
-/// and no synchronisation: it checks the buffers and launches.
+/// and each problem signature's launch is prepared once (plan, grid, parameters, TMA maps), so
+/// a repeated call does no compile, no module load, no allocation and no synchronisation: it
+/// checks the buffers and launches.
 ///
 /// Launches are asynchronous on `gpu().stream()`, or on the caller's stream with
 /// [`Attention::forward_on`]. Buffers used on several streams must be synchronised by the caller
-/// (the usual CUDA stream contract); evoattn does not track cross-stream use. Calls with the same
-/// problem signature share a prepared launch (and `splitkv`'s workspace or the dynamic `wgmma`
-/// scheduler's tile counters), so they must not run concurrently on different streams. The
-/// first call of a signature allocates and synchronises evoattn's own stream once: make it
-/// before capturing calls into a CUDA graph. Prepared launches are kept for the life of the
-/// `Attention`, one per signature (a decoding loop whose Sk grows every step prepares one per
-/// step).
+/// (the usual CUDA stream contract). Any problem may run on several streams at once: the scratch
+/// some kernels need (`splitkv`'s partials, the persistent schedulers' counters) is each
+/// stream's own, allocated on a stream's first such launch (which waits for the zeroing once),
+/// and a launch captured into a CUDA graph gets scratch owned by that graph. The first call of
+/// a kernel compiles and loads it: make it before capturing calls into a CUDA graph. At most
+/// [`MAX_PREPARED_LAUNCHES`] signatures are kept prepared.
+///
+/// An `Attention` is `Send`; share one between threads behind a lock (launches are a few
+/// microseconds of host work).
 pub struct Attention {
     gpu: Gpu,
     cache: CubinCache,
     loaded: HashMap<KernelSpec, LoadedKernel>,
     /// Looked up on every call: foldhash hashes a key in about 50 ns where the default SipHash
     /// takes about 160 (this project's x86 build machine); the keys are the caller's own
-    /// problems, so SipHash's resistance to chosen collisions buys nothing here.
-    launches: HashMap<LaunchKey, PreparedLaunch, foldhash::fast::RandomState>,
+    /// problems, so SipHash's resistance to chosen collisions buys nothing here. Each launch
+    /// with the call count at its last use, for evicting the least recently used.
+    launches: HashMap<LaunchKey, (PreparedLaunch, u64), foldhash::fast::RandomState>,
+    calls: u64,
+    scratch: ScratchStore,
+}
+
+/// How a call brings its tensors.
+enum Tensors<'a> {
+    Views(DeviceTensors<'a>),
+    External(ExternalTensors),
 }
 
 impl Attention {
@@ -72,7 +89,8 @@ impl Attention {
     pub fn new(ordinal: usize) -> Result<Self> {
         let gpu = Gpu::open(ordinal)?;
         let cache = CubinCache::open(CubinCache::default_dir())?;
-        Ok(Attention { gpu, cache, loaded: HashMap::new(), launches: HashMap::default() })
+        let scratch = ScratchStore::new(&gpu);
+        Ok(Attention { gpu, cache, loaded: HashMap::new(), launches: HashMap::default(), calls: 0, scratch })
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -160,10 +178,57 @@ impl Attention {
         config: Option<KernelConfig>,
         tensors: DeviceTensors<'_>,
     ) -> Result<KernelSpec> {
+        self.forward_tensors(stream, problem, choice, config, Tensors::Views(tensors))
+    }
+
+    /// As [`Attention::forward_on`], on buffers given by address ([`ExternalTensors`], made for
+    /// this `problem`).
+    pub fn forward_external(
+        &mut self,
+        stream: &CudaStream,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        tensors: ExternalTensors,
+    ) -> Result<KernelSpec> {
+        self.forward_tensors(stream, problem, choice, config, Tensors::External(tensors))
+    }
+
+    /// Runs a launch prepared by the caller (a kernel variant the planner would not choose) on
+    /// `stream`, with scratch from this `Attention`'s arenas.
+    pub fn run_prepared(
+        &mut self,
+        launch: &mut PreparedLaunch,
+        stream: &CudaStream,
+        tensors: DeviceTensors<'_>,
+    ) -> Result<()> {
+        launch.run(&self.gpu, &mut self.scratch, stream, tensors)
+    }
+
+    /// Streams holding scratch now (at most [`MAX_STREAM_ARENAS`](crate::runtime::scratch::MAX_STREAM_ARENAS)).
+    pub fn scratch_streams(&self) -> usize {
+        self.scratch.streams()
+    }
+
+    /// Prepared launches kept now (at most [`MAX_PREPARED_LAUNCHES`]).
+    pub fn prepared_launches(&self) -> usize {
+        self.launches.len()
+    }
+
+    fn forward_tensors(
+        &mut self,
+        stream: &CudaStream,
+        problem: &Problem,
+        choice: ImplChoice,
+        config: Option<KernelConfig>,
+        tensors: Tensors<'_>,
+    ) -> Result<KernelSpec> {
         let key = LaunchKey::new(problem, choice, config);
+        self.calls += 1;
         // The cached call: one hash lookup, the buffer checks, the launch.
-        if let Some(launch) = self.launches.get_mut(&key) {
-            launch.run(stream, tensors)?;
+        if let Some((launch, last_use)) = self.launches.get_mut(&key) {
+            *last_use = self.calls;
+            run(launch, &self.gpu, &mut self.scratch, stream, tensors)?;
             return Ok(*launch.spec());
         }
         problem.validate()?;
@@ -171,10 +236,39 @@ impl Attention {
         if let Err(reason) = plan.spec.validate(plan.arch) {
             return Err(crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason });
         }
+        if !self.loaded.contains_key(&plan.spec) && is_capturing(stream)? {
+            return Err(crate::Error::Unsupported {
+                imp: plan.spec.imp().to_string(),
+                reason: format!(
+                    "the first call of {} compiles and loads it, which CUDA does not allow while the stream \
+                     captures a graph: call it once with the same shape before capturing",
+                    plan.spec.name()
+                ),
+            });
+        }
         self.prepare(&plan)?;
         let mut launch = PreparedLaunch::new(&self.gpu, &self.loaded[&plan.spec], problem)?;
-        launch.run(stream, tensors)?;
-        self.launches.insert(key, launch);
+        run(&mut launch, &self.gpu, &mut self.scratch, stream, tensors)?;
+        if self.launches.len() >= MAX_PREPARED_LAUNCHES {
+            let oldest = self.launches.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
+            if let Some(oldest) = oldest {
+                self.launches.remove(&oldest);
+            }
+        }
+        self.launches.insert(key, (launch, self.calls));
         Ok(plan.spec)
+    }
+}
+
+fn run(
+    launch: &mut PreparedLaunch,
+    gpu: &Gpu,
+    scratch: &mut ScratchStore,
+    stream: &CudaStream,
+    tensors: Tensors<'_>,
+) -> Result<()> {
+    match tensors {
+        Tensors::Views(views) => launch.run(gpu, scratch, stream, views),
+        Tensors::External(ext) => launch.run_buffers(gpu, scratch, stream, ext.buffers, ext.has_lse),
     }
 }

@@ -28,6 +28,8 @@ pub enum ProblemError {
     DtypeMismatch { tensor: TensorName, expected: String, got: String },
     #[error("tensor {tensor}: dtype {got} is not supported (expected f16 or bf16)")]
     UnsupportedDtype { tensor: TensorName, got: String },
+    #[error("tensor {tensor}: strides {strides:?} make two of its elements share an address; an output must not overlap itself")]
+    SelfOverlap { tensor: TensorName, strides: crate::problem::Strides },
     #[error("tensor {tensor}: buffer holds {have} elements, the problem needs {need}")]
     BufferTooSmall { tensor: TensorName, need: usize, have: usize },
     #[error("tensor {tensor}: device address {addr:#x} is not 16-byte aligned")]

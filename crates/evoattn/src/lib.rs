@@ -23,12 +23,12 @@ pub mod runtime;
 pub mod trace;
 
 pub use arch::Arch;
-pub use attention::{Attention, DeviceTensors};
+pub use attention::{Attention, DeviceTensors, ExternalTensors};
 pub use config::{
     Impl, KernelConfig, KernelSpec, Loads, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
-pub use problem::{Causal, Dtype, Layout, Problem, Shape, Strides, TensorName};
+pub use problem::{Causal, Dtype, Layout, Problem, Shape, StridedTensor, Strides, TensorName};
 
 /// The CUDA bindings evoattn is built on: `DeviceTensors` holds their views.
 pub use cudarc;

@@ -282,6 +282,24 @@ pub const MAX_INDEX: usize = i32::MAX as usize;
 /// Elements per 16-byte vector access; every row stride must be a multiple of it.
 pub const VECTOR_ELEMS: usize = 8;
 
+/// A tensor as a caller holds it (a PyTorch view, say): sizes and strides in elements, in a
+/// layout's axis order.
+#[derive(Clone, Copy, Debug)]
+pub struct StridedTensor<'a> {
+    pub sizes: &'a [usize],
+    pub strides: &'a [usize],
+}
+
+/// The axis names of tensor `t` in `layout`, for shape errors.
+pub fn axis_names(layout: Layout, t: TensorName) -> &'static str {
+    match (layout, t) {
+        (Layout::Bhsd, TensorName::Q | TensorName::O) => "B, H, Sq, D",
+        (Layout::Bhsd, _) => "B, Hkv, Sk, D",
+        (Layout::Bshd, TensorName::Q | TensorName::O) => "B, Sq, H, D",
+        (Layout::Bshd, _) => "B, Sk, Hkv, D",
+    }
+}
+
 /// A full attention problem, as the kernels see it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Problem {
@@ -313,6 +331,60 @@ impl Problem {
             o_strides: layout.strides(h, sq, d),
             with_lse: false,
         }
+    }
+
+    /// The problem over q, k, v and o given as strided tensors in `layout`'s axis order (any
+    /// strides: a transposed view, a slice of a larger buffer), no mask, default scale, no LSE.
+    /// k and v must agree with q on B and D and with each other; o must have q's sizes. The
+    /// strides themselves are checked by [`Problem::validate`].
+    pub fn from_strided(
+        layout: Layout,
+        dtype: Dtype,
+        [q, k, v, o]: [StridedTensor<'_>; 4],
+    ) -> Result<Self, ProblemError> {
+        let tensors = [(TensorName::Q, q), (TensorName::K, k), (TensorName::V, v), (TensorName::O, o)];
+        for (t, view) in tensors {
+            for dims in [view.sizes, view.strides] {
+                if dims.len() != 4 {
+                    let expected = axis_names(layout, t);
+                    return Err(ProblemError::WrongRank { tensor: t, expected, got: dims.to_vec() });
+                }
+            }
+        }
+        // [b, heads, rows, d] and their strides from `layout`'s order.
+        let logical = |x: &[usize]| match layout {
+            Layout::Bhsd => [x[0], x[1], x[2], x[3]],
+            Layout::Bshd => [x[0], x[2], x[1], x[3]],
+        };
+        let [b, h, sq, d] = logical(q.sizes);
+        let [_, hkv, sk, _] = logical(k.sizes);
+        let expect = [(TensorName::K, layout.dims(b, hkv, sk, d)), (TensorName::V, layout.dims(b, hkv, sk, d))];
+        for ((t, expected), view) in
+            expect.into_iter().chain([(TensorName::O, layout.dims(b, h, sq, d))]).zip([k, v, o])
+        {
+            if view.sizes != expected {
+                return Err(ProblemError::ShapeMismatch {
+                    tensor: t,
+                    expected: expected.to_vec(),
+                    got: view.sizes.to_vec(),
+                });
+            }
+        }
+        let strides = |view: StridedTensor<'_>| {
+            let [batch, head, seq, dim] = logical(view.strides);
+            Strides { batch, head, seq, dim }
+        };
+        Ok(Problem {
+            shape: Shape { b, h, hkv, sq, sk, d },
+            dtype,
+            causal: Causal::None,
+            scale: None,
+            q_strides: strides(q),
+            k_strides: strides(k),
+            v_strides: strides(v),
+            o_strides: strides(o),
+            with_lse: false,
+        })
     }
 
     pub fn with_causal(mut self, causal: Causal) -> Self {
@@ -427,7 +499,29 @@ impl Problem {
                 return Err(ProblemError::IndexOverflow { tensor: t, extent });
             }
         }
+        // Inputs may repeat elements (a broadcast K or V has stride 0); the output may not.
+        if self.overlaps_itself(TensorName::O) {
+            return Err(ProblemError::SelfOverlap { tensor: TensorName::O, strides: self.o_strides });
+        }
         Ok(())
+    }
+
+    /// True when two logical elements of tensor `t` share an address: sorted by stride, some
+    /// axis of more than one element steps by less than the span of the axes below it.
+    pub fn overlaps_itself(&self, t: TensorName) -> bool {
+        let dims = self.dims(t);
+        let st = self.strides(t);
+        let mut axes: Vec<(usize, usize)> =
+            dims.into_iter().zip([st.batch, st.head, st.seq, st.dim]).filter(|&(n, _)| n > 1).collect();
+        axes.sort_by_key(|&(_, stride)| stride);
+        let mut span = 1usize;
+        for (n, stride) in axes {
+            if stride < span {
+                return true;
+            }
+            span = stride.saturating_mul(n - 1).saturating_add(span);
+        }
+        false
     }
 }
 
@@ -486,6 +580,78 @@ mod tests {
         let s = Shape { b: 1, h: 1, hkv: 1, sq: 5, sk: 2, d: 8 };
         let p = Problem::dense(s, Dtype::F16, Layout::Bhsd).with_causal(Causal::BottomRight);
         assert_eq!(p.visible_pairs(), 3);
+    }
+
+    #[test]
+    fn a_problem_from_strided_views_takes_each_tensors_own_strides() {
+        // q as a BHSD view of BSHD memory (what `q.transpose(1, 2)` of a [B, S, H, D] tensor is),
+        // k and v dense BHSD with 2 KV heads, o dense.
+        let q = StridedTensor { sizes: &[2, 8, 100, 64], strides: &[100 * 8 * 64, 64, 8 * 64, 1] };
+        let kv = StridedTensor { sizes: &[2, 2, 300, 64], strides: &[2 * 300 * 64, 300 * 64, 64, 1] };
+        let o = StridedTensor { sizes: &[2, 8, 100, 64], strides: &[8 * 100 * 64, 100 * 64, 64, 1] };
+        let p = Problem::from_strided(Layout::Bhsd, Dtype::Bf16, [q, kv, kv, o]).unwrap();
+        assert_eq!(p.shape, Shape { b: 2, h: 8, hkv: 2, sq: 100, sk: 300, d: 64 });
+        assert_eq!(p.q_strides, Layout::Bshd.strides(8, 100, 64));
+        assert_eq!(p.k_strides, Layout::Bhsd.strides(2, 300, 64));
+        assert!(p.validate().is_ok());
+        // The same memory described in BSHD order is the same problem.
+        let q2 = StridedTensor { sizes: &[2, 100, 8, 64], strides: &[100 * 8 * 64, 8 * 64, 64, 1] };
+        let kv2 = StridedTensor { sizes: &[2, 300, 2, 64], strides: &[2 * 300 * 64, 64, 300 * 64, 1] };
+        let o2 = StridedTensor { sizes: &[2, 100, 8, 64], strides: &[8 * 100 * 64, 64, 100 * 64, 1] };
+        assert_eq!(Problem::from_strided(Layout::Bshd, Dtype::Bf16, [q2, kv2, kv2, o2]).unwrap(), p);
+    }
+
+    #[test]
+    fn a_problem_from_strided_views_names_the_tensor_that_does_not_fit() {
+        let t = |sizes: &'static [usize]| StridedTensor { sizes, strides: &[0, 0, 0, 1] };
+        let q = t(&[2, 8, 100, 64]);
+        let err = |k, v, o| Problem::from_strided(Layout::Bhsd, Dtype::F16, [q, k, v, o]).unwrap_err();
+        assert_eq!(
+            err(t(&[2, 8, 100]), q, q),
+            ProblemError::WrongRank { tensor: TensorName::K, expected: "B, Hkv, Sk, D", got: vec![2, 8, 100] }
+        );
+        // v disagrees with k; k with q on the head dim; o with q.
+        let e = err(t(&[2, 2, 50, 64]), t(&[2, 2, 51, 64]), q);
+        assert_eq!(
+            e,
+            ProblemError::ShapeMismatch {
+                tensor: TensorName::V,
+                expected: vec![2, 2, 50, 64],
+                got: vec![2, 2, 51, 64]
+            }
+        );
+        let e = err(t(&[2, 2, 50, 32]), t(&[2, 2, 50, 32]), q);
+        assert!(matches!(e, ProblemError::ShapeMismatch { tensor: TensorName::K, .. }), "{e}");
+        let e = err(q, q, t(&[2, 8, 99, 64]));
+        assert!(matches!(e, ProblemError::ShapeMismatch { tensor: TensorName::O, .. }), "{e}");
+        let short = StridedTensor { sizes: &[2, 8, 100, 64], strides: &[1, 1, 1] };
+        assert!(matches!(err(q, q, short), ProblemError::WrongRank { tensor: TensorName::O, .. }));
+    }
+
+    #[test]
+    fn an_output_may_be_any_view_that_does_not_overlap_itself() {
+        let shape = Shape { b: 2, h: 4, hkv: 2, sq: 16, sk: 16, d: 64 };
+        let mut p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
+        assert!(!p.overlaps_itself(TensorName::O));
+        // BSHD memory viewed as BHSD (a transposed view) is still one element per address.
+        p.o_strides = Layout::Bshd.strides(4, 16, 64);
+        assert!(!p.overlaps_itself(TensorName::O) && p.validate().is_ok());
+        // Padding between rows is fine; a batch stride of 0 or rows closer than D are not.
+        p.o_strides = Strides { batch: 4 * 16 * 128, head: 16 * 128, seq: 128, dim: 1 };
+        assert!(!p.overlaps_itself(TensorName::O));
+        p.o_strides = Strides { batch: 0, head: 16 * 64, seq: 64, dim: 1 };
+        assert_eq!(p.validate(), Err(ProblemError::SelfOverlap { tensor: TensorName::O, strides: p.o_strides }));
+        p.o_strides = Strides { batch: 4 * 16 * 64, head: 16 * 64, seq: 56, dim: 1 };
+        assert!(p.overlaps_itself(TensorName::O));
+        // Inputs may broadcast: K and V with batch stride 0 are one KV set for every batch.
+        let mut p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
+        p.k_strides.batch = 0;
+        p.v_strides.batch = 0;
+        assert!(p.overlaps_itself(TensorName::K) && p.validate().is_ok());
+        // An axis of one element steps nowhere, so its stride is free.
+        let mut p = Problem::dense(Shape { b: 1, ..shape }, Dtype::F16, Layout::Bhsd);
+        p.o_strides.batch = 8;
+        assert!(!p.overlaps_itself(TensorName::O));
     }
 
     #[test]

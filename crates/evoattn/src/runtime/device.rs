@@ -6,6 +6,7 @@ use crate::config::KernelSpec;
 use crate::error::{Error, Result};
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
+use crate::runtime::launch::LaunchBuffers;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
@@ -237,6 +238,55 @@ pub struct DeviceTensors<'a> {
     pub o: CudaViewMut<'a, u16>,
     /// `[B, H, Sq]` float32, required when the problem asks for LSE.
     pub lse: Option<CudaViewMut<'a, f32>>,
+}
+
+/// The tensors of one forward pass given by device address: memory evoattn did not allocate
+/// (a PyTorch tensor's, through the Python package). Each buffer is taken to hold exactly its
+/// tensor's extent under the problem's strides; alignment and overlap are still checked at the
+/// launch.
+#[derive(Clone, Copy, Debug)]
+pub struct ExternalTensors {
+    pub(crate) buffers: LaunchBuffers,
+    pub(crate) has_lse: bool,
+}
+
+impl ExternalTensors {
+    /// Q, K, V, O (and LSE, `[B, H, Sq]` float32 dense, when given) at these device addresses,
+    /// laid out by `problem`'s strides.
+    ///
+    /// # Safety
+    ///
+    /// Each address must point into device memory of the context the launch runs in (the
+    /// `Attention`'s GPU) that holds at least [`Problem::extent`] elements of its tensor under
+    /// `problem`'s strides and stays allocated until the launch's work on its stream is done,
+    /// and the caller orders other work on these buffers with that stream (the usual CUDA
+    /// stream contract). The launch must use this same `problem` (`Attention` checks it).
+    pub unsafe fn new(problem: &Problem, q: u64, k: u64, v: u64, o: u64, lse: Option<u64>) -> Self {
+        let len = |t| problem.extent(t);
+        let lse_len = if lse.is_some() { len(TensorName::Lse) } else { 0 };
+        ExternalTensors {
+            buffers: LaunchBuffers {
+                addrs: [q, k, v, o, lse.unwrap_or(0)],
+                lens: [len(TensorName::Q), len(TensorName::K), len(TensorName::V), len(TensorName::O), lse_len],
+            },
+            has_lse: lse.is_some(),
+        }
+    }
+}
+
+impl Gpu {
+    /// A stream created by another library (PyTorch's current stream) in this GPU's context,
+    /// for `Attention::forward_on`; dropping it leaves the stream alone.
+    ///
+    /// # Safety
+    ///
+    /// `handle` must be a stream of this GPU's context (the primary context, which PyTorch uses)
+    /// or one of CUDA's default-stream handles (0, 1, 2), and stay alive while the returned
+    /// value, or a launch enqueued through it, is in use.
+    pub unsafe fn borrow_stream(&self, handle: usize) -> Arc<CudaStream> {
+        // Safety: the caller's contract above is cudarc's for a borrowed stream.
+        unsafe { self.ctx.wrap_borrowed_stream(handle as cudarc::driver::sys::CUstream) }
+    }
 }
 
 impl LoadedKernel {

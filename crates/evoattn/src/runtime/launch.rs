@@ -1,7 +1,7 @@
 //! Prepared launches: everything about a launch that depends only on the problem signature and
-//! the kernel (grid, parameters but the buffer addresses, `splitkv`'s workspace, TMA map
-//! geometry) built once, so that a repeated call only checks the buffers, fills in their
-//! addresses and calls `cuLaunchKernel`: no allocation, no synchronisation, no compile.
+//! the kernel (grid, parameters but the buffer and scratch addresses, TMA map geometry) built
+//! once, so that a repeated call only checks the buffers, fills in their addresses and calls
+//! `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::{
@@ -10,10 +10,10 @@ use crate::config::{
 use crate::error::{Error, Result};
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
+use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::ffi::c_void;
-use std::sync::Arc;
 
 /// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
 const MAX_GRID_X: usize = i32::MAX as usize;
@@ -34,80 +34,31 @@ struct SplitParams {
 // kernels/splitkv_combine.cuh (pointers as u64, `int` as i32), so the driver may copy its bytes.
 unsafe impl DeviceRepr for SplitParams {}
 
-/// `splitkv`'s workspace: the partial outputs and LSEs of every split, and the per-tile
-/// arrival counters (zeroed once here; the kernel's last split of a tile resets its own).
-struct Workspace {
-    params: SplitParams,
-    _o_part: CudaSlice<f32>,
-    _lse_part: CudaSlice<f32>,
-    _counters: CudaSlice<i32>,
+/// `splitkv`'s scratch: every split's partial output rows and LSEs (floats, the LSEs starting
+/// 256-byte aligned after the rows) and one arrival counter per tile.
+fn splitkv_need(problem: &Problem, m_blocks: usize, splits: usize) -> (ScratchNeed, usize) {
+    let s = problem.shape;
+    let rows = s.b * s.hkv * s.sq * s.group();
+    let o_part = (splits * rows * s.d).next_multiple_of(FLOATS_PER_256_BYTES);
+    let need = ScratchNeed { counters: s.b * s.hkv * m_blocks, floats: o_part + splits * rows };
+    (need, o_part)
 }
 
-impl Workspace {
-    fn new(gpu: &Gpu, problem: &Problem, spec: &KernelSpec, splits: usize) -> Result<Self> {
-        let s = problem.shape;
-        let m_blocks = spec.grid(&s, 1, gpu.sm_count())[0];
-        let rows = s.b * s.hkv * s.sq * s.group();
-        let stream = gpu.stream();
-        let o_part = alloc_zeroed::<f32>(stream, splits * rows * s.d)?;
-        let lse_part = alloc_zeroed::<f32>(stream, splits * rows)?;
-        let counters = alloc_zeroed::<i32>(stream, s.b * s.hkv * m_blocks)?;
-        wait_for_zeroing(stream)?;
-        let (o_ptr, _) = o_part.device_ptr(stream);
-        let (lse_ptr, _) = lse_part.device_ptr(stream);
-        let (counters_ptr, _) = counters.device_ptr(stream);
-        let params = SplitParams {
-            o_part: o_ptr,
-            lse_part: lse_ptr,
-            counters: counters_ptr,
-            splits: splits as i32,
-            m_blocks: m_blocks as i32,
-        };
-        Ok(Workspace { params, _o_part: o_part, _lse_part: lse_part, _counters: counters })
-    }
-}
+const FLOATS_PER_256_BYTES: usize = 64;
 
-/// The dynamic `wgmma` scheduler's two counters (`DynamicTiles` in kernels/wgmma_scheduler.cuh),
-/// zeroed once here; the kernel's last block resets them for the next launch.
-fn zeroed_tile_counter(gpu: &Gpu) -> Result<CudaSlice<i32>> {
-    let counter = alloc_zeroed::<i32>(gpu.stream(), TILE_COUNTERS)?;
-    wait_for_zeroing(gpu.stream())?;
-    Ok(counter)
-}
-
-/// `n` zeroed elements (at least one, so an empty buffer still has an address) on `stream`.
-fn alloc_zeroed<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize) -> Result<CudaSlice<T>> {
-    stream.alloc_zeros::<T>(n.max(1)).map_err(|e| Error::driver("cuMemAlloc", e))
-}
-
-/// Waits until the buffers [`alloc_zeroed`] queued on `stream` are zero: a prepared launch's own
-/// state must be in place before a launch on any other stream. Once per prepared launch, never on
-/// a cached call.
-fn wait_for_zeroing(stream: &CudaStream) -> Result<()> {
-    stream.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))
-}
-
-/// Claims and blocks done claiming.
+/// Claims and blocks done claiming (`DynamicTiles` in kernels/wgmma_scheduler.cuh).
 const TILE_COUNTERS: usize = 2;
 
-/// The split tail's state (`split_tail=1`, kernels/wgmma_epilogue.cuh): one zeroed counter per
-/// tail tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each
-/// tile resets; and two partial slots per block, each every consumer thread's O fragment (head
-/// dim / 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
-fn split_tail_buffers(
-    gpu: &Gpu,
-    c: &WgmmaConfig,
-    head_dim: usize,
-    blocks: usize,
-) -> Result<(CudaSlice<i32>, CudaSlice<f32>)> {
+/// The split tail's scratch (`split_tail=1`, kernels/wgmma_epilogue.cuh): one counter per tail
+/// tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each tile
+/// resets; and two partial slots per block, each every consumer thread's O fragment (head dim /
+/// 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
+fn split_tail_need(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNeed {
     const SLOTS_PER_BLOCK: usize = 2;
     const ROW_STATE_FLOATS: usize = 4;
     let consumer_threads = (c.consumer_warpgroups * WARPGROUP_THREADS) as usize;
-    let counters = alloc_zeroed::<i32>(gpu.stream(), blocks * c.consumer_warpgroups as usize)?;
     let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS) * consumer_threads;
-    let work = alloc_zeroed::<f32>(gpu.stream(), SLOTS_PER_BLOCK * blocks * slot_floats)?;
-    wait_for_zeroing(gpu.stream())?;
-    Ok((counters, work))
+    ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
 }
 
 /// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
@@ -160,7 +111,9 @@ impl MapCache {
     }
 }
 
-/// One problem signature's launch of one kernel, ready to repeat.
+/// One problem signature's launch of one kernel, ready to repeat. It holds no device memory:
+/// the scratch some kernels need comes from the launching stream's arena ([`ScratchStore`]),
+/// so one prepared launch may run on several streams at once.
 pub struct PreparedLaunch {
     function: CudaFunction,
     spec: KernelSpec,
@@ -169,19 +122,26 @@ pub struct PreparedLaunch {
     block: u32,
     smem: u32,
     params: KernelParams,
-    workspace: Option<Workspace>,
-    /// The persistent schedulers' counters (`dynamic_tiles=1`, `split_tail=1`) and the split
-    /// tail's partials, which `params` points at.
-    _tile_counter: Option<CudaSlice<i32>>,
-    _split_work: Option<CudaSlice<f32>>,
+    /// `splitkv`'s parameters beside `AttnParams` (scratch addresses filled in per launch) and
+    /// where its LSE partials start in the floats, in words.
+    split: Option<(SplitParams, usize)>,
+    need: ScratchNeed,
     maps: Option<MapCache>,
     /// `splitkv`'s merge kernel (`combine=kernel`) and its grid: one block per tile.
     combine: Option<(CudaFunction, (u32, u32, u32))>,
 }
 
+/// Device addresses and lengths (in elements) of one launch's tensors: Q, K, V, O and LSE
+/// (address 0 and length 0 when the problem asks for no LSE).
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchBuffers {
+    pub addrs: [u64; 5],
+    pub lens: [usize; 5],
+}
+
 impl PreparedLaunch {
-    /// Prepares `kernel` for a validated `problem`; `splitkv` gets its workspace for the split
-    /// count `plan::splits` chooses on this GPU.
+    /// Prepares `kernel` for a validated `problem`; `splitkv` gets the split count
+    /// `plan::splits` chooses on this GPU. Allocates nothing on the device.
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
         let spec = *kernel.spec();
         let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
@@ -195,12 +155,14 @@ impl PreparedLaunch {
                 "launch grid {grid:?} exceeds CUDA's limits (x < 2^31, y and z <= 65535 heads/batches)"
             )));
         }
-        let workspace = match spec.config {
-            KernelConfig::Splitkv(_) if !problem.is_empty() => Some(Workspace::new(gpu, problem, &spec, splits)?),
-            _ => None,
-        };
-        let mut params = KernelParams::new(problem, [0; 5], gpu.l2_bytes());
-        let (tile_counter, split_work) = match spec.config {
+        let empty = problem.is_empty();
+        let (need, split) = match spec.config {
+            KernelConfig::Splitkv(_) if !empty => {
+                let m_blocks = spec.grid(&problem.shape, 1, gpu.sm_count())[0];
+                let (need, lse_offset) = splitkv_need(problem, m_blocks, splits);
+                let params = SplitParams { splits: splits as i32, m_blocks: m_blocks as i32, ..SplitParams::default() };
+                (need, Some((params, lse_offset)))
+            }
             KernelConfig::Wgmma(c) if c.split_tail && problem.causal != Causal::None => {
                 return Err(unsupported(
                     "split_tail=1 cuts equal tiles into runs of key blocks; causal tiles differ in length \
@@ -229,21 +191,14 @@ impl PreparedLaunch {
                     grid[0], problem.shape.sk
                 )))
             }
-            KernelConfig::Wgmma(c) if c.split_tail && !problem.is_empty() => {
-                let (counters, work) = split_tail_buffers(gpu, &c, problem.shape.d, grid[0])?;
-                (Some(counters), Some(work))
+            KernelConfig::Wgmma(c) if c.split_tail && !empty => (split_tail_need(&c, problem.shape.d, grid[0]), None),
+            KernelConfig::Wgmma(c) if c.dynamic_tiles && !empty => {
+                (ScratchNeed { counters: TILE_COUNTERS, floats: 0 }, None)
             }
-            KernelConfig::Wgmma(c) if c.dynamic_tiles && !problem.is_empty() => (Some(zeroed_tile_counter(gpu)?), None),
-            _ => (None, None),
+            _ => (ScratchNeed::default(), None),
         };
-        if let Some(counter) = &tile_counter {
-            params.tile_counter = counter.device_ptr(gpu.stream()).0;
-        }
-        if let Some(work) = &split_work {
-            params.split_work = work.device_ptr(gpu.stream()).0;
-        }
         let maps = match spec.tensor_map_rows() {
-            Some(rows) if !problem.is_empty() => Some(MapCache::new(problem, spec.imp(), rows)?),
+            Some(rows) if !empty => Some(MapCache::new(problem, spec.imp(), rows)?),
             _ => None,
         };
         let combine = kernel
@@ -256,10 +211,9 @@ impl PreparedLaunch {
             grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
             block: spec.threads(),
             smem: kernel.smem() as u32,
-            params,
-            workspace,
-            _tile_counter: tile_counter,
-            _split_work: split_work,
+            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes()),
+            split,
+            need,
             maps,
             combine,
         })
@@ -269,24 +223,32 @@ impl PreparedLaunch {
         &self.spec
     }
 
+    pub fn problem(&self) -> &Problem {
+        &self.problem
+    }
+
+    /// The device scratch each launch takes from its stream's arena.
+    pub fn scratch_need(&self) -> ScratchNeed {
+        self.need
+    }
+
     /// Launches on `stream` after checking every buffer's size, alignment and overlap against
-    /// the prepared problem. The caller keeps one prepared launch to one stream at a time: a
-    /// `splitkv` workspace and a dynamic scheduler's counters are shared by its launches.
-    pub fn run(&mut self, stream: &CudaStream, tensors: DeviceTensors<'_>) -> Result<()> {
+    /// the prepared problem; scratch comes from `stream`'s arena in `scratch`.
+    pub fn run(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        tensors: DeviceTensors<'_>,
+    ) -> Result<()> {
         let DeviceTensors { q, k, v, mut o, mut lse } = tensors;
-        let problem = &self.problem;
-        if problem.with_lse != lse.is_some() {
-            return Err(Error::Unsupported {
-                imp: self.spec.imp().to_string(),
-                reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
-            });
-        }
         let (q_ptr, _q_sync) = q.device_ptr(stream);
         let (k_ptr, _k_sync) = k.device_ptr(stream);
         let (v_ptr, _v_sync) = v.device_ptr(stream);
         let o_len = o.len();
         let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
         let lse_len = lse.as_ref().map_or(0, |l| l.len());
+        let has_lse = lse.is_some();
         let (lse_ptr, _lse_sync) = match lse.as_mut() {
             Some(l) => {
                 let (ptr, sync) = l.device_ptr_mut(stream);
@@ -294,54 +256,105 @@ impl PreparedLaunch {
             }
             None => (0, None),
         };
+        let buffers = LaunchBuffers {
+            addrs: [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr],
+            lens: [q.len(), k.len(), v.len(), o_len, lse_len],
+        };
+        // The sync guards (`_q_sync`..) live until the launch is enqueued, keeping stream
+        // ordering with the buffers' other uses.
+        self.run_buffers(gpu, scratch, stream, buffers, has_lse)
+    }
+
+    /// As [`PreparedLaunch::run`], on buffers given by address (an [`ExternalTensors`]'s, whose
+    /// constructor's contract makes them valid), `has_lse` saying whether an LSE buffer came.
+    ///
+    /// [`ExternalTensors`]: crate::runtime::device::ExternalTensors
+    pub(crate) fn run_buffers(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        buffers: LaunchBuffers,
+        has_lse: bool,
+    ) -> Result<()> {
+        let problem = &self.problem;
+        if problem.with_lse != has_lse {
+            return Err(Error::Unsupported {
+                imp: self.spec.imp().to_string(),
+                reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
+            });
+        }
         let elem = problem.dtype.size_bytes();
-        let spans = [
-            BufferSpan { tensor: TensorName::Q, addr: q_ptr, len: q.len(), elem_bytes: elem },
-            BufferSpan { tensor: TensorName::K, addr: k_ptr, len: k.len(), elem_bytes: elem },
-            BufferSpan { tensor: TensorName::V, addr: v_ptr, len: v.len(), elem_bytes: elem },
-            BufferSpan { tensor: TensorName::O, addr: o_ptr, len: o_len, elem_bytes: elem },
-            BufferSpan { tensor: TensorName::Lse, addr: lse_ptr, len: lse_len, elem_bytes: 4 },
-        ];
+        let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O, TensorName::Lse];
+        let spans: [BufferSpan; 5] = std::array::from_fn(|i| BufferSpan {
+            tensor: names[i],
+            addr: buffers.addrs[i],
+            len: buffers.lens[i],
+            elem_bytes: if names[i] == TensorName::Lse { 4 } else { elem },
+        });
         let checked = if problem.with_lse { &spans[..] } else { &spans[..4] };
         validate_buffers(problem, checked)?;
         if problem.is_empty() {
             return Ok(());
         }
+        stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        let lease = scratch.lease(gpu, stream, self.need)?;
+        let [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr] = buffers.addrs;
         let params = &mut self.params;
         (params.q, params.k, params.v, params.o, params.lse) = (q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr);
         // The kernel's argument list: `AttnParams`, then `SplitParams` (splitkv), then the
         // `TmaMap`s (TMA loads and stores); argument pointers on the stack, no heap.
         let mut args: [*mut c_void; 6] = [std::ptr::null_mut(); 6];
-        args[0] = params as *mut KernelParams as *mut c_void;
         let mut n_args = 1;
-        if let Some(ws) = self.workspace.as_mut() {
-            args[1] = &mut ws.params as *mut SplitParams as *mut c_void;
+        if let Some((split, lse_offset)) = self.split.as_mut() {
+            split.counters = lease.ptrs.counters;
+            split.o_part = lease.ptrs.floats;
+            split.lse_part = lease.ptrs.floats + 4 * *lse_offset as u64;
+            args[1] = split as *mut SplitParams as *mut c_void;
             n_args = 2;
+        } else {
+            params.tile_counter = lease.ptrs.counters;
+            params.split_work = lease.ptrs.floats;
         }
+        args[0] = params as *mut KernelParams as *mut c_void;
+        let launched = self.launch_all(stream, &mut args, n_args, [q_ptr, k_ptr, v_ptr, o_ptr]);
+        // A graph-owned lease is freed in the graph even when the launch failed to enqueue.
+        let released = scratch.release(stream, lease);
+        launched.and(released)
+    }
+
+    fn launch_all(
+        &mut self,
+        stream: &CudaStream,
+        args: &mut [*mut c_void; 6],
+        mut n_args: usize,
+        addrs: [u64; 4],
+    ) -> Result<()> {
         if let Some(cache) = self.maps.as_mut() {
-            for map in cache.maps_for([q_ptr, k_ptr, v_ptr, o_ptr])?.iter_mut() {
+            for map in cache.maps_for(addrs)?.iter_mut() {
                 args[n_args] = map as *mut TensorMap as *mut c_void;
                 n_args += 1;
             }
         }
-        stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
-        // Safety: the function was loaded into this stream's context with the dynamic shared
-        // memory limit `smem` needs (`Gpu::load`); the argument list matches the kernel's
-        // parameters (`AttnParams`, then `SplitParams` for splitkv, then a `TmaMap` per tensor
-        // `tensor_map_rows` names), each pointer to a live `repr(C)` value owned by `self`.
-        // The addresses in `params` come from views borrowed for this call, whose sizes,
-        // alignment and disjointness `validate_buffers` checked against the validated problem;
-        // the maps cover exactly their tensors' extents (TMA never reads or writes outside
-        // them); a dynamic scheduler's counters live as long as `self` and are zero between
-        // launches (one stream at a time, above); the workspace holds every split's rows of
-        // every tile (sized from the same problem and split count as the grid). The sync guards
-        // (`_q_sync`..) keep stream ordering with the buffers' other uses.
+        // Safety: the function was loaded into this stream's context (bound to this thread by
+        // `run_buffers`) with the dynamic shared memory limit `smem` needs (`Gpu::load`); the
+        // argument list matches the kernel's parameters (`AttnParams`, then `SplitParams` for
+        // splitkv, then a `TmaMap` per tensor `tensor_map_rows` names), each pointer to a live
+        // `repr(C)` value owned by `self`. The tensor addresses come from buffers whose sizes,
+        // alignment and disjointness `validate_buffers` checked against the validated problem
+        // (views borrowed for the call, or external buffers under `ExternalTensors::new`'s
+        // contract); the maps cover exactly their tensors' extents (TMA never reads or writes
+        // outside them). The scratch addresses are this stream's arena (or graph-owned memory)
+        // of at least `need` words, counters zero at the start (`ScratchStore`): launches on
+        // one stream are ordered, so no other launch uses them meanwhile, and for `splitkv` it
+        // holds every split's rows of every tile (sized from the same problem and split count
+        // as the grid).
         unsafe { launch(&self.function, self.grid, self.block, self.smem, stream, &mut args[..n_args]) }?;
         if let Some((function, grid)) = &self.combine {
             // Safety: the merge kernel of the same module takes the same `AttnParams` and
             // `SplitParams` (the first two arguments above, still live), has no dynamic shared
             // memory, and runs after the split grid on the same stream, so it reads complete
-            // partials; its grid has one block per tile of the workspace.
+            // partials; its grid has one block per tile of the scratch.
             unsafe { launch(function, *grid, self.block, 0, stream, &mut args[..2]) }?;
         }
         Ok(())

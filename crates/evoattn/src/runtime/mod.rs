@@ -9,4 +9,5 @@ pub mod device;
 pub mod launch;
 pub mod nvrtc;
 pub mod resources;
+pub mod scratch;
 pub mod tma;

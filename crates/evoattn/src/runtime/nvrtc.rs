@@ -249,6 +249,21 @@ fn find_in_dir(dir: &Path) -> Option<PathBuf> {
 }
 
 /// CUDA toolkit directories, then Python wheel directories, in search order.
+/// Python site-packages directories the embedding program names (the Python package passes
+/// its interpreter's `sys.path`), searched for NVRTC wheels like the well-known prefixes.
+static SITE_DIRS_ADDED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds Python site-packages directories to NVRTC's search (before the first compile: the
+/// library is found once per process).
+pub fn add_site_dirs(dirs: impl IntoIterator<Item = PathBuf>) {
+    let mut added = SITE_DIRS_ADDED.lock().unwrap_or_else(|p| p.into_inner());
+    for dir in dirs {
+        if !added.contains(&dir) {
+            added.push(dir);
+        }
+    }
+}
+
 fn well_known_dirs() -> Vec<PathBuf> {
     let env_dir = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from);
     let mut dirs: Vec<PathBuf> =
@@ -267,7 +282,7 @@ fn well_known_dirs() -> Vec<PathBuf> {
     if let Some(h) = &home {
         prefixes.extend(children(&h.join(".pyenv/versions"), ""));
     }
-    let mut roots: Vec<PathBuf> = Vec::new();
+    let mut roots: Vec<PathBuf> = SITE_DIRS_ADDED.lock().unwrap_or_else(|p| p.into_inner()).clone();
     for repo in repo_candidates() {
         roots.push(repo.join(REPO_LOCAL_DIR));
     }

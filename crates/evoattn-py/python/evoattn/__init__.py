@@ -1,0 +1,141 @@
+"""evoattn: fused attention (the forward pass of softmax(Q·Kᵀ·scale + mask)·V) for NVIDIA GPUs,
+on PyTorch tensors.
+
+The kernels are CUDA C++ compiled at run time by NVRTC for the GPU in the machine (about
+0.1-0.3 s per kernel on first use, then cached on disk), so the wheel has no CUDA build and no
+libtorch link: it works with any PyTorch version. Tensors are used in place (zero-copy), on
+PyTorch's current stream of their device.
+
+    import evoattn
+    o = evoattn.attention(q, k, v, causal=True)           # SDPA's [B, H, S, D] and mask
+    o = evoattn.flash_attn_func(q, k, v, causal=True)     # FlashAttention's [B, S, H, D] and mask
+
+`evoattn.torch.activate()` routes `torch.nn.functional.scaled_dot_product_attention` to evoattn
+where the installed PyTorch lets a library do so (opt-in, never on import).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _api, _evoattn
+from ._api import Causal, library, plan
+from ._evoattn import UnavailableError
+
+__all__ = ["attention", "flash_attn_func", "plan", "library", "UnavailableError", "MAX_HEAD_DIM"]
+
+MAX_HEAD_DIM: int = _evoattn.MAX_HEAD_DIM
+
+try:
+    import torch as _torch
+except ImportError:  # the package imports without PyTorch; its calls then say what to install
+    _torch = None
+
+if _torch is not None:
+    from . import _ops
+
+    _is_compiling = getattr(getattr(_torch, "compiler", None), "is_compiling", lambda: False)
+    _Tensor = _torch.Tensor
+
+
+def _traced(q: Any, k: Any, v: Any) -> bool:
+    """Whether the call must go through the custom op: under torch.compile, for tensor
+    subclasses (fake tensors, functional tensors), or when autograd records it."""
+    if _torch is None:
+        return False
+    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor or _is_compiling():
+        return isinstance(q, _Tensor)
+    return _torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
+def _call(q, k, v, layout, causal, scale, return_lse, impl, config, out):
+    if _traced(q, k, v):
+        if out is None:
+            o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse, impl, config)
+        else:
+            if _torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+                raise RuntimeError("evoattn: out= does not take part in autograd (like PyTorch's out= functions)")
+            lse = _torch.ops.evoattn.attention_out(q, k, v, out, layout, causal, scale, return_lse, impl, config)
+            o = out
+    else:
+        o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out)
+    return (o, lse) if return_lse else o
+
+
+def attention(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    causal: Causal = False,
+    scale: Optional[float] = None,
+    return_lse: bool = False,
+    impl: str = "auto",
+    config: Optional[str] = None,
+    out: Any = None,
+) -> Any:
+    """Attention in `torch.nn.functional.scaled_dot_product_attention`'s layout and mask.
+
+    q is `[B, H, Sq, D]`, k and v `[B, Hkv, Sk, D]` (Hkv dividing H: GQA/MQA), CUDA tensors of
+    one device, all float16 or all bfloat16, D one of the head dims the kernels take (64, 128,
+    256), any strides with a unit innermost step (so `x.transpose(1, 2)` of a `[B, S, H, D]`
+    tensor works without a copy). Returns o `[B, H, Sq, D]` in q's dtype (laid out like q), or
+    `(o, lse)` with `return_lse=True`, lse `[B, H, Sq]` float32, the natural-log log-sum-exp of
+    each row (what a backward pass needs).
+
+    causal: False (no mask); True or "top-left", SDPA's `is_causal=True`: query i sees keys
+    j <= i; "bottom-right", FlashAttention's and a KV cache's alignment: query i sees keys
+    j <= i + Sk - Sq. With Sq == Sk the two agree. A row that sees no key gets o = 0 and
+    lse = -inf.
+
+    scale: the softmax scale, default 1/sqrt(D). impl: "auto" (the planner's choice), or
+    "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "reference"; config: lever overrides for a
+    named impl, e.g. "block_n=64". out: a tensor of q's shape and dtype to write o into.
+
+    Runs on PyTorch's current stream; the first call of a shape compiles or loads its kernel,
+    later calls only launch (make one before capturing a CUDA graph). Bad input raises
+    ValueError or TypeError before anything is launched. Under torch.compile this is the custom
+    op `torch.ops.evoattn.attention`; gradients are not implemented yet (backward raises).
+    """
+    return _call(q, k, v, "bhsd", _api.causal_name(causal, "top-left"), scale, return_lse, impl, config, out)
+
+
+def flash_attn_func(
+    q: Any,
+    k: Any,
+    v: Any,
+    softmax_scale: Optional[float] = None,
+    causal: bool = False,
+    *,
+    dropout_p: float = 0.0,
+    window_size: tuple = (-1, -1),
+    softcap: float = 0.0,
+    alibi_slopes: Any = None,
+    deterministic: bool = False,
+    return_attn_probs: bool = False,
+    return_lse: bool = False,
+) -> Any:
+    """FlashAttention's `flash_attn_func` signature and mask: switching is one import.
+
+    q is `[B, Sq, H, D]`, k and v `[B, Sk, Hkv, D]`; returns o `[B, Sq, H, D]` (and lse
+    `[B, H, Sq]` float32 with `return_lse=True`). `causal=True` is FlashAttention's causal
+    mask, aligned bottom-right: query i sees keys j <= i + Sk - Sq (the KV-cache convention;
+    SDPA's top-left when Sq == Sk). The forward is deterministic either way.
+
+    FlashAttention features evoattn does not have raise ValueError instead of being ignored:
+    dropout, sliding windows, softcapping, ALiBi, returning attention probabilities.
+    """
+    if dropout_p != 0.0:
+        raise ValueError("evoattn: dropout_p must be 0.0: evoattn's attention has no dropout")
+    if tuple(window_size) != (-1, -1):
+        raise ValueError(f"evoattn: window_size={window_size!r}: sliding-window attention is not supported")
+    if softcap != 0.0:
+        raise ValueError("evoattn: softcap must be 0.0: softcapping is not supported")
+    if alibi_slopes is not None:
+        raise ValueError("evoattn: alibi_slopes must be None: ALiBi is not supported")
+    if return_attn_probs:
+        raise ValueError("evoattn: return_attn_probs=True is not supported (the probabilities are never materialised)")
+    if not isinstance(causal, bool):
+        raise TypeError(f"evoattn: causal={causal!r}: flash_attn_func takes True or False")
+    mask = "bottom-right" if causal else "none"
+    return _call(q, k, v, "bshd", mask, softmax_scale, return_lse, "auto", None, None)

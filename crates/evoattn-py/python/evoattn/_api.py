@@ -1,0 +1,152 @@
+"""The calls: PyTorch tensors in, evoattn's kernels on PyTorch's current stream, tensors out.
+
+Tensors cross to Rust as (data_ptr, sizes, strides): zero-copy, no DLPack capsule, no libtorch
+symbol. The eager path is kept short because it is the host cost every call pays; traced calls
+(torch.compile, autograd) go through the `evoattn::attention` custom op (`_ops.py`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Optional, Tuple, Union
+
+from . import _evoattn
+
+Causal = Union[bool, str, None]
+
+_CAUSAL_NAMES = ("none", "top-left", "bottom-right")
+
+_torch: Any = None
+_dtype_names: dict = {}
+_current_stream: Any = None
+_libraries: dict = {}
+_libraries_lock = threading.Lock()
+
+
+def _setup() -> Any:
+    """Imports torch and finds NVRTC where pip puts it (PyTorch's own wheel included)."""
+    global _torch, _dtype_names, _current_stream
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("evoattn: its calls take PyTorch tensors; install PyTorch (any version with CUDA)") from e
+    _evoattn.add_site_dirs([p for p in sys.path if p])
+    _dtype_names = {torch.float16: "f16", torch.bfloat16: "bf16"}
+    # The raw handle of the current stream, without building a torch.cuda.Stream object.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    _current_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+    _torch = torch
+    return torch
+
+
+def library(device: Any = None) -> "_evoattn.Library":
+    """The per-GPU library object (kernels loaded, launches prepared) of a CUDA device index or
+    torch.device; opened on first use, one per device for the process."""
+    torch = _torch or _setup()
+    if device is None:
+        index = torch.cuda.current_device()
+    elif isinstance(device, int):
+        index = device
+    else:
+        index = torch.device(device).index
+        index = torch.cuda.current_device() if index is None else index
+    lib = _libraries.get(index)
+    if lib is None:
+        with _libraries_lock:
+            lib = _libraries.get(index)
+            if lib is None:
+                lib = _evoattn.Library(index)
+                _libraries[index] = lib
+    return lib
+
+
+def causal_name(causal: Causal, true_means: str) -> str:
+    """The library's mask name for a `causal=` argument; `True` means `true_means`."""
+    if causal is False or causal is None:
+        return "none"
+    if causal is True:
+        return true_means
+    if isinstance(causal, str) and causal in _CAUSAL_NAMES:
+        return causal
+    raise ValueError(f"evoattn: causal={causal!r}: expected False, True, 'top-left' or 'bottom-right'")
+
+
+def _dtype(t: Any) -> str:
+    return _dtype_names.get(t.dtype) or str(t.dtype).replace("torch.", "")
+
+
+def _check_tensors(torch: Any, named: Tuple[Tuple[str, Any], ...]) -> int:
+    """The CUDA device index all the tensors are on; TypeError or ValueError otherwise."""
+    device = None
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"evoattn: {name} must be a torch.Tensor, got {type(t).__name__}")
+        index = t.get_device()
+        if index < 0:
+            raise ValueError(f"evoattn: {name} is on {t.device}; evoattn runs on CUDA tensors")
+        if device is None:
+            device = index
+        elif index != device:
+            raise ValueError(f"evoattn: {name} is on cuda:{index} but q is on cuda:{device}; put all tensors on one GPU")
+    return device
+
+
+def forward(
+    q: Any,
+    k: Any,
+    v: Any,
+    layout: str,
+    causal: str,
+    scale: Optional[float],
+    return_lse: bool,
+    impl: str,
+    config: Optional[str],
+    out: Any = None,
+) -> Tuple[Any, Any]:
+    """One launch on PyTorch's current stream of the tensors' device: (o, lse or None)."""
+    torch = _torch or _setup()
+    named = (("q", q), ("k", k), ("v", v)) if out is None else (("q", q), ("k", k), ("v", v), ("out", out))
+    device = _check_tensors(torch, named)
+    if out is None:
+        out = torch.empty_like(q)
+    lse = None
+    if return_lse and q.dim() == 4:
+        b, h, sq = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
+        lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
+    library(device).forward(
+        _current_stream(device),
+        layout,
+        (q.data_ptr(), q.shape, q.stride()),
+        (k.data_ptr(), k.shape, k.stride()),
+        (v.data_ptr(), v.shape, v.stride()),
+        (out.data_ptr(), out.shape, out.stride()),
+        None if lse is None else lse.data_ptr(),
+        (_dtype(q), _dtype(k), _dtype(v), _dtype(out)),
+        causal,
+        scale,
+        impl,
+        config,
+    )
+    return out, lse
+
+
+def plan(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhsd", impl: str = "auto",
+         config: Optional[str] = None) -> str:
+    """The kernel (name with its levers) a call with these tensors would launch, without
+    launching it."""
+    torch = _torch or _setup()
+    device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
+    return library(device).plan(
+        layout,
+        (q.shape, q.stride()),
+        (k.shape, k.stride()),
+        (v.shape, v.stride()),
+        (q.shape, q.stride()),
+        (_dtype(q), _dtype(k), _dtype(v), _dtype(q)),
+        causal_name(causal, "top-left"),
+        None,
+        False,
+        impl,
+        config,
+    )

@@ -1,0 +1,293 @@
+//! `evoattn._evoattn`: the Rust side of the Python package. Tensors cross as device addresses
+//! with sizes and strides (zero-copy), on the caller's CUDA stream handle; no libtorch symbol is
+//! linked, so one abi3 wheel serves every PyTorch and Python >= 3.9. The Python layer
+//! (`python/evoattn/`) reads those from torch tensors and allocates the outputs.
+
+use evoattn::plan::ImplChoice;
+use evoattn::problem::{Causal, Dtype, Layout, StridedTensor, TensorName};
+use evoattn::{Arch, Attention, Error, ExternalTensors, KernelConfig, Problem, ProblemError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::sync::Mutex;
+
+pyo3::create_exception!(
+    _evoattn,
+    UnavailableError,
+    PyRuntimeError,
+    "This machine cannot run evoattn's kernels: no NVIDIA driver, no GPU, or no NVRTC."
+);
+
+/// A library error as the Python exception a user expects: a bad argument is a `ValueError`
+/// (a `TypeError` for a dtype), a machine that cannot run kernels an `UnavailableError`,
+/// anything else (a compile or driver failure) a `RuntimeError`; the message is the library's.
+fn to_py(err: Error) -> PyErr {
+    let msg = format!("evoattn: {err}");
+    match err {
+        Error::Problem(ProblemError::UnsupportedDtype { .. } | ProblemError::DtypeMismatch { .. }) => {
+            PyTypeError::new_err(msg)
+        }
+        Error::Problem(_) | Error::Unsupported { .. } => PyValueError::new_err(msg),
+        e if e.is_environment() => UnavailableError::new_err(msg),
+        _ => PyRuntimeError::new_err(msg),
+    }
+}
+
+fn problem_err(err: ProblemError) -> PyErr {
+    to_py(Error::Problem(err))
+}
+
+fn value_err(msg: String) -> PyErr {
+    PyValueError::new_err(format!("evoattn: {msg}"))
+}
+
+/// Sizes or strides of tensor `t` from a Python tuple (`torch.Size`, `Tensor.stride()`).
+fn dims(t: TensorName, what: &str, tuple: &Bound<'_, PyTuple>) -> PyResult<Vec<usize>> {
+    tuple
+        .iter()
+        .map(|item| {
+            let n: i64 = item.extract()?;
+            usize::try_from(n).map_err(|_| value_err(format!("tensor {t}: {what} {n} is negative")))
+        })
+        .collect()
+}
+
+/// The call's description, everything but the device addresses: what `check` validates without
+/// a GPU and `Library.forward` launches.
+struct Call {
+    problem: Problem,
+    choice: ImplChoice,
+    /// Lever overrides for a named impl, applied to the planner's config for the problem.
+    config: Option<String>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn describe(
+    layout: &str,
+    shapes: [(&Bound<'_, PyTuple>, &Bound<'_, PyTuple>); 4],
+    dtypes: [&str; 4],
+    causal: &str,
+    scale: Option<f64>,
+    with_lse: bool,
+    imp: &str,
+    config: Option<String>,
+) -> PyResult<Call> {
+    let layout = Layout::parse(layout).ok_or_else(|| value_err(format!("unknown layout '{layout}'")))?;
+    let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
+    let dtype = Dtype::parse(dtypes[0])
+        .ok_or_else(|| problem_err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtypes[0].into() }))?;
+    for (t, got) in names.into_iter().zip(dtypes).skip(1) {
+        if Dtype::parse(got) != Some(dtype) {
+            let expected = dtype.name().to_string();
+            return Err(problem_err(ProblemError::DtypeMismatch { tensor: t, expected, got: got.into() }));
+        }
+    }
+    let mut owned: Vec<(Vec<usize>, Vec<usize>)> = Vec::with_capacity(4);
+    for (t, (sizes, strides)) in names.into_iter().zip(shapes) {
+        owned.push((dims(t, "size", sizes)?, dims(t, "stride", strides)?));
+    }
+    let views: [StridedTensor<'_>; 4] =
+        std::array::from_fn(|i| StridedTensor { sizes: &owned[i].0, strides: &owned[i].1 });
+    let causal = Causal::parse(causal)
+        .ok_or_else(|| value_err(format!("causal={causal:?}: expected False, True, 'top-left' or 'bottom-right'")))?;
+    let scale = match scale {
+        None => None,
+        Some(s) if (s as f32).is_finite() && s as f32 != 0.0 => Some(s as f32),
+        Some(s) => return Err(problem_err(ProblemError::BadScale(s as f32))),
+    };
+    let problem = Problem::from_strided(layout, dtype, views)
+        .map_err(problem_err)?
+        .with_causal(causal)
+        .with_scale(scale)
+        .with_lse(with_lse);
+    problem.validate().map_err(problem_err)?;
+    let choice = ImplChoice::parse(imp).map_err(value_err)?;
+    let config = config.filter(|c| !c.is_empty());
+    match (choice, &config) {
+        (ImplChoice::Auto, Some(_)) => {
+            return Err(value_err("config= needs a named impl= (the levers belong to one kernel)".into()))
+        }
+        (ImplChoice::Fixed(imp), Some(text)) => {
+            // The levers' names and values, against the kernel's default for this head dim on
+            // its first arch; the per-GPU plan they apply to comes at the launch.
+            evoattn::defaults::config(imp, imp.archs()[0], problem.shape.d).with_overrides(text).map_err(value_err)?;
+        }
+        _ => {}
+    }
+    Ok(Call { problem, choice, config })
+}
+
+/// Validates a call's description without a GPU: the checks `Library.forward` makes before any
+/// launch. Returns the problem's shape `(B, H, Hkv, Sq, Sk, D)`.
+#[pyfunction]
+#[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
+#[allow(clippy::too_many_arguments)]
+fn check(
+    layout: &str,
+    q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+    k: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+    v: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+    o: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+    dtypes: [String; 4],
+    causal: &str,
+    scale: Option<f64>,
+    with_lse: bool,
+    imp: &str,
+    config: Option<String>,
+) -> PyResult<(usize, usize, usize, usize, usize, usize)> {
+    let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
+    let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
+    let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
+    let s = call.problem.shape;
+    Ok((s.b, s.h, s.hkv, s.sq, s.sk, s.d))
+}
+
+/// Adds Python site-packages directories to NVRTC's search (the package passes `sys.path`).
+#[pyfunction]
+fn add_site_dirs(dirs: Vec<String>) {
+    evoattn::runtime::nvrtc::add_site_dirs(dirs.into_iter().map(Into::into));
+}
+
+/// NVRTC's version and where it was loaded from; `UnavailableError` when none is found.
+#[pyfunction]
+fn nvrtc() -> PyResult<((i32, i32), String)> {
+    let n = evoattn::runtime::nvrtc::Nvrtc::get().map_err(to_py)?;
+    Ok((n.version(), n.library().to_string()))
+}
+
+/// evoattn on one GPU: kernels compiled once and kept loaded, each problem signature's launch
+/// prepared once. Shared by every Python thread; the GIL is released while a call plans or
+/// launches.
+#[pyclass(frozen)]
+struct Library {
+    attention: Mutex<Attention>,
+    arch: Arch,
+    sm_count: u32,
+}
+
+impl Library {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Attention> {
+        // A panic while the lock was held left no launch half-enqueued (launches are one driver
+        // call); the state is still a valid cache.
+        self.attention.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl Library {
+    /// Opens CUDA device `ordinal` (PyTorch's device index) in its primary context, PyTorch's.
+    #[new]
+    fn new(py: Python<'_>, ordinal: usize) -> PyResult<Self> {
+        let attention = py.detach(|| Attention::new(ordinal)).map_err(to_py)?;
+        let (arch, sm_count) = (attention.gpu().arch(), attention.gpu().sm_count());
+        Ok(Library { attention: Mutex::new(attention), arch, sm_count })
+    }
+
+    /// The GPU, its arch, SM count and driver, and the number of prepared launches and of
+    /// streams holding scratch (each bounded).
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let a = self.lock();
+        let d = PyDict::new(py);
+        d.set_item("gpu", a.gpu().name())?;
+        d.set_item("arch", a.gpu().arch().to_string())?;
+        d.set_item("sm_count", a.gpu().sm_count())?;
+        d.set_item("driver", a.gpu().driver_version())?;
+        d.set_item("cache_dir", a.cache().dir().display().to_string())?;
+        d.set_item("prepared_launches", a.prepared_launches())?;
+        d.set_item("max_prepared_launches", evoattn::attention::MAX_PREPARED_LAUNCHES)?;
+        d.set_item("scratch_streams", a.scratch_streams())?;
+        d.set_item("max_scratch_streams", evoattn::runtime::scratch::MAX_STREAM_ARENAS)?;
+        Ok(d)
+    }
+
+    /// The kernel name `auto` (or `imp`) plans for this call here, without launching.
+    #[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        &self,
+        layout: &str,
+        q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        k: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        v: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        o: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        dtypes: [String; 4],
+        causal: &str,
+        scale: Option<f64>,
+        with_lse: bool,
+        imp: &str,
+        config: Option<String>,
+    ) -> PyResult<String> {
+        let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
+        let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
+        let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
+        let config = self.config_for(&call)?;
+        Ok(self.lock().plan(&call.problem, call.choice, config).spec.name())
+    }
+
+    /// Launches attention on the CUDA stream `stream` (a raw handle) over the tensors at the
+    /// given device addresses, each `(address, sizes, strides)` in `layout`'s axis order, o the
+    /// output (q's sizes) and lse an optional `[B, H, Sq]` float32 dense output. Every check
+    /// happens before the launch; returns the kernel's name.
+    #[pyo3(signature = (stream, layout, q, k, v, o, lse, dtypes, causal, scale, imp, config))]
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &self,
+        py: Python<'_>,
+        stream: usize,
+        layout: &str,
+        q: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        k: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        v: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        o: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        lse: Option<u64>,
+        dtypes: [String; 4],
+        causal: &str,
+        scale: Option<f64>,
+        imp: &str,
+        config: Option<String>,
+    ) -> PyResult<String> {
+        let dtypes_ref = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
+        let shapes = [(&q.1, &q.2), (&k.1, &k.2), (&v.1, &v.2), (&o.1, &o.2)];
+        let call = describe(layout, shapes, dtypes_ref, causal, scale, lse.is_some(), imp, config)?;
+        let config = self.config_for(&call)?;
+        // Safety: the Python layer passes `data_ptr()`s of CUDA tensors on this Library's device
+        // whose sizes and strides are the ones just described (so each holds its extent), kept
+        // alive by the caller across the call and by PyTorch's caching allocator's stream
+        // semantics after it; lse is a fresh dense [B, H, Sq] float32 tensor.
+        let tensors = unsafe { ExternalTensors::new(&call.problem, q.0, k.0, v.0, o.0, lse) };
+        py.detach(|| {
+            let mut attention = self.lock();
+            // Safety: `stream` is PyTorch's current stream of this device (or a stream handle the
+            // caller owns, kept alive across the call), in the primary context `Attention` opened.
+            let stream = unsafe { attention.gpu().borrow_stream(stream) };
+            attention.forward_external(&stream, &call.problem, call.choice, config, tensors)
+        })
+        .map(|spec| spec.name())
+        .map_err(to_py)
+    }
+}
+
+impl Library {
+    /// The call's lever overrides on the planner's config of the named impl for its problem on
+    /// this GPU.
+    fn config_for(&self, call: &Call) -> PyResult<Option<KernelConfig>> {
+        match (&call.config, call.choice) {
+            (Some(text), ImplChoice::Fixed(imp)) => {
+                let base = evoattn::defaults::for_problem(imp, self.arch, &call.problem, self.sm_count);
+                base.with_overrides(text).map(Some).map_err(value_err)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+#[pymodule]
+fn _evoattn(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Library>()?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(add_site_dirs, m)?)?;
+    m.add_function(wrap_pyfunction!(nvrtc, m)?)?;
+    m.add("UnavailableError", m.py().get_type::<UnavailableError>())?;
+    m.add("MAX_HEAD_DIM", evoattn::MAX_HEAD_DIM)?;
+    Ok(())
+}
