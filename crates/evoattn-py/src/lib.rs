@@ -61,6 +61,17 @@ struct Call {
     config: Option<String>,
 }
 
+/// A described call on one `Library`'s GPU, ready to launch on any tensors of its sizes,
+/// strides and dtypes: what the Python layer keeps per call signature so that a repeated call
+/// crosses only its device addresses (describing a call costs a few microseconds of argument
+/// conversion, as much as the launch itself).
+#[pyclass(frozen)]
+struct Prepared {
+    problem: Problem,
+    choice: ImplChoice,
+    config: Option<KernelConfig>,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn describe(
     layout: &str,
@@ -200,10 +211,12 @@ impl Library {
         Ok(d)
     }
 
-    /// The kernel name `auto` (or `imp`) plans for this call here, without launching.
+    /// `None` when this call can run here as given, else the reason (the message of the
+    /// `ValueError`/`TypeError` a call would raise), without raising: what `evoattn.torch`'s SDPA
+    /// route asks before it takes a call. Includes the planned kernel's own limits on this GPU.
     #[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
     #[allow(clippy::too_many_arguments)]
-    fn plan(
+    fn refusal(
         &self,
         layout: &str,
         q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
@@ -216,54 +229,87 @@ impl Library {
         with_lse: bool,
         imp: &str,
         config: Option<String>,
-    ) -> PyResult<String> {
+    ) -> Option<String> {
+        let runs = || -> PyResult<()> {
+            let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
+            let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
+            let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
+            let config = self.config_for(&call)?;
+            let plan = self.lock().plan(&call.problem, call.choice, config);
+            plan.spec
+                .validate(plan.arch)
+                .map_err(|reason| to_py(Error::Unsupported { imp: plan.spec.imp().to_string(), reason }))
+        };
+        runs().err().map(|e| e.to_string())
+    }
+
+    /// Describes a call (each tensor `(sizes, strides)` in `layout`'s axis order, o the output
+    /// with q's sizes, `with_lse` for a `[B, H, Sq]` float32 dense LSE output) for [`launch`]:
+    /// every check that needs no device address happens here.
+    ///
+    /// [`launch`]: Library::launch
+    #[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        layout: &str,
+        q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        k: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        v: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        o: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        dtypes: [String; 4],
+        causal: &str,
+        scale: Option<f64>,
+        with_lse: bool,
+        imp: &str,
+        config: Option<String>,
+    ) -> PyResult<Prepared> {
         let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
         let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
         let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
         let config = self.config_for(&call)?;
-        Ok(self.lock().plan(&call.problem, call.choice, config).spec.name())
+        Ok(Prepared { problem: call.problem, choice: call.choice, config })
     }
 
-    /// Launches attention on the CUDA stream `stream` (a raw handle) over the tensors at the
-    /// given device addresses, each `(address, sizes, strides)` in `layout`'s axis order, o the
-    /// output (q's sizes) and lse an optional `[B, H, Sq]` float32 dense output. Every check
-    /// happens before the launch; returns the kernel's name.
-    #[pyo3(signature = (stream, layout, q, k, v, o, lse, dtypes, causal, scale, imp, config))]
+    /// Launches a prepared call on the CUDA stream `stream` (a raw handle) over tensors at these
+    /// device addresses, which must have the sizes, strides and dtypes it was prepared with (the
+    /// Python layer keys its prepared calls by exactly those). Every buffer check happens before
+    /// the launch; the first launch of a signature compiles or loads its kernel.
+    #[pyo3(signature = (call, stream, q, k, v, o, lse))]
     #[allow(clippy::too_many_arguments)]
-    fn forward(
+    fn launch(
         &self,
         py: Python<'_>,
+        call: &Prepared,
         stream: usize,
-        layout: &str,
-        q: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        k: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        v: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        o: (u64, Bound<'_, PyTuple>, Bound<'_, PyTuple>),
+        q: u64,
+        k: u64,
+        v: u64,
+        o: u64,
         lse: Option<u64>,
-        dtypes: [String; 4],
-        causal: &str,
-        scale: Option<f64>,
-        imp: &str,
-        config: Option<String>,
-    ) -> PyResult<String> {
-        let dtypes_ref = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
-        let shapes = [(&q.1, &q.2), (&k.1, &k.2), (&v.1, &v.2), (&o.1, &o.2)];
-        let call = describe(layout, shapes, dtypes_ref, causal, scale, lse.is_some(), imp, config)?;
-        let config = self.config_for(&call)?;
+    ) -> PyResult<()> {
+        if lse.is_some() != call.problem.with_lse {
+            return Err(value_err("an LSE buffer must be given exactly when the call was prepared with LSE".into()));
+        }
         // Safety: the Python layer passes `data_ptr()`s of CUDA tensors on this Library's device
-        // whose sizes and strides are the ones just described (so each holds its extent), kept
-        // alive by the caller across the call and by PyTorch's caching allocator's stream
-        // semantics after it; lse is a fresh dense [B, H, Sq] float32 tensor.
-        let tensors = unsafe { ExternalTensors::new(&call.problem, q.0, k.0, v.0, o.0, lse) };
+        // whose sizes, strides and dtypes are the ones `call` was prepared from (so each holds its
+        // extent), kept alive by the caller across the call and by PyTorch's caching allocator's
+        // stream semantics after it; lse is a fresh dense [B, H, Sq] float32 tensor.
+        let tensors = unsafe { ExternalTensors::new(&call.problem, q, k, v, o, lse) };
         py.detach(|| {
             let mut attention = self.lock();
             // Safety: `stream` is PyTorch's current stream of this device (or a stream handle the
             // caller owns, kept alive across the call), in the primary context `Attention` opened.
             let stream = unsafe { attention.gpu().borrow_stream(stream) };
-            attention.forward_external(&stream, &call.problem, call.choice, config, tensors)
+            attention.forward_external(&stream, &call.problem, call.choice, call.config, tensors)
         })
-        .map(|spec| spec.name())
+        .map(|_| ())
         .map_err(to_py)
+    }
+
+    /// The kernel a prepared call runs with here (its name with every lever).
+    fn kernel(&self, call: &Prepared) -> String {
+        self.lock().plan(&call.problem, call.choice, call.config).spec.name()
     }
 }
 
@@ -284,6 +330,7 @@ impl Library {
 #[pymodule]
 fn _evoattn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Library>()?;
+    m.add_class::<Prepared>()?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(add_site_dirs, m)?)?;
     m.add_function(wrap_pyfunction!(nvrtc, m)?)?;

@@ -86,8 +86,14 @@ pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
 ///   with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
 ///   2026-11-22-*`), and TMA loads doubled it.
 ///
+/// - no keys at all (Sk = 0): `mma`, whose `cp.async` loads need no tensor map (a TMA map cannot
+///   describe an empty K or V); every row is O = 0, LSE = -inf.
+///
 /// `reference` is never chosen automatically: it is the oracle.
 pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
+    if problem.shape.sk == 0 {
+        return Impl::Mma;
+    }
     let whole_rows = if Impl::Wgmma.archs().contains(&arch) { Impl::Wgmma } else { Impl::Mma };
     let spec = KernelSpec {
         config: crate::defaults::config(whole_rows, arch, problem.shape.d),
@@ -255,6 +261,13 @@ mod tests {
         assert_eq!(plan.spec.imp(), Impl::Mma);
         assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, 128));
         assert_eq!(plan.spec.head_dim, 128);
+    }
+
+    #[test]
+    fn auto_runs_a_problem_without_keys_on_mma_which_needs_no_tensor_map() {
+        let s = Shape { b: 1, h: 2, hkv: 2, sq: 5, sk: 0, d: 64 };
+        let p = Problem::dense(s, Dtype::F16, Layout::Bhsd);
+        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Mma);
     }
 
     #[test]

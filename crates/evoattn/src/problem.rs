@@ -442,7 +442,8 @@ impl Problem {
         }
         let st = self.strides(t);
         let steps = [st.batch, st.head, st.seq, st.dim];
-        1 + dims.iter().zip(steps).map(|(n, s)| (n - 1).saturating_mul(s)).fold(0usize, usize::saturating_add)
+        // Saturating throughout, so a size near usize::MAX reads as too large, never wraps to 0.
+        dims.iter().zip(steps).map(|(n, s)| (n - 1).saturating_mul(s)).fold(1usize, usize::saturating_add)
     }
 
     /// True when there is no output element to write.
@@ -554,6 +555,13 @@ mod tests {
         assert_eq!(p.offset(TensorName::Lse, 1, 3, 2, 0), (4 + 3) * 3 + 2);
         // the last logical element sits at extent - 1
         assert_eq!(p.offset(TensorName::V, 1, 1, 4, 7), p.extent(TensorName::V) - 1);
+    }
+
+    #[test]
+    fn an_extent_too_large_to_count_saturates_instead_of_wrapping() {
+        let p = Problem::dense(Shape::new(usize::MAX, 1, 1, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(p.extent(TensorName::Q), usize::MAX);
+        assert!(matches!(p.validate(), Err(ProblemError::IndexOverflow { tensor: TensorName::Q, .. })));
     }
 
     #[test]

@@ -19,10 +19,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from . import _api, _evoattn
-from ._api import Causal, library, plan
+from ._api import Causal, kernel, library
 from ._evoattn import UnavailableError
 
-__all__ = ["attention", "flash_attn_func", "plan", "library", "UnavailableError", "MAX_HEAD_DIM"]
+__all__ = ["attention", "flash_attn_func", "kernel", "library", "UnavailableError", "MAX_HEAD_DIM"]
 
 MAX_HEAD_DIM: int = _evoattn.MAX_HEAD_DIM
 
@@ -33,6 +33,7 @@ except ImportError:  # the package imports without PyTorch; its calls then say w
 
 if _torch is not None:
     from . import _ops
+    from . import torch  # evoattn.torch: SDPA routing, opt-in (activate() does nothing on import)
 
     _is_compiling = getattr(getattr(_torch, "compiler", None), "is_compiling", lambda: False)
     _Tensor = _torch.Tensor

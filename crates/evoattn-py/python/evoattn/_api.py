@@ -92,6 +92,13 @@ def _check_tensors(torch: Any, named: Tuple[Tuple[str, Any], ...]) -> int:
     return device
 
 
+# Prepared calls by signature (sizes, strides, dtypes, device and arguments), so a repeated call
+# crosses to Rust with its addresses alone; cleared when it outgrows the bound (a decoding loop
+# whose Sk grows makes a signature a step).
+_prepared: dict = {}
+MAX_PREPARED_CALLS = 1024
+
+
 def forward(
     q: Any,
     k: Any,
@@ -110,43 +117,67 @@ def forward(
     device = _check_tensors(torch, named)
     if out is None:
         out = torch.empty_like(q)
+        out_key = None  # empty_like(q)'s layout follows from q's sizes and strides
+    else:
+        out_key = (out.shape, out.stride(), out.dtype)
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype, out_key,
+           device, layout, causal, scale, return_lse, impl, config)
+    call = _prepared.get(key)
+    lib = _libraries.get(device) or library(device)
+    if call is None:
+        call = lib.prepare(
+            layout,
+            (q.shape, q.stride()),
+            (k.shape, k.stride()),
+            (v.shape, v.stride()),
+            (out.shape, out.stride()),
+            (_dtype(q), _dtype(k), _dtype(v), _dtype(out)),
+            causal,
+            scale,
+            return_lse,
+            impl,
+            config,
+        )
+        if len(_prepared) >= MAX_PREPARED_CALLS:
+            _prepared.clear()
+        _prepared[key] = call
     lse = None
-    if return_lse and q.dim() == 4:
+    if return_lse:
         b, h, sq = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
         lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
-    library(device).forward(
-        _current_stream(device),
-        layout,
-        (q.data_ptr(), q.shape, q.stride()),
-        (k.data_ptr(), k.shape, k.stride()),
-        (v.data_ptr(), v.shape, v.stride()),
-        (out.data_ptr(), out.shape, out.stride()),
-        None if lse is None else lse.data_ptr(),
-        (_dtype(q), _dtype(k), _dtype(v), _dtype(out)),
-        causal,
-        scale,
-        impl,
-        config,
-    )
+    lib.launch(call, _current_stream(device), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+               None if lse is None else lse.data_ptr())
     return out, lse
 
 
-def plan(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhsd", impl: str = "auto",
-         config: Optional[str] = None) -> str:
-    """The kernel (name with its levers) a call with these tensors would launch, without
-    launching it."""
+def kernel(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhsd", impl: str = "auto",
+           config: Optional[str] = None) -> str:
+    """The kernel (name with its levers) evoattn.attention would launch for these tensors."""
     torch = _torch or _setup()
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
-    return library(device).plan(
-        layout,
+    o = torch.empty_like(q)
+    lib = library(device)
+    call = lib.prepare(layout, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()),
+                       (o.shape, o.stride()), (_dtype(q), _dtype(k), _dtype(v), _dtype(o)),
+                       causal_name(causal, "top-left"), None, False, impl, config)
+    return lib.kernel(call)
+
+
+def refusal(q: Any, k: Any, v: Any, *, causal: Causal = False, scale: Optional[float] = None) -> Optional[str]:
+    """None when evoattn runs this SDPA-layout call as given, else why not (the message of the
+    ValueError or TypeError a call would raise): what evoattn.torch's SDPA route asks."""
+    torch = _torch or _setup()
+    device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
+    return library(device).refusal(
+        "bhsd",
         (q.shape, q.stride()),
         (k.shape, k.stride()),
         (v.shape, v.stride()),
         (q.shape, q.stride()),
         (_dtype(q), _dtype(k), _dtype(v), _dtype(q)),
         causal_name(causal, "top-left"),
-        None,
+        scale,
         False,
-        impl,
-        config,
+        "auto",
+        None,
     )

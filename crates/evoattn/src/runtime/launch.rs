@@ -198,6 +198,12 @@ impl PreparedLaunch {
             _ => (ScratchNeed::default(), None),
         };
         let maps = match spec.tensor_map_rows() {
+            Some(_) if !empty && problem.shape.sk == 0 => {
+                return Err(unsupported(format!(
+                    "{} loads K and V by TMA, and a tensor map cannot describe 0 keys (impl=auto runs Sk = 0)",
+                    spec.name()
+                )))
+            }
             Some(rows) if !empty => Some(MapCache::new(problem, spec.imp(), rows)?),
             _ => None,
         };
