@@ -6,4 +6,4 @@ lines on stdin/stdout. See PROTOCOL.md; `python3 -m evoattn_oracle --fake` runs 
 PROTOCOL_VERSION = 1
 
 # Every peer the oracle knows, in the order `hello` lists them.
-PEERS = ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4")
+PEERS = ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4", "evoattn-torch")

@@ -2,7 +2,7 @@
 for the CLI's and the package's tests. Samples are deterministic (seeded by the request) and
 lognormal around a per-peer time derived from the case's FLOPs; `output` copies q into o so the
 file exists with the right dtype and shape. sdpa-flash refuses bottom-right masks and fa4 is
-missing, so both statuses are exercised."""
+missing, so both statuses are exercised; every other peer, evoattn-torch included, runs."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ FAKE_SM_COUNT = 132
 FAKE_PEER_TFLOPS = {"sdpa-cudnn": 450.0, "sdpa-flash": 300.0, "sdpa-efficient": 200.0, "sdpa-math": 15.0}
 FAKE_PEER_TFLOPS["sdpa-auto"] = FAKE_PEER_TFLOPS["sdpa-cudnn"]
 FAKE_KERNEL_TFLOPS = 400.0
+# evoattn-torch runs our kernel (through the Python package): time_kernel's rate.
+FAKE_PEER_TFLOPS["evoattn-torch"] = FAKE_KERNEL_TFLOPS
 FAKE_CALL_US = {"eager": 12.0, "graph": 4.0}
 FAKE_MATMUL_TFLOPS = 800.0
 FAKE_COPY_GBPS = 3000.0
@@ -53,6 +55,7 @@ class FakeBackend:
             "cudnn": None,
             "driver": None,
             "fa4": None,
+            "evoattn": None,
             "gpu": FAKE_GPU,
             "compute_capability": FAKE_COMPUTE_CAPABILITY,
             "l2_bytes": FAKE_L2_BYTES,

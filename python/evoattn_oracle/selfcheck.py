@@ -221,7 +221,7 @@ def main() -> int:
     print(
         f"oracle on {hello['gpu']} (cc {hello['compute_capability']}, {hello['sm_count']} SMs, "
         f"L2 {hello['l2_bytes']} B): python {hello['python']}, torch {hello['torch']}, CUDA {hello['cuda']}, "
-        f"cuDNN {hello['cudnn']}, driver {hello['driver']}, FA4 {hello['fa4']}"
+        f"cuDNN {hello['cudnn']}, driver {hello['driver']}, FA4 {hello['fa4']}, evoattn {hello['evoattn']}"
     )
     for peer, state in hello["peers"].items():
         print(f"  {peer:<15} {state}")

@@ -1,7 +1,7 @@
-"""The real backend: PyTorch SDPA under each `SDPBackend`, FlashAttention-4 when it imports, and
-raw CUBIN launches, all timed by one function (`_time_calls`) with the method of DESIGN.md's
-"Measurement method": warm-up, then per sample an L2 flush, a start event, one call, an end event;
-one synchronisation at the end; raw per-sample times in µs."""
+"""The real backend: PyTorch SDPA under each `SDPBackend`, FlashAttention-4 and our own package
+`evoattn` when they import, and raw CUBIN launches, all timed by one function (`_time_calls`)
+with the method of DESIGN.md's "Measurement method": warm-up, then per sample an L2 flush, a
+start event, one call, an end event; one synchronisation at the end; raw per-sample times in µs."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ SDPA_BACKENDS = {
 FA4_DISTRIBUTIONS = ("flash-attn-4", "fa4")
 FA4_MIN_MAJOR = 9  # CuTe DSL FlashAttention-4 targets Hopper (sm_90) and newer
 FA4_TOP_LEFT = "FlashAttention-4's causal mask is bottom-right aligned; top-left with Sq != Sk cannot be expressed"
+# How to get the evoattn-torch peer when the package does not import.
+EVOATTN_INSTALL = "scripts/build-wheel, then pip install target/wheels/evoattn-*.whl"
 # Calls on the capture stream before capturing: libraries create per-stream handles lazily,
 # which is not allowed during capture.
 GRAPH_MIN_WARMUP = 1
@@ -72,6 +74,18 @@ def _import_fa4() -> tuple[Any, str | None, str | None]:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             return fa4, importlib.metadata.version(dist), None
     return fa4, str(getattr(fa4, "__version__", "unknown")), None
+
+
+def _import_evoattn() -> tuple[Any, str | None, str | None]:
+    """(module, version, None) or (None, None, why it is missing): our own package, the wheel of
+    crates/evoattn-py, installed into this Python or not."""
+    try:
+        import evoattn
+    except Exception as e:  # ImportError, or its native module failing to load
+        return None, None, f"evoattn does not import ({_first_line(e)}); install the wheel: {EVOATTN_INSTALL}"
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return evoattn, importlib.metadata.version("evoattn"), None
+    return evoattn, str(getattr(evoattn, "__version__", "unknown")), None
 
 
 def _cudnn_version() -> str | None:
@@ -148,6 +162,7 @@ class TorchBackend:
         torch.cuda.init()
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.fa4, self.fa4_version, self.fa4_missing = _import_fa4()
+        self.evoattn, self.evoattn_version, self.evoattn_missing = _import_evoattn()
         self.cases: dict[str, TorchCase] = {}
         self._flush: torch.Tensor | None = None
 
@@ -168,12 +183,15 @@ class TorchBackend:
             peers["fa4"] = f"missing: {self.fa4_missing}"
         elif props.major < FA4_MIN_MAJOR:
             peers["fa4"] = f"missing: FlashAttention-4 needs sm_90 or newer, this GPU is sm_{props.major}{props.minor}"
+        if self.evoattn is None:
+            peers["evoattn-torch"] = f"missing: {self.evoattn_missing}"
         return {
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "cudnn": _cudnn_version(),
             "driver": driver,
             "fa4": self.fa4_version,
+            "evoattn": self.evoattn_version,
             "gpu": props.name,
             "compute_capability": f"{props.major}.{props.minor}",
             "l2_bytes": props.L2_cache_size,
@@ -205,6 +223,20 @@ class TorchBackend:
                 return out[0] if isinstance(out, tuple) else out  # (out, lse) in current releases
 
             return contextlib.nullcontext(), fa4_call, "bshd"
+
+        if peer == "evoattn-torch":
+            if self.evoattn is None:
+                return missing(str(self.evoattn_missing))
+            # What a PyTorch caller writes: SDPA's BHSD views as they are, the package's own plan,
+            # PyTorch's current stream (the capture stream in graph mode). The probe's first call
+            # compiles or loads the kernel, so warm-up and capture only launch.
+            attention, (q, k, v) = self.evoattn.attention, case.bhsd()
+            mask: bool | str = False if spec.causal == "none" else spec.causal
+
+            def evoattn_call() -> torch.Tensor:
+                return attention(q, k, v, causal=mask, scale=spec.scale)
+
+            return contextlib.nullcontext(), evoattn_call, "bhsd"
 
         q, k, v = case.bhsd()
         kwargs: dict[str, Any] = {"scale": spec.scale}

@@ -43,6 +43,8 @@ def test_hello_lists_every_peer_and_the_machine(server: Server) -> None:
     assert list(r["peers"]) == list(PEERS)
     assert r["peers"]["sdpa-cudnn"] == "available"
     assert r["peers"]["fa4"].startswith("missing: ")
+    # Ours through the Python package runs in fake mode like the SDPA peers, without a version.
+    assert r["peers"]["evoattn-torch"] == "available" and r["evoattn"] is None
     assert r["l2_bytes"] > 0 and r["sm_count"] > 0 and r["gpu"]
     assert r["torch"] is None and r["python"]
 
@@ -78,6 +80,33 @@ def test_peers_and_modes_differ(server: Server, tmp_path: Path) -> None:
 
     assert median("sdpa-math", "eager") > median("sdpa-cudnn", "eager")
     assert median("sdpa-cudnn", "graph") < median("sdpa-cudnn", "eager")
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("causal", ["none", "top-left", "bottom-right"])
+def test_ours_through_python_is_timed_like_every_peer(server: Server, tmp_path: Path, causal: str, mode: str) -> None:
+    path = qkv_file(tmp_path / "in.safetensors")
+    load = {"op": "load", "id": "e", "path": str(path), "layout": "bhsd", "causal": causal, "scale": 0.125}
+    assert server.handle(load)["ok"]
+    request = {"op": "time", "id": "e", "peer": "evoattn-torch", "mode": mode, **TIMING}
+    first, second = server.handle(request), server.handle(request)
+    assert first["ok"] and first["status"] == "ok", first  # every mask, unlike sdpa-flash
+    assert len(first["samples_us"]) == TIMING["samples"] and all(s > 0 for s in first["samples_us"])
+    assert first == second
+    cudnn = server.handle({**request, "peer": "sdpa-cudnn"})
+    assert first["samples_us"] != cudnn["samples_us"]  # its own throughput and seed, not a copy
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_ours_through_python_writes_o_like_every_peer(server: Server, tmp_path: Path, layout: str) -> None:
+    path = qkv_file(tmp_path / "in.safetensors", dtype="bf16", layout=layout)
+    load = {"op": "load", "id": "e", "path": str(path), "layout": layout, "causal": "bottom-right", "scale": 0.125}
+    assert server.handle(load)["ok"]
+    out = tmp_path / "o.safetensors"
+    r = server.handle({"op": "output", "id": "e", "peer": "evoattn-torch", "path": str(out)})
+    assert r == {"ok": True, "status": "ok", "path": str(out)}
+    o, q = safetensors_io.read(out)["o"], safetensors_io.read(path)["q"]
+    assert (o.dtype, o.shape, o.data) == (q.dtype, q.shape, q.data)
 
 
 def test_refused_and_missing_come_with_reasons(server: Server, tmp_path: Path) -> None:

@@ -598,7 +598,7 @@ pub fn render_json(report: &GateReport) -> String {
 mod tests {
     use super::*;
     use crate::record::tests::{gate_case, ok_measurement};
-    use crate::record::{Environment, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
+    use crate::record::{Environment, PYTHON_PEER, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
     use crate::stats::tests::lognormal_samples;
 
     /// Samples per kernel, as `bench`'s default.
@@ -773,9 +773,14 @@ mod tests {
 
     #[test]
     fn best_never_picks_a_control() {
-        // Our kernel measured again is faster than ours here (noise), but it is no peer.
-        let peers =
-            vec![measurement(SELF_PEER, 70.0, 2), measurement(TORCH_TIMED_PEER, 70.0, 3), measurement("fa4", 90.0, 4)];
+        // Our kernel measured again (or through the Python package) is faster than ours here
+        // (noise), but it is no peer.
+        let peers = vec![
+            measurement(SELF_PEER, 70.0, 2),
+            measurement(TORCH_TIMED_PEER, 70.0, 3),
+            measurement(PYTHON_PEER, 70.0, 5),
+            measurement("fa4", 90.0, 4),
+        ];
         let rec = record(vec![result(measurement("mma", 80.0, 1), peers)]);
         assert_eq!(evaluate(&rec, &GateOptions::default()).cases[0].peer.as_deref(), Some("fa4"));
         // Named, a control is gated against like any peer: that is the A/A check.

@@ -8,8 +8,8 @@ use crate::kernel_args::KernelArgs;
 use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
 use crate::presets::ProblemArgs;
 use crate::record::{
-    is_control, BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, SCHEMA, SELF_PEER,
-    STATUS_MISSING, STATUS_OK, STATUS_REFUSED, TORCH_TIMED_PEER,
+    BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, SCHEMA, SELF_PEER, STATUS_MISSING,
+    STATUS_OK, STATUS_REFUSED, TORCH_TIMED_PEER,
 };
 use crate::stats::unsteady_drift;
 use anyhow::{bail, Context};
@@ -50,7 +50,9 @@ pub struct LabArgs {
     /// Peers measured in the same run, comma-separated: sdpa-cudnn, sdpa-flash,
     /// sdpa-efficient, sdpa-math, sdpa-auto, fa4; `self` (our kernel again, as an independent
     /// sample set: the A/A check); `self-torch-events` (our kernel timed by the oracle with
-    /// PyTorch's events: the timer cross-check); or `none`.
+    /// PyTorch's events: the timer cross-check); `evoattn-torch` (ours through the Python
+    /// package `evoattn`, what a PyTorch caller sees; needs its wheel in the oracle's Python);
+    /// or `none`. The last three are controls, never the best peer a speedup is claimed against.
     #[arg(long, value_delimiter = ',', default_value = "sdpa-cudnn,sdpa-flash")]
     pub peers: Vec<String>,
     /// eager: launches as a caller sees them; graph: CUDA-graph replays (kernel time).
@@ -289,8 +291,11 @@ fn judge(row: &mut Measurement, problem: &Problem, o_bits: &[u16], want: &[f64])
         (Some(c.max_abs), Some(c.rel_l2), Some(c.passes(&tolerance(problem.dtype))));
 }
 
+/// Peers the oracle runs by name: every peer but our kernel in this process (`self`) and the
+/// oracle's launch of our CUBIN (`self-torch-events`, its own op). `evoattn-torch` is a control
+/// the oracle runs like any peer.
 fn is_oracle_peer(name: &str) -> bool {
-    !is_control(name)
+    name != SELF_PEER && name != TORCH_TIMED_PEER
 }
 
 fn measure_case(

@@ -1,7 +1,8 @@
 //! The oracle client: a co-resident Python process (`python/evoattn_oracle`) that times PyTorch
-//! SDPA backends and FlashAttention-4 with the method we time our kernels with, on the same
-//! inputs, and returns raw samples; statistics stay on this side. One JSON object per line each
-//! way over the child's stdin/stdout (the protocol: `python/evoattn_oracle/PROTOCOL.md`).
+//! SDPA backends, FlashAttention-4 and our kernels through the Python package `evoattn` with the
+//! method we time our kernels with, on the same inputs, and returns raw samples; statistics stay
+//! on this side. One JSON object per line each way over the child's stdin/stdout (the protocol:
+//! `python/evoattn_oracle/PROTOCOL.md`).
 //!
 //! Environment: `EVOATTN_PYTHON` (the interpreter, default `python3`), `EVOATTN_ORACLE_PATH` (the
 //! directory holding `evoattn_oracle`, default: `python/` found above the executable or the
@@ -30,7 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Every peer the oracle knows, in the order `hello` lists them.
-pub const PEERS: [&str; 6] = ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4"];
+pub const PEERS: [&str; 7] =
+    ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4", "evoattn-torch"];
 
 pub const PYTHON_ENV: &str = "EVOATTN_PYTHON";
 pub const PATH_ENV: &str = "EVOATTN_ORACLE_PATH";
@@ -661,6 +663,8 @@ mod tests {
         });
         assert!(hello.peer_available("sdpa-cudnn") && hello.peer_available("sdpa-auto"));
         assert!(!hello.peer_available("fa4") && hello.peers["fa4"].starts_with("missing: "));
+        // The fake runs ours through the Python package like the SDPA peers.
+        assert!(hello.peer_available("evoattn-torch"));
         assert!(hello.l2_bytes > 0 && hello.sm_count > 0);
         assert_eq!(oracle.hello_json()["gpu"], hello.gpu.as_str());
         assert!(oracle.hello_json().get("ok").is_none());

@@ -98,10 +98,14 @@ pub const SELF_PEER: &str = "self";
 /// cross-check of our timer (DESIGN: the two must agree within 3%).
 pub const TORCH_TIMED_PEER: &str = "self-torch-events";
 
+/// The peer that is our own kernel called through the Python package (`evoattn.attention` on
+/// PyTorch tensors, timed by the oracle): what a PyTorch caller sees, beside the Rust path.
+pub const PYTHON_PEER: &str = "evoattn-torch";
+
 /// True for the peers that are our own kernel measured another way: they are controls, never
 /// "the best peer" a speedup is claimed against.
 pub fn is_control(name: &str) -> bool {
-    name == SELF_PEER || name == TORCH_TIMED_PEER
+    name == SELF_PEER || name == TORCH_TIMED_PEER || name == PYTHON_PEER
 }
 
 pub const STATUS_OK: &str = "ok";

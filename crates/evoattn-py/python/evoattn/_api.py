@@ -113,8 +113,14 @@ def forward(
 ) -> Tuple[Any, Any]:
     """One launch on PyTorch's current stream of the tensors' device: (o, lse or None)."""
     torch = _torch or _setup()
-    named = (("q", q), ("k", k), ("v", v)) if out is None else (("q", q), ("k", k), ("v", v), ("out", out))
-    device = _check_tensors(torch, named)
+    tensor = torch.Tensor
+    if out is None and type(q) is tensor and type(k) is tensor and type(v) is tensor:
+        device = q.get_device()  # the common case in three calls; anything off is named below
+        if device < 0 or k.get_device() != device or v.get_device() != device:
+            device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
+    else:
+        named = (("q", q), ("k", k), ("v", v)) if out is None else (("q", q), ("k", k), ("v", v), ("out", out))
+        device = _check_tensors(torch, named)
     if out is None:
         out = torch.empty_like(q)
         out_key = None  # empty_like(q)'s layout follows from q's sizes and strides
