@@ -72,17 +72,32 @@ struct Prepared {
     config: Option<KernelConfig>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn describe(
-    layout: &str,
-    shapes: [(&Bound<'_, PyTuple>, &Bound<'_, PyTuple>); 4],
-    dtypes: [&str; 4],
-    causal: &str,
-    scale: Option<f64>,
-    with_lse: bool,
-    imp: &str,
-    config: Option<String>,
-) -> PyResult<Call> {
+/// A tensor as the Python layer passes it: `(sizes, strides)` from `Tensor.shape` and
+/// `Tensor.stride()`.
+type Dims<'py> = (Bound<'py, PyTuple>, Bound<'py, PyTuple>);
+
+/// A call's description as the Python layer passes it, positionally: layout, q, k, v, o, the
+/// four dtypes' names, causal, scale, with_lse, impl, config.
+#[derive(FromPyObject)]
+struct CallArgs<'py>(
+    String,
+    Dims<'py>,
+    Dims<'py>,
+    Dims<'py>,
+    Dims<'py>,
+    [String; 4],
+    String,
+    Option<f64>,
+    bool,
+    String,
+    Option<String>,
+);
+
+fn describe(args: &Bound<'_, PyTuple>) -> PyResult<Call> {
+    let CallArgs(layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config) = args.extract()?;
+    let (layout, causal, imp) = (layout.as_str(), causal.as_str(), imp.as_str());
+    let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
+    let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
     let layout = Layout::parse(layout).ok_or_else(|| value_err(format!("unknown layout '{layout}'")))?;
     let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
     let dtype = Dtype::parse(dtypes[0])
@@ -128,28 +143,13 @@ fn describe(
     Ok(Call { problem, choice, config })
 }
 
-/// Validates a call's description without a GPU: the checks `Library.forward` makes before any
-/// launch. Returns the problem's shape `(B, H, Hkv, Sq, Sk, D)`.
+/// Validates a call's description (the arguments of `Library.prepare`) without a GPU: every
+/// check made before a launch but the kernel's own limits on a GPU. Returns the problem's shape
+/// `(B, H, Hkv, Sq, Sk, D)`.
 #[pyfunction]
-#[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
-#[allow(clippy::too_many_arguments)]
-fn check(
-    layout: &str,
-    q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-    k: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-    v: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-    o: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-    dtypes: [String; 4],
-    causal: &str,
-    scale: Option<f64>,
-    with_lse: bool,
-    imp: &str,
-    config: Option<String>,
-) -> PyResult<(usize, usize, usize, usize, usize, usize)> {
-    let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
-    let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
-    let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
-    let s = call.problem.shape;
+#[pyo3(signature = (*args))]
+fn check(args: &Bound<'_, PyTuple>) -> PyResult<(usize, usize, usize, usize, usize, usize)> {
+    let s = describe(args)?.problem.shape;
     Ok((s.b, s.h, s.hkv, s.sq, s.sk, s.d))
 }
 
@@ -211,36 +211,13 @@ impl Library {
         Ok(d)
     }
 
-    /// `None` when this call can run here as given, else the reason (the message of the
-    /// `ValueError`/`TypeError` a call would raise), without raising: what `evoattn.torch`'s SDPA
-    /// route asks before it takes a call. Includes the planned kernel's own limits on this GPU.
-    #[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
-    #[allow(clippy::too_many_arguments)]
-    fn refusal(
-        &self,
-        layout: &str,
-        q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        k: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        v: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        o: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        dtypes: [String; 4],
-        causal: &str,
-        scale: Option<f64>,
-        with_lse: bool,
-        imp: &str,
-        config: Option<String>,
-    ) -> Option<String> {
-        let runs = || -> PyResult<()> {
-            let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
-            let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
-            let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
-            let config = self.config_for(&call)?;
-            let plan = self.lock().plan(&call.problem, call.choice, config);
-            plan.spec
-                .validate(plan.arch)
-                .map_err(|reason| to_py(Error::Unsupported { imp: plan.spec.imp().to_string(), reason }))
-        };
-        runs().err().map(|e| e.to_string())
+    /// `None` when a prepared call can run here, else why not: the planned kernel's own limits
+    /// on this GPU (a head dim or mask it does not take), as the `ValueError` a launch would
+    /// raise says it. What `evoattn.torch`'s SDPA route asks before it takes a call.
+    fn refusal(&self, call: &Prepared) -> Option<String> {
+        let plan = self.lock().plan(&call.problem, call.choice, call.config);
+        let unsupported = |reason| to_py(Error::Unsupported { imp: plan.spec.imp().to_string(), reason });
+        plan.spec.validate(plan.arch).err().map(|reason| unsupported(reason).to_string())
     }
 
     /// Describes a call (each tensor `(sizes, strides)` in `layout`'s axis order, o the output
@@ -248,25 +225,9 @@ impl Library {
     /// every check that needs no device address happens here.
     ///
     /// [`launch`]: Library::launch
-    #[pyo3(signature = (layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config))]
-    #[allow(clippy::too_many_arguments)]
-    fn prepare(
-        &self,
-        layout: &str,
-        q: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        k: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        v: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        o: (Bound<'_, PyTuple>, Bound<'_, PyTuple>),
-        dtypes: [String; 4],
-        causal: &str,
-        scale: Option<f64>,
-        with_lse: bool,
-        imp: &str,
-        config: Option<String>,
-    ) -> PyResult<Prepared> {
-        let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
-        let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
-        let call = describe(layout, shapes, dtypes, causal, scale, with_lse, imp, config)?;
+    #[pyo3(signature = (*args))]
+    fn prepare(&self, args: &Bound<'_, PyTuple>) -> PyResult<Prepared> {
+        let call = describe(args)?;
         let config = self.config_for(&call)?;
         Ok(Prepared { problem: call.problem, choice: call.choice, config })
     }

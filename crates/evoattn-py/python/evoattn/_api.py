@@ -174,16 +174,11 @@ def refusal(q: Any, k: Any, v: Any, *, causal: Causal = False, scale: Optional[f
     ValueError or TypeError a call would raise): what evoattn.torch's SDPA route asks."""
     torch = _torch or _setup()
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
-    return library(device).refusal(
-        "bhsd",
-        (q.shape, q.stride()),
-        (k.shape, k.stride()),
-        (v.shape, v.stride()),
-        (q.shape, q.stride()),
-        (_dtype(q), _dtype(k), _dtype(v), _dtype(q)),
-        causal_name(causal, "top-left"),
-        scale,
-        False,
-        "auto",
-        None,
-    )
+    lib = library(device)
+    try:
+        call = lib.prepare("bhsd", (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()),
+                           (q.shape, q.stride()), (_dtype(q), _dtype(k), _dtype(v), _dtype(q)),
+                           causal_name(causal, "top-left"), scale, False, "auto", None)
+    except (ValueError, TypeError) as e:
+        return str(e)
+    return lib.refusal(call)
