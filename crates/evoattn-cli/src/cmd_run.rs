@@ -126,7 +126,7 @@ impl Inputs {
         }
         for (t, view) in [(TensorName::Q, &q), (TensorName::K, &k), (TensorName::V, &v)] {
             if view.shape().len() != 4 {
-                let expected = axes(layout, t);
+                let expected = evoattn::problem::axis_names(layout, t);
                 return Err(ProblemError::WrongRank { tensor: t, expected, got: view.shape().to_vec() }.into());
             }
         }
@@ -146,16 +146,6 @@ impl Inputs {
             }
         }
         Ok(Inputs { shape: Shape { b, h, hkv, sq, sk, d }, dtype, q: bits(&q), k: bits(&k), v: bits(&v) })
-    }
-}
-
-/// The axis names of tensor `t` in `layout`, for rank errors.
-fn axes(layout: Layout, t: TensorName) -> &'static str {
-    match (layout, t) {
-        (Layout::Bhsd, TensorName::Q) => "B, H, Sq, D",
-        (Layout::Bhsd, _) => "B, Hkv, Sk, D",
-        (Layout::Bshd, TensorName::Q) => "B, Sq, H, D",
-        (Layout::Bshd, _) => "B, Sk, Hkv, D",
     }
 }
 

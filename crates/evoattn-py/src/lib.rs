@@ -249,9 +249,6 @@ impl Library {
         o: u64,
         lse: Option<u64>,
     ) -> PyResult<()> {
-        if lse.is_some() != call.problem.with_lse {
-            return Err(value_err("an LSE buffer must be given exactly when the call was prepared with LSE".into()));
-        }
         // Safety: the Python layer passes `data_ptr()`s of CUDA tensors on this Library's device
         // whose sizes, strides and dtypes are the ones `call` was prepared from (so each holds its
         // extent), kept alive by the caller across the call and by PyTorch's caching allocator's

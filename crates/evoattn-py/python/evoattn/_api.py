@@ -76,6 +76,19 @@ def _dtype(t: Any) -> str:
     return _dtype_names.get(t.dtype) or str(t.dtype).replace("torch.", "")
 
 
+def lse_shape(q: Any, layout: str) -> Tuple[int, int, int]:
+    """(B, H, Sq) of q given in `layout`'s axis order: the LSE output's shape."""
+    return (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
+
+
+def _prepare(lib: Any, q: Any, k: Any, v: Any, o: Any, layout: str, causal: str, scale: Optional[float],
+             with_lse: bool, impl: str, config: Optional[str]) -> Any:
+    """The library's description of a call on these tensors (every check that needs no address)."""
+    return lib.prepare(layout, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()),
+                       (o.shape, o.stride()), (_dtype(q), _dtype(k), _dtype(v), _dtype(o)), causal, scale,
+                       with_lse, impl, config)
+
+
 def _check_tensors(torch: Any, named: Tuple[Tuple[str, Any], ...]) -> int:
     """The CUDA device index all the tensors are on; TypeError or ValueError otherwise."""
     device = None
@@ -131,26 +144,13 @@ def forward(
     call = _prepared.get(key)
     lib = _libraries.get(device) or library(device)
     if call is None:
-        call = lib.prepare(
-            layout,
-            (q.shape, q.stride()),
-            (k.shape, k.stride()),
-            (v.shape, v.stride()),
-            (out.shape, out.stride()),
-            (_dtype(q), _dtype(k), _dtype(v), _dtype(out)),
-            causal,
-            scale,
-            return_lse,
-            impl,
-            config,
-        )
+        call = _prepare(lib, q, k, v, out, layout, causal, scale, return_lse, impl, config)
         if len(_prepared) >= MAX_PREPARED_CALLS:
             _prepared.clear()
         _prepared[key] = call
     lse = None
     if return_lse:
-        b, h, sq = (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
-        lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device)
+        lse = torch.empty(lse_shape(q, layout), dtype=torch.float32, device=q.device)
     lib.launch(call, _current_stream(device), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                None if lse is None else lse.data_ptr())
     return out, lse
@@ -161,11 +161,9 @@ def kernel(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhs
     """The kernel (name with its levers) evoattn.attention would launch for these tensors."""
     torch = _torch or _setup()
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
-    o = torch.empty_like(q)
     lib = library(device)
-    call = lib.prepare(layout, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()),
-                       (o.shape, o.stride()), (_dtype(q), _dtype(k), _dtype(v), _dtype(o)),
-                       causal_name(causal, "top-left"), None, False, impl, config)
+    call = _prepare(lib, q, k, v, torch.empty_like(q), layout, causal_name(causal, "top-left"), None, False, impl,
+                    config)
     return lib.kernel(call)
 
 
@@ -176,9 +174,7 @@ def refusal(q: Any, k: Any, v: Any, *, causal: Causal = False, scale: Optional[f
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
     lib = library(device)
     try:
-        call = lib.prepare("bhsd", (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()),
-                           (q.shape, q.stride()), (_dtype(q), _dtype(k), _dtype(v), _dtype(q)),
-                           causal_name(causal, "top-left"), scale, False, "auto", None)
+        call = _prepare(lib, q, k, v, q, "bhsd", causal_name(causal, "top-left"), scale, False, "auto", None)
     except (ValueError, TypeError) as e:
         return str(e)
     return lib.refusal(call)

@@ -22,8 +22,9 @@ _BACKWARD_MISSING = (
 )
 
 
-def _lse_shape(q: torch.Tensor, layout: str) -> Tuple[int, int, int]:
-    return (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
+def _no_lse(q: torch.Tensor) -> torch.Tensor:
+    """The LSE output when none was asked for: an op's outputs are fixed by its schema."""
+    return q.new_empty((0,), dtype=torch.float32)
 
 
 @torch.library.custom_op("evoattn::attention", mutates_args=(), device_types="cuda")
@@ -41,13 +42,13 @@ def attention(
     """(o, lse) with o laid out like q; lse is `[B, H, Sq]` float32, empty when not asked for
     (an op's outputs are fixed by its schema)."""
     o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config)
-    return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+    return o, lse if lse is not None else _no_lse(q)
 
 
 @attention.register_fake
 def _(q, k, v, layout, causal, scale, return_lse, impl, config):
-    lse_shape = _lse_shape(q, layout) if return_lse else (0,)
-    return torch.empty_like(q), q.new_empty(lse_shape, dtype=torch.float32)
+    lse = q.new_empty(_api.lse_shape(q, layout), dtype=torch.float32) if return_lse else _no_lse(q)
+    return torch.empty_like(q), lse
 
 
 @torch.library.custom_op("evoattn::attention_out", mutates_args=("out",), device_types="cuda")
@@ -65,12 +66,12 @@ def attention_out(
 ) -> torch.Tensor:
     """Writes o into `out`; returns lse (empty when not asked for)."""
     _, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out)
-    return lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+    return lse if lse is not None else _no_lse(q)
 
 
 @attention_out.register_fake
 def _(q, k, v, out, layout, causal, scale, return_lse, impl, config):
-    return q.new_empty(_lse_shape(q, layout) if return_lse else (0,), dtype=torch.float32)
+    return q.new_empty(_api.lse_shape(q, layout), dtype=torch.float32) if return_lse else _no_lse(q)
 
 
 def _setup_context(ctx, inputs, output) -> None:

@@ -229,15 +229,6 @@ impl PreparedLaunch {
         &self.spec
     }
 
-    pub fn problem(&self) -> &Problem {
-        &self.problem
-    }
-
-    /// The device scratch each launch takes from its stream's arena.
-    pub fn scratch_need(&self) -> ScratchNeed {
-        self.need
-    }
-
     /// Launches on `stream` after checking every buffer's size, alignment and overlap against
     /// the prepared problem; scratch comes from `stream`'s arena in `scratch`.
     pub fn run(
