@@ -51,6 +51,23 @@ US_PER_MS = 1e3
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
 
+def _driver_memset() -> Callable[[torch.Tensor, torch.cuda.Stream], None]:
+    """Zeroes a device tensor on a stream with cuMemsetD8Async, the Rust timer's flush."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise StartupError(f"cannot load the CUDA driver library libcuda.so.1: {e}") from None
+    memset = cuda.cuMemsetD8Async
+    memset.argtypes = (ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p)
+
+    def zero(buffer: torch.Tensor, stream: torch.cuda.Stream) -> None:
+        rc = memset(buffer.data_ptr(), 0, buffer.numel() * buffer.element_size(), stream.cuda_stream)
+        if rc != 0:
+            raise RuntimeError(f"cuMemsetD8Async of the L2 flush buffer failed: CUresult {rc}")
+
+    return zero
+
+
 class StartupError(Exception):
     """The oracle cannot serve real requests on this machine (no GPU)."""
 
@@ -165,6 +182,11 @@ class TorchBackend:
         self.evoattn, self.evoattn_version, self.evoattn_missing = _import_evoattn()
         self.cases: dict[str, TorchCase] = {}
         self._flush: torch.Tensor | None = None
+        # Samples run on a stream of their own with a driver memset as the flush: the Rust timer's
+        # method. PyTorch's legacy default stream and a `zero_()` kernel made each graph sample of
+        # the same kernel 0.1-0.2 µs slower (docs/perf-log.md, session 26).
+        self._stream = torch.cuda.Stream(self.device)
+        self._memset = _driver_memset()
 
     def hello(self) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(self.device)
@@ -350,26 +372,28 @@ class TorchBackend:
         enqueues; then per sample a flush, a start event, one call (or replay), an end event;
         one synchronisation; µs per sample."""
         flush = self._flush_buffer(timing.flush_bytes)
-        if timing.mode == "graph":
-            graph, _static_out = self._capture(call, timing.warmup)
-            run: Callable[[], Any] = graph.replay
-        else:
-            run = call
-        for _ in range(timing.warmup):
-            run()
-        if timing.mode == "graph":
-            # Hold the stream on the GPU while the host enqueues every sample, so no host gap
-            # between a start event and its replay enters a sample (the Rust timer does the same).
-            torch.cuda._sleep(GRAPH_HOLD_CYCLES_PER_SAMPLE * timing.samples)
-        stream = torch.cuda.current_stream()
-        events = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(timing.samples)
-        ]
-        for start, end in events:
-            if flush is not None:
-                flush.zero_()
-            start.record(stream)
-            run()
-            end.record(stream)
+        stream = self._stream
+        stream.wait_stream(torch.cuda.current_stream())  # the case's uploads and outputs
+        with torch.cuda.stream(stream):
+            if timing.mode == "graph":
+                graph, _static_out = self._capture(call, timing.warmup)
+                run: Callable[[], Any] = graph.replay
+            else:
+                run = call
+            for _ in range(timing.warmup):
+                run()
+            if timing.mode == "graph":
+                # Hold the stream on the GPU while the host enqueues every sample, so no host gap
+                # between a start event and its replay enters a sample (the Rust timer does the same).
+                torch.cuda._sleep(GRAPH_HOLD_CYCLES_PER_SAMPLE * timing.samples)
+            events = [
+                (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(timing.samples)
+            ]
+            for start, end in events:
+                if flush is not None:
+                    self._memset(flush, stream)
+                start.record(stream)
+                run()
+                end.record(stream)
         torch.cuda.synchronize()
         return [start.elapsed_time(end) * US_PER_MS for start, end in events]

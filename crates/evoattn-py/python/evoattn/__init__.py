@@ -36,30 +36,30 @@ if _torch is not None:
     from . import torch  # evoattn.torch: SDPA routing, opt-in (activate() does nothing on import)
 
     _is_compiling = getattr(getattr(_torch, "compiler", None), "is_compiling", lambda: False)
+    _grad_enabled = _torch.is_grad_enabled
     _Tensor = _torch.Tensor
+else:
 
-
-def _traced(q: Any, k: Any, v: Any) -> bool:
-    """Whether the call must go through the custom op: under torch.compile, for tensor
-    subclasses (fake tensors, functional tensors), or when autograd records it."""
-    if _torch is None:
-        return False
-    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor or _is_compiling():
-        return isinstance(q, _Tensor)
-    return _torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    class _Tensor:  # nothing is one: every call takes the eager path, which says to install PyTorch
+        pass
 
 
 def _call(q, k, v, layout, causal, scale, return_lse, impl, config, out):
-    if _traced(q, k, v):
-        if out is None:
-            o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse, impl, config)
-        else:
-            if _torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-                raise RuntimeError("evoattn: out= does not take part in autograd (like PyTorch's out= functions)")
-            lse = _torch.ops.evoattn.attention_out(q, k, v, out, layout, causal, scale, return_lse, impl, config)
-            o = out
-    else:
+    # Eager unless the call must go through the custom op: under torch.compile, for tensor
+    # subclasses (fake tensors, functional tensors), or when autograd records it. Inline, not a
+    # helper: this test is part of every call's host cost.
+    if not isinstance(q, _Tensor) or (
+        type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor and not _is_compiling()
+        and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+    ):
         o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out)
+    elif out is None:
+        o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse, impl, config)
+    else:
+        if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            raise RuntimeError("evoattn: out= does not take part in autograd (like PyTorch's out= functions)")
+        lse = _torch.ops.evoattn.attention_out(q, k, v, out, layout, causal, scale, return_lse, impl, config)
+        o = out
     return (o, lse) if return_lse else o
 
 
@@ -98,7 +98,8 @@ def attention(
     ValueError or TypeError before anything is launched. Under torch.compile this is the custom
     op `torch.ops.evoattn.attention`; gradients are not implemented yet (backward raises).
     """
-    return _call(q, k, v, "bhsd", _api.causal_name(causal, "top-left"), scale, return_lse, impl, config, out)
+    mask = ("top-left" if causal else "none") if causal.__class__ is bool else _api.causal_name(causal, "top-left")
+    return _call(q, k, v, "bhsd", mask, scale, return_lse, impl, config, out)
 
 
 def flash_attn_func(
