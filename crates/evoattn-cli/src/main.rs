@@ -23,6 +23,8 @@ mod gate_history;
 mod history;
 mod inputs;
 mod kernel_args;
+#[cfg(test)]
+mod kernel_invariant;
 mod lab;
 mod ncu;
 mod oracle;
