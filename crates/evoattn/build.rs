@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// every multiple of 16.
 const WGMMA_N: std::ops::RangeInclusive<usize> = 1..=16;
 const N_STEP: usize = 16;
-/// Widths off that grid: hd64's P·V with the 8 row-sum columns (kernels/wgmma_mainloop.cuh).
+/// Widths off that grid: hd64's P·V with the 8 row-sum columns (kernels/wgmma/wgmma_mainloop.cuh).
 const EXTRA_N: [usize; 1] = [72];
 
 /// "%first, %first+1, ..., %last" for `count` operands.

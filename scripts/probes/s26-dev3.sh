@@ -15,7 +15,7 @@ echo "== standalone probe"; date +%T.%N
 python3 scripts/probes/py-path-kernel-duration.py $S
 echo "== standalone probe beside an idle CUDA process"; date +%T.%N
 python3 -c "import torch, time; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); time.sleep(40)" &
-sleep 8; python3 scripts/probes/py-path-kernel-duration.py $S; wait
+sleep 8; python3 scripts/probes/py-path-kernel-duration.py $S; wait $!
 echo "== rust path alone"; date +%T.%N
 $B bench --shape $S --dtype bf16 --peers self 2>&1 | grep -E "^($S|shape)"
 } > $OUT/dev3.txt 2>&1

@@ -56,7 +56,7 @@ const MOCK_TRACE_TILES: usize = 2;
 const MOCK_TRACE_KEY_BLOCKS: usize = 4;
 const MOCK_TRACE_BLOCKS: usize = 2;
 
-/// The words a `trace=1` kernel of `spec` would leave (kernels/trace.cuh's format) for the
+/// The words a `trace=1` kernel of `spec` would leave (kernels/wgmma/trace.cuh's format) for the
 /// mock's synthetic schedule: the producer warp's loads, each consumer warp's key blocks.
 fn mock_trace_words(spec: &KernelSpec) -> Vec<u64> {
     let warps = (spec.threads() / WARP_THREADS) as usize;

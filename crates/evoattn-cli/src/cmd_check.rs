@@ -2,19 +2,14 @@
 //! for small problems and the `reference` kernel (itself checked against float64) for large.
 
 use crate::backend::{open, Backend, Kernel};
-use crate::inputs::{random_inputs, Distribution, Inputs};
+use crate::expected::{macs, ExpectedCache, CPU_REFERENCE_LIMIT};
 use crate::kernel_args::KernelArgs;
 use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
-use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
+use evoattn::reference::{compare, dense_o, tolerance, Comparison};
 use evoattn::{Dtype, Impl, Layout, Problem};
-use std::collections::HashMap;
 use std::process::ExitCode;
-
-/// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
-/// the `reference` kernel is. 2^27 keeps one CPU reference under about a second.
-const DEFAULT_CPU_LIMIT: u64 = 1 << 27;
 
 const ORACLE_CPU: &str = "f64-cpu";
 const ORACLE_GPU: &str = "reference-gpu";
@@ -33,7 +28,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Largest B·H·Sq·Sk·D checked against float64 on the CPU; larger use the reference kernel.
-    #[arg(long, default_value_t = DEFAULT_CPU_LIMIT)]
+    #[arg(long, default_value_t = CPU_REFERENCE_LIMIT)]
     cpu_limit: u64,
     /// Softmax scale for every case [default: 1/sqrt(D)]. Any finite non-zero value; a negative
     /// one checks the kernels' reductions over raw scores, which flip from max to min.
@@ -54,7 +49,7 @@ pub struct CheckOptions {
 
 impl CheckOptions {
     /// The tuner's correctness gate: `check`'s defaults (one normal and one wide input set).
-    pub const TUNE: CheckOptions = CheckOptions { seeds: DEFAULT_SEEDS, seed: 0, cpu_limit: DEFAULT_CPU_LIMIT };
+    pub const TUNE: CheckOptions = CheckOptions { seeds: DEFAULT_SEEDS, seed: 0, cpu_limit: CPU_REFERENCE_LIMIT };
 }
 
 /// Random input sets per case by default: one standard normal, one wide.
@@ -70,59 +65,6 @@ pub struct CaseResult {
     lse_err: f64,
     error: Option<String>,
     pub passed: bool,
-}
-
-fn macs(p: &Problem) -> u64 {
-    let s = p.shape;
-    (s.b * s.h * s.sq * s.sk * s.d) as u64
-}
-
-/// The inputs of one (problem, seed) and the oracle's answer on them. Neither depends on the
-/// kernel under test, so the tuner's worker computes them once per shape and seed and checks
-/// every candidate against the same answer (`check` keeps none across cases).
-struct Expected {
-    inputs: Inputs,
-    o: Vec<f64>,
-    lse: Vec<f64>,
-}
-
-/// [`Expected`] answers by (problem, seed, oracle on the CPU).
-#[derive(Default)]
-pub struct ExpectedCache {
-    answers: HashMap<(String, u64, bool), Expected>,
-}
-
-impl ExpectedCache {
-    fn get_or_compute(
-        &mut self,
-        backend: &mut dyn Backend,
-        problem: &Problem,
-        seed: u64,
-        on_cpu: bool,
-    ) -> Result<&Expected, String> {
-        let key = (format!("{problem:?}"), seed, on_cpu);
-        if !self.answers.contains_key(&key) {
-            let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
-            let inputs = random_inputs(problem, dist, seed);
-            let (o, lse) = if on_cpu {
-                let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
-                (r.o, r.lse)
-            } else {
-                let r = backend
-                    .forward(
-                        problem,
-                        Kernel::Planned(ImplChoice::Fixed(Impl::Reference), None),
-                        &inputs.q,
-                        &inputs.k,
-                        &inputs.v,
-                    )
-                    .map_err(|e| format!("reference kernel: {e}"))?;
-                (dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect())
-            };
-            self.answers.insert(key.clone(), Expected { inputs, o, lse });
-        }
-        Ok(&self.answers[&key])
-    }
 }
 
 /// Checks `kernel` on `problem` over the option's seeds; never fails, the result says why.

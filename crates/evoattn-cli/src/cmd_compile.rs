@@ -48,6 +48,10 @@ pub struct Args {
     /// Write each compiled variant's CUBIN to DIR as KERNEL_ARCH.cubin, for `cuobjdump --dump-sass`.
     #[arg(long, value_name = "DIR")]
     cubin_dir: Option<std::path::PathBuf>,
+    /// Print each selected family's levers (the names `--config` takes) and what each does,
+    /// then exit without compiling.
+    #[arg(long)]
+    levers: bool,
 }
 
 /// What became of one variant.
@@ -61,6 +65,15 @@ enum Outcome<'a> {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let start = Instant::now();
     let imps = select("--impl", &args.imp, &Impl::ALL, Impl::name, Impl::parse)?;
+    if args.levers {
+        for imp in imps {
+            println!("{imp}: {}", imp.describe());
+            for (name, about) in imp.lever_docs() {
+                println!("  {name:<20} {about}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let archs = select("--arch", &args.arch, &Arch::ALL, Arch::name, Arch::parse)?;
     let dtypes = select("--dtype", &args.dtype, &Dtype::ALL, Dtype::name, Dtype::parse)?;
     let head_dim: Option<usize> = match args.head_dim.as_str() {

@@ -1,5 +1,5 @@
 //! `evoattn trace`: the per-warp timeline of one launch of the warp-specialised `wgmma` kernel,
-//! built with `trace=1` (kernels/trace.cuh): where a consumer warp's key block goes (waiting for
+//! built with `trace=1` (kernels/wgmma/trace.cuh): where a consumer warp's key block goes (waiting for
 //! data, for its ping-pong turn, for S, the softmax, for P·V), the tile boundary, and the
 //! producer's loads, as cycles of the SM's clock between consecutive marks.
 

@@ -211,8 +211,12 @@ fn every_recorded_kernel_compiles_to_the_recorded_cubin() {
     }
     let jobs: Vec<(KernelSpec, Arch)> = recorded.iter().map(|(s, a, _, _)| (*s, *a)).collect();
     let hashes = compile_all(&jobs);
-    let differing: Vec<&str> =
-        recorded.iter().zip(&hashes).filter(|((.., want), got)| want != *got).map(|((_, _, n, _), _)| n.as_str()).collect();
+    let differing: Vec<&str> = recorded
+        .iter()
+        .zip(&hashes)
+        .filter(|((.., want), got)| want != *got)
+        .map(|((_, _, n, _), _)| n.as_str())
+        .collect();
     assert!(differing.is_empty(), "{} of {} CUBINs differ: {differing:?}", differing.len(), recorded.len());
 }
 

@@ -3,6 +3,7 @@
 //! drift hits both sides; record raw samples. `bench` prints the record, `gate` judges it.
 
 use crate::backend::{open, Backend, BackendInfo, Kernel, TimingOptions};
+use crate::expected::expected_o;
 use crate::inputs::{random_inputs, Distribution, Inputs};
 use crate::kernel_args::KernelArgs;
 use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
@@ -14,9 +15,9 @@ use crate::record::{
 use crate::stats::unsteady_drift;
 use anyhow::{bail, Context};
 use evoattn::plan::ImplChoice;
-use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
+use evoattn::reference::{compare, dense_o, tolerance};
 use evoattn::runtime::device::LaunchImage;
-use evoattn::{Arch, Impl, KernelConfig, Layout, Problem, TensorName};
+use evoattn::{Arch, KernelConfig, Layout, Problem, TensorName};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -29,9 +30,6 @@ const MEASURE_ATTEMPTS: usize = 2;
 /// Mixed into a case's seed for its wide-range correctness inputs, so they differ from the
 /// timed (standard normal) ones.
 const WIDE_SEED: u64 = 0x57_1DE;
-/// Multiply-adds up to which ours and the peers are judged against float64 on the CPU; above,
-/// against the `reference` kernel (as in `check`).
-const CPU_REFERENCE_LIMIT: u64 = 1 << 27;
 /// The L2 flush buffer is this many times the L2 size, so nothing of the last launch survives;
 /// ours and the peers flush the same amount.
 const FLUSH_L2_MULTIPLE: usize = 2;
@@ -230,20 +228,6 @@ struct CaseContext<'a> {
     id: usize,
 }
 
-/// The oracle of a case: float64 on the CPU when small, else the reference kernel's output.
-fn reference_output(problem: &Problem, inputs: &Inputs, backend: &mut dyn Backend) -> anyhow::Result<Vec<f64>> {
-    let p = problem;
-    let s = p.shape;
-    let macs = (s.b * s.h * s.sq * s.sk * s.d) as u64;
-    let (q, k, v) = (&inputs.q, &inputs.k, &inputs.v);
-    if macs <= CPU_REFERENCE_LIMIT {
-        Ok(attention_f64(p, q, k, v).o)
-    } else {
-        let r = backend.forward(p, Kernel::Planned(ImplChoice::Fixed(Impl::Reference), None), q, k, v)?;
-        Ok(dense_o(p, &r.o))
-    }
-}
-
 /// Our kernel packed for the oracle to launch (the timer cross-check), written once per case.
 struct TorchTimed {
     cubin: PathBuf,
@@ -309,7 +293,7 @@ fn measure_case(
 ) -> anyhow::Result<ResultRecord> {
     let p = case.problem;
     let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
-    let want = reference_output(p, case.inputs, backend)?;
+    let want = expected_o(backend, p, case.inputs)?;
     let new_row = |name: &str| Measurement {
         name: name.to_string(),
         status: STATUS_MISSING.into(),
@@ -326,7 +310,7 @@ fn measure_case(
     judge(&mut ours, p, &got.o, &want);
     // As `check` does, ours must also be right on wide-range inputs that stress the softmax.
     let wide = random_inputs(p, Distribution::Wide, case.seed ^ WIDE_SEED);
-    let wide_want = reference_output(p, &wide, backend)?;
+    let wide_want = expected_o(backend, p, &wide)?;
     let wide_got = backend.forward(p, Kernel::Planned(case.choice, case.config), &wide.q, &wide.k, &wide.v)?;
     let mut wide_row = new_row(&got.kernel);
     judge(&mut wide_row, p, &wide_got.o, &wide_want);

@@ -18,6 +18,7 @@ mod cmd_run;
 mod cmd_trace;
 mod cmd_tune;
 mod db;
+mod expected;
 mod gate;
 mod gate_history;
 mod history;

@@ -93,3 +93,18 @@ fn a_missing_nvrtc_is_a_one_line_error_with_exit_2() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.starts_with("evoattn: EVOATTN_NVRTC=") && stderr.contains("cannot load it"), "{stderr}");
 }
+
+#[test]
+fn levers_lists_every_lever_config_takes_and_compiles_nothing() {
+    let cache = tempfile::tempdir().expect("temp dir");
+    let out = compile(cache.path(), &["--impl", "wgmma", "--levers"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.starts_with("wgmma: Hopper"), "{stdout}");
+    // Every lever a wgmma config renders, and the instrumentation lever it renders only when on.
+    for lever in ["block_n", "loads", "warp_specialized", "multicast", "q_in_regs", "trace"] {
+        assert!(stdout.lines().any(|l| l.trim_start().starts_with(lever)), "no {lever} in:\n{stdout}");
+    }
+    assert_eq!(stdout.lines().count(), 1 + 21, "{stdout}");
+    assert!(std::fs::read_dir(cache.path()).expect("cache dir").next().is_none(), "--levers compiled something");
+}

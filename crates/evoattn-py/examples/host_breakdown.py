@@ -55,8 +55,9 @@ def main() -> int:
     args = ((q.data_ptr(), q.shape, q.stride()), (k.data_ptr(), k.shape, k.stride()),
             (v.data_ptr(), v.shape, v.stride()), (o.data_ptr(), o.shape, o.stride()))
     dt = ("f16",) * 4
-    call = lib.prepare("bhsd", args[0][1:], args[1][1:], args[2][1:], args[3][1:], dt, "none", None, False, "auto", None)
     tiny = torch.zeros(16, device="cuda")
+    to_dlpack = torch._C._to_dlpack
+
     pieces = {
         "empty loop": lambda: None,
         "torch.empty_like(q)": lambda: torch.empty_like(q),
@@ -69,14 +70,16 @@ def main() -> int:
         "x.add_(1), tiny tensor": lambda: tiny.add_(1),
         "lib.prepare (no launch)": lambda: lib.prepare("bhsd", args[0][1:], args[1][1:], args[2][1:], args[3][1:], dt,
                                                         "none", None, False, "auto", None),
-        "lib.launch (prepared)": lambda: lib.launch(call, stream, q.data_ptr(), k.data_ptr(), v.data_ptr(),
-                                                    o.data_ptr(), None),
+        "_to_dlpack x4": lambda: [to_dlpack(t) for t in (q, k, v, o)],
+        "lib.call (4 exports, describe, launch)": lambda: lib.call(stream, to_dlpack(q), to_dlpack(k), to_dlpack(v),
+                                                                   to_dlpack(o), None, "bhsd", "none", None, False,
+                                                                   "auto", None),
         "_api.forward": lambda: _api.forward(q, k, v, "bhsd", "none", None, False, "auto", None),
         "evoattn.attention": lambda: evoattn.attention(q, k, v),
         "sdpa (auto)": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v),
     }
     print(f"host µs per call, {b},{h},{s},{d} f16, median of {ROUNDS} rounds of {CALLS}; GPU held busy")
-    print(f"{'':<32} {'default':>8} {'side':>8} {'each':>8}   (default: PyTorch's legacy default stream; side: a "
+    print(f"{'':<40} {'default':>8} {'side':>8} {'each':>8}   (default: PyTorch's legacy default stream; side: a "
           "stream of its own; each: calls timed one by one, GPU not held)")
     side = torch.cuda.Stream()
     with torch.no_grad():
@@ -86,7 +89,7 @@ def main() -> int:
                 stream = torch._C._cuda_getCurrentRawStream(0)
                 on_side = us(fn)
             stream = torch._C._cuda_getCurrentRawStream(0)
-            print(f"{name:<32} {on_default:8.2f} {on_side:8.2f} {us_each(fn):8.2f}")
+            print(f"{name:<40} {on_default:8.2f} {on_side:8.2f} {us_each(fn):8.2f}")
     return 0
 
 

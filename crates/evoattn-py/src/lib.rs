@@ -5,10 +5,11 @@
 
 use evoattn::plan::ImplChoice;
 use evoattn::problem::{Causal, Dtype, Layout, StridedTensor, TensorName};
+use evoattn::runtime::dlpack::{self, DlpackTensor, DEVICE_CPU, DEVICE_CUDA};
 use evoattn::{Arch, Attention, Error, ExternalTensors, KernelConfig, Problem, ProblemError};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use std::sync::Mutex;
 
 pyo3::create_exception!(
@@ -95,25 +96,46 @@ struct CallArgs<'py>(
 
 fn describe(args: &Bound<'_, PyTuple>) -> PyResult<Call> {
     let CallArgs(layout, q, k, v, o, dtypes, causal, scale, with_lse, imp, config) = args.extract()?;
-    let (layout, causal, imp) = (layout.as_str(), causal.as_str(), imp.as_str());
-    let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
-    let dtypes = [dtypes[0].as_str(), dtypes[1].as_str(), dtypes[2].as_str(), dtypes[3].as_str()];
-    let layout = Layout::parse(layout).ok_or_else(|| value_err(format!("unknown layout '{layout}'")))?;
     let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
-    let dtype = Dtype::parse(dtypes[0])
-        .ok_or_else(|| problem_err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtypes[0].into() }))?;
-    for (t, got) in names.into_iter().zip(dtypes).skip(1) {
-        if Dtype::parse(got) != Some(dtype) {
-            let expected = dtype.name().to_string();
-            return Err(problem_err(ProblemError::DtypeMismatch { tensor: t, expected, got: got.into() }));
-        }
-    }
+    let shapes = [(&q.0, &q.1), (&k.0, &k.1), (&v.0, &v.1), (&o.0, &o.1)];
     let mut owned: Vec<(Vec<usize>, Vec<usize>)> = Vec::with_capacity(4);
     for (t, (sizes, strides)) in names.into_iter().zip(shapes) {
         owned.push((dims(t, "size", sizes)?, dims(t, "stride", strides)?));
     }
-    let views: [StridedTensor<'_>; 4] =
-        std::array::from_fn(|i| StridedTensor { sizes: &owned[i].0, strides: &owned[i].1 });
+    let tensors: [TensorDesc<'_>; 4] = std::array::from_fn(|i| TensorDesc {
+        view: StridedTensor { sizes: &owned[i].0, strides: &owned[i].1 },
+        dtype: dtypes[i].as_str(),
+    });
+    describe_parts(&layout, tensors, &causal, scale, with_lse, &imp, config)
+}
+
+/// One tensor of a call: its sizes and strides in the layout's axis order, and its dtype's name.
+struct TensorDesc<'a> {
+    view: StridedTensor<'a>,
+    dtype: &'a str,
+}
+
+/// A call's description from its parts, validated: what `check`, `prepare` and `call` share.
+fn describe_parts(
+    layout: &str,
+    tensors: [TensorDesc<'_>; 4],
+    causal: &str,
+    scale: Option<f64>,
+    with_lse: bool,
+    imp: &str,
+    config: Option<String>,
+) -> PyResult<Call> {
+    let layout = Layout::parse(layout).ok_or_else(|| value_err(format!("unknown layout '{layout}'")))?;
+    let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
+    let dtype = Dtype::parse(tensors[0].dtype).ok_or_else(|| {
+        problem_err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: tensors[0].dtype.into() })
+    })?;
+    for (t, desc) in names.into_iter().zip(&tensors).skip(1) {
+        if Dtype::parse(desc.dtype) != Some(dtype) {
+            let expected = dtype.name().to_string();
+            return Err(problem_err(ProblemError::DtypeMismatch { tensor: t, expected, got: desc.dtype.into() }));
+        }
+    }
     let causal = Causal::parse(causal)
         .ok_or_else(|| value_err(format!("causal={causal:?}: expected False, True, 'top-left' or 'bottom-right'")))?;
     let scale = match scale {
@@ -121,7 +143,7 @@ fn describe(args: &Bound<'_, PyTuple>) -> PyResult<Call> {
         Some(s) if (s as f32).is_finite() && s as f32 != 0.0 => Some(s as f32),
         Some(s) => return Err(problem_err(ProblemError::BadScale(s as f32))),
     };
-    let problem = Problem::from_strided(layout, dtype, views)
+    let problem = Problem::from_strided(layout, dtype, tensors.map(|t| t.view))
         .map_err(problem_err)?
         .with_causal(causal)
         .with_scale(scale)
@@ -141,6 +163,17 @@ fn describe(args: &Bound<'_, PyTuple>) -> PyResult<Call> {
         _ => {}
     }
     Ok(Call { problem, choice, config })
+}
+
+/// A tensor exported by `torch._C._to_dlpack` (a `"dltensor"` capsule), copied out.
+fn dlpack(name: TensorName, capsule: &Bound<'_, PyAny>) -> PyResult<DlpackTensor> {
+    let capsule = capsule
+        .cast::<PyCapsule>()
+        .map_err(|_| PyTypeError::new_err(format!("evoattn: tensor {name} must be a DLPack capsule")))?;
+    let pointer = capsule.pointer_checked(Some(c"dltensor"))?;
+    // Safety: a capsule named "dltensor" holds a live DLManagedTensor (the DLPack protocol),
+    // owned by the capsule, which `capsule` keeps alive across the read.
+    unsafe { dlpack::read(pointer.as_ptr()) }.map_err(|e| value_err(format!("tensor {name}: {e}")))
 }
 
 /// Validates a call's description (the arguments of `Library.prepare`) without a GPU: every
@@ -172,6 +205,7 @@ fn nvrtc() -> PyResult<((i32, i32), String)> {
 #[pyclass(frozen)]
 struct Library {
     attention: Mutex<Attention>,
+    ordinal: usize,
     arch: Arch,
     sm_count: u32,
 }
@@ -191,7 +225,7 @@ impl Library {
     fn new(py: Python<'_>, ordinal: usize) -> PyResult<Self> {
         let attention = py.detach(|| Attention::new(ordinal)).map_err(to_py)?;
         let (arch, sm_count) = (attention.gpu().arch(), attention.gpu().sm_count());
-        Ok(Library { attention: Mutex::new(attention), arch, sm_count })
+        Ok(Library { attention: Mutex::new(attention), ordinal, arch, sm_count })
     }
 
     /// The GPU, its arch, SM count and driver, and the number of prepared launches and of
@@ -221,10 +255,11 @@ impl Library {
     }
 
     /// Describes a call (each tensor `(sizes, strides)` in `layout`'s axis order, o the output
-    /// with q's sizes, `with_lse` for a `[B, H, Sq]` float32 dense LSE output) for [`launch`]:
-    /// every check that needs no device address happens here.
+    /// with q's sizes, `with_lse` for a `[B, H, Sq]` float32 dense LSE output) for [`kernel`]
+    /// and [`refusal`]: every check that needs no device address.
     ///
-    /// [`launch`]: Library::launch
+    /// [`kernel`]: Library::kernel
+    /// [`refusal`]: Library::refusal
     #[pyo3(signature = (*args))]
     fn prepare(&self, args: &Bound<'_, PyTuple>) -> PyResult<Prepared> {
         let call = describe(args)?;
@@ -232,34 +267,67 @@ impl Library {
         Ok(Prepared { problem: call.problem, choice: call.choice, config })
     }
 
-    /// Launches a prepared call on the CUDA stream `stream` (a raw handle) over tensors at these
-    /// device addresses, which must have the sizes, strides and dtypes it was prepared with (the
-    /// Python layer keys its prepared calls by exactly those). Every buffer check happens before
-    /// the launch; the first launch of a signature compiles or loads its kernel.
-    #[pyo3(signature = (call, stream, q, k, v, o, lse))]
+    /// Describes and launches one call on the CUDA stream `stream` (a raw handle): q, k, v and o
+    /// as DLPack capsules (`torch._C._to_dlpack`: address, device, dtype, sizes and strides in
+    /// one export each), lse the address of a fresh dense `[B, H, Sq]` float32 tensor or None.
+    /// The eager path's one crossing into Rust: describing a call from capsules costs less than
+    /// reading the tensors' attributes in Python to look up a prepared one.
+    #[pyo3(signature = (stream, q, k, v, o, lse, layout, causal, scale, with_lse, imp, config))]
     #[allow(clippy::too_many_arguments)]
-    fn launch(
+    fn call(
         &self,
         py: Python<'_>,
-        call: &Prepared,
         stream: usize,
-        q: u64,
-        k: u64,
-        v: u64,
-        o: u64,
+        q: &Bound<'_, PyAny>,
+        k: &Bound<'_, PyAny>,
+        v: &Bound<'_, PyAny>,
+        o: &Bound<'_, PyAny>,
         lse: Option<u64>,
+        layout: &str,
+        causal: &str,
+        scale: Option<f64>,
+        with_lse: bool,
+        imp: &str,
+        config: Option<String>,
     ) -> PyResult<()> {
-        // Safety: the Python layer passes `data_ptr()`s of CUDA tensors on this Library's device
-        // whose sizes, strides and dtypes are the ones `call` was prepared from (so each holds its
-        // extent), kept alive by the caller across the call and by PyTorch's caching allocator's
-        // stream semantics after it; lse is a fresh dense [B, H, Sq] float32 tensor.
+        let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
+        let read = [dlpack(names[0], q)?, dlpack(names[1], k)?, dlpack(names[2], v)?, dlpack(names[3], o)?];
+        for (name, t) in names.iter().zip(&read) {
+            if t.device_type != DEVICE_CUDA {
+                let place = if t.device_type == DEVICE_CPU {
+                    "cpu".to_string()
+                } else {
+                    format!("DLPack device type {}", t.device_type)
+                };
+                return Err(value_err(format!("{name} is on {place}; evoattn runs on CUDA tensors")));
+            }
+            if t.device_id as usize != self.ordinal {
+                return Err(value_err(format!(
+                    "{name} is on cuda:{} but q is on cuda:{}; put all tensors on one GPU",
+                    t.device_id, self.ordinal
+                )));
+            }
+        }
+        let dtypes = read.each_ref().map(DlpackTensor::dtype_name);
+        let tensors: [TensorDesc<'_>; 4] = std::array::from_fn(|i| TensorDesc {
+            view: StridedTensor { sizes: &read[i].sizes, strides: &read[i].strides },
+            dtype: &dtypes[i],
+        });
+        let call = describe_parts(layout, tensors, causal, scale, with_lse, imp, config)?;
+        let config = self.config_for(&call)?;
+        let [q, k, v, o] = read.each_ref().map(|t| t.addr);
+        // Safety: the addresses come from the DLPack exports of CUDA tensors on this Library's
+        // device (checked above) whose sizes, strides and dtypes the problem was described from
+        // (so each holds its extent), kept alive by the caller across the call and by PyTorch's
+        // caching allocator's stream semantics after it; lse is a fresh dense [B, H, Sq] float32
+        // tensor.
         let tensors = unsafe { ExternalTensors::new(&call.problem, q, k, v, o, lse) };
         py.detach(|| {
             let mut attention = self.lock();
             // Safety: `stream` is PyTorch's current stream of this device (or a stream handle the
             // caller owns, kept alive across the call), in the primary context `Attention` opened.
             let stream = unsafe { attention.gpu().borrow_stream(stream) };
-            attention.forward_external(&stream, &call.problem, call.choice, call.config, tensors)
+            attention.forward_external(&stream, &call.problem, call.choice, config, tensors)
         })
         .map(|_| ())
         .map_err(to_py)

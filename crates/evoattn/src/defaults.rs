@@ -92,20 +92,8 @@ pub fn wgmma(head_dim: usize) -> WgmmaConfig {
         warp_specialized: true,
         overlap: true,
         pingpong: true,
-        persistent: false,
-        dynamic_tiles: false,
         tma_store: true,
-        exp2_poly: 0,
-        lazy_rescale: false,
-        split_tail: false,
-        ring_test: false,
-        o_passes: 1,
-        o_in_q: false,
-        rowsum_mma: false,
-        half_last: false,
-        multicast: false,
-        q_in_regs: false,
-        trace: false,
+        ..WgmmaConfig::BASE
     }
 }
 

@@ -144,7 +144,7 @@ pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32, resident
 /// simulation of the fa3 grid on 132 SMs puts that tail at 11-14% over the balanced time at
 /// hd256 (128-row tiles, 80-key blocks, 2k-8k) and 5-7% at hd128. So the grid walks sections
 /// of heads, longest query block first across the section's heads, then the next section
-/// (`GridTiles` in kernels/wgmma_scheduler.cuh). A section is as many heads as keep their K
+/// (`GridTiles` in kernels/wgmma/wgmma_scheduler.cuh). A section is as many heads as keep their K
 /// and V within [`SCHEDULER_L2_KV_PERCENT`](crate::defaults::SCHEDULER_L2_KV_PERCENT) of L2, a
 /// power of two, at least one; query heads that share a KV head read the same keys, so they
 /// count as one. H100, causal fa3 rows, graph mode, against heads one after another

@@ -1,4 +1,4 @@
-//! Per-warp timelines of `trace=1` kernels (kernels/trace.cuh): the words the kernel leaves in
+//! Per-warp timelines of `trace=1` kernels (kernels/wgmma/trace.cuh): the words the kernel leaves in
 //! its module global, decoded into each warp's events, and the cycles between consecutive
 //! events grouped by the pair of marks they join (`evoattn trace` prints their statistics).
 
@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 /// The module global a `trace=1` kernel writes.
 pub const SYMBOL: &str = "evoattn_trace";
-/// Bits of an event word below its tag (`TRACE_VALUE_BITS` in kernels/trace.cuh).
+/// Bits of an event word below its tag (`TRACE_VALUE_BITS` in kernels/wgmma/trace.cuh).
 pub const VALUE_BITS: u32 = 56;
 const VALUE_MASK: u64 = (1 << VALUE_BITS) - 1;
 
-/// The marks, numbered as `TraceTag` in kernels/trace.cuh.
+/// The marks, numbered as `TraceTag` in kernels/wgmma/trace.cuh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tag {
     Sm = 1,

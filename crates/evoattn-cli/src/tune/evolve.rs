@@ -412,29 +412,7 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn baseline() -> KernelSpec {
-        let config = WgmmaConfig {
-            block_n: 64,
-            stages: 1,
-            consumer_warpgroups: 1,
-            loads: Loads::CpAsync,
-            warp_specialized: false,
-            overlap: false,
-            pingpong: false,
-            persistent: false,
-            dynamic_tiles: false,
-            tma_store: false,
-            exp2_poly: 0,
-            lazy_rescale: false,
-            split_tail: false,
-            ring_test: false,
-            o_passes: 1,
-            o_in_q: false,
-            rowsum_mma: false,
-            half_last: false,
-            multicast: false,
-            q_in_regs: false,
-            trace: false,
-        };
+        let config = WgmmaConfig::BASE;
         KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::Bf16, head_dim: 64 }
     }
 

@@ -1,8 +1,9 @@
 """The calls: PyTorch tensors in, evoattn's kernels on PyTorch's current stream, tensors out.
 
-Tensors cross to Rust as (data_ptr, sizes, strides): zero-copy, no DLPack capsule, no libtorch
-symbol. The eager path is kept short because it is the host cost every call pays; traced calls
-(torch.compile, autograd) go through the `evoattn::attention` custom op (`_ops.py`).
+Tensors cross to Rust as DLPack exports (address, device, dtype, sizes and strides in one C
+call each; zero-copy, no libtorch symbol). The eager path is kept short because it is the host
+cost every call pays; traced calls (torch.compile, autograd) go through the
+`evoattn::attention` custom op (`_ops.py`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ _CAUSAL_NAMES = ("none", "top-left", "bottom-right")
 _torch: Any = None
 _dtype_names: dict = {}
 _current_stream: Any = None
+_to_dlpack: Any = None
 _libraries: dict = {}
 _libraries_lock = threading.Lock()
 
 
 def _setup() -> Any:
     """Imports torch and finds NVRTC where pip puts it (PyTorch's own wheel included)."""
-    global _torch, _dtype_names, _current_stream
+    global _torch, _dtype_names, _current_stream, _to_dlpack
     try:
         import torch
     except ImportError as e:
@@ -36,6 +38,8 @@ def _setup() -> Any:
     # The raw handle of the current stream, without building a torch.cuda.Stream object.
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+    # The C function behind torch.utils.dlpack.to_dlpack, without its Python frame.
+    _to_dlpack = getattr(torch._C, "_to_dlpack", None) or torch.utils.dlpack.to_dlpack
     _torch = torch
     return torch
 
@@ -105,13 +109,6 @@ def _check_tensors(torch: Any, named: Tuple[Tuple[str, Any], ...]) -> int:
     return device
 
 
-# Prepared calls by signature (sizes, strides, dtypes, device and arguments), so a repeated call
-# crosses to Rust with its addresses alone; cleared when it outgrows the bound (a decoding loop
-# whose Sk grows makes a signature a step).
-_prepared: dict = {}
-MAX_PREPARED_CALLS = 1024
-
-
 def forward(
     q: Any,
     k: Any,
@@ -128,31 +125,22 @@ def forward(
     torch = _torch or _setup()
     tensor = torch.Tensor
     if out is None and type(q) is tensor and type(k) is tensor and type(v) is tensor:
-        device = q.get_device()  # the common case in three calls; anything off is named below
-        if device < 0 or k.get_device() != device or v.get_device() != device:
+        device = q.get_device()  # k's and v's devices are checked in Rust, from their exports
+        if device < 0:
             device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
     else:
         named = (("q", q), ("k", k), ("v", v)) if out is None else (("q", q), ("k", k), ("v", v), ("out", out))
         device = _check_tensors(torch, named)
     if out is None:
         out = torch.empty_like(q)
-        out_key = None  # empty_like(q)'s layout follows from q's sizes and strides
-    else:
-        out_key = (out.shape, out.stride(), out.dtype)
-    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype, out_key,
-           device, layout, causal, scale, return_lse, impl, config)
-    call = _prepared.get(key)
-    lib = _libraries.get(device) or library(device)
-    if call is None:
-        call = _prepare(lib, q, k, v, out, layout, causal, scale, return_lse, impl, config)
-        if len(_prepared) >= MAX_PREPARED_CALLS:
-            _prepared.clear()
-        _prepared[key] = call
     lse = None
     if return_lse:
         lse = torch.empty(lse_shape(q, layout), dtype=torch.float32, device=q.device)
-    lib.launch(call, _current_stream(device), q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-               None if lse is None else lse.data_ptr())
+    lib = _libraries.get(device) or library(device)
+    # Each tensor crosses as one DLPack export (address, device, dtype, sizes, strides): cheaper
+    # than reading those attributes here; Rust describes the call and launches it.
+    lib.call(_current_stream(device), _to_dlpack(q), _to_dlpack(k), _to_dlpack(v), _to_dlpack(out),
+             None if lse is None else lse.data_ptr(), layout, causal, scale, return_lse, impl, config)
     return out, lse
 
 

@@ -19,7 +19,7 @@ use std::ffi::c_void;
 const MAX_GRID_X: usize = i32::MAX as usize;
 const MAX_GRID_YZ: usize = 65535;
 
-/// `splitkv`'s extra parameters; field for field `SplitParams` of kernels/splitkv_combine.cuh.
+/// `splitkv`'s extra parameters; field for field `SplitParams` of kernels/splitkv/splitkv_combine.cuh.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct SplitParams {
@@ -31,7 +31,7 @@ struct SplitParams {
 }
 
 // Safety: `SplitParams` is `repr(C)` plain integers matching `SplitParams` in
-// kernels/splitkv_combine.cuh (pointers as u64, `int` as i32), so the driver may copy its bytes.
+// kernels/splitkv/splitkv_combine.cuh (pointers as u64, `int` as i32), so the driver may copy its bytes.
 unsafe impl DeviceRepr for SplitParams {}
 
 /// `splitkv`'s scratch: every split's partial output rows and LSEs (floats, the LSEs starting
@@ -46,10 +46,10 @@ fn splitkv_need(problem: &Problem, m_blocks: usize, splits: usize) -> (ScratchNe
 
 const FLOATS_PER_256_BYTES: usize = 64;
 
-/// Claims and blocks done claiming (`DynamicTiles` in kernels/wgmma_scheduler.cuh).
+/// Claims and blocks done claiming (`DynamicTiles` in kernels/wgmma/wgmma_scheduler.cuh).
 const TILE_COUNTERS: usize = 2;
 
-/// The split tail's scratch (`split_tail=1`, kernels/wgmma_epilogue.cuh): one counter per tail
+/// The split tail's scratch (`split_tail=1`, kernels/wgmma/wgmma_epilogue.cuh): one counter per tail
 /// tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each tile
 /// resets; and two partial slots per block, each every consumer thread's O fragment (head dim /
 /// 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).

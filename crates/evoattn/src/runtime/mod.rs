@@ -6,6 +6,7 @@ pub mod cache;
 pub mod compile;
 pub mod cubin;
 pub mod device;
+pub mod dlpack;
 pub mod launch;
 pub mod nvrtc;
 pub mod resources;

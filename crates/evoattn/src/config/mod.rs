@@ -1,0 +1,888 @@
+//! Kernel configurations, whichever family: `KernelConfig` holds one family's typed levers
+//! (each family's struct, lever table and rules live in its folder under `kernels/`), and
+//! `KernelSpec` adds the dtype and head dim. Names, defines, validation, geometry and the
+//! tuning space dispatch to the family; what every family shares is written here once.
+
+pub mod lever;
+
+use crate::arch::Arch;
+use crate::problem::Dtype;
+use lever::Family;
+use std::fmt;
+
+pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD};
+pub use crate::kernels::reference::ReferenceConfig;
+pub use crate::kernels::splitkv::{SplitkvCombine, SplitkvConfig};
+pub use crate::kernels::wgmma::{
+    WgmmaConfig, EXP2_POLY_MAX_HEAD_DIM, HALF_LAST_BLOCK_N_MULTIPLE, MAX_REGISTERS_PER_THREAD,
+    MULTICAST_CLUSTER_BLOCKS, REGISTERS_PER_SM, ROWSUM_MMA_HEAD_DIM, TRACE_BLOCKS, TRACE_EVENTS,
+    WGMMA_OPERAND_REGISTERS, WGMMA_ROWS_PER_WARPGROUP,
+};
+
+/// `$body` with `$c` bound to the family config inside a `KernelConfig` (each family's type).
+macro_rules! each_family {
+    ($config:expr, $c:ident => $body:expr) => {
+        match $config {
+            KernelConfig::Reference($c) => $body,
+            KernelConfig::Mma($c) => $body,
+            KernelConfig::Wgmma($c) => $body,
+            KernelConfig::Splitkv($c) => $body,
+        }
+    };
+}
+
+/// Which kernel family (`--impl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Impl {
+    /// Plain float32-accumulate kernel, independent of the fast paths.
+    Reference,
+    /// FlashAttention-2 class: `mma.sync`, `ldmatrix`, `cp.async`; sm_80+.
+    Mma,
+    /// Hopper: `wgmma` from 128-byte-swizzled shared memory; sm_90a only.
+    Wgmma,
+    /// Keys split across blocks plus a combine step, on the `mma` main loop; sm_80+.
+    Splitkv,
+}
+
+impl Impl {
+    pub const ALL: [Impl; 4] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Reference => "reference",
+            Impl::Mma => "mma",
+            Impl::Wgmma => "wgmma",
+            Impl::Splitkv => "splitkv",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Impl::ALL.into_iter().find(|i| i.name() == s.to_ascii_lowercase())
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Impl::Reference => "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes",
+            Impl::Mma => "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)",
+            Impl::Wgmma => {
+                "Hopper: wgmma from 128B-swizzled shared memory, TMA producer warpgroup, ping-pong consumers (sm_90a)"
+            }
+            Impl::Splitkv => {
+                "keys split across blocks, query heads of a KV head packed into one tile, last block combines (sm_80+)"
+            }
+        }
+    }
+
+    /// Head dims the kernel is instantiated for.
+    pub fn head_dims(self) -> &'static [usize] {
+        match self {
+            Impl::Reference => &[64, 128, 256],
+            Impl::Mma => &[64, 128, 256],
+            Impl::Wgmma => &[64, 128, 256],
+            Impl::Splitkv => &[64, 128, 256],
+        }
+    }
+
+    /// Each lever's name (as `--config` takes it) and what it does, in the family's table order.
+    pub fn lever_docs(self) -> Vec<(&'static str, &'static str)> {
+        fn docs<C: Family>() -> Vec<(&'static str, &'static str)> {
+            C::LEVERS.iter().map(|l| (l.name, l.about)).collect()
+        }
+        match self {
+            Impl::Reference => docs::<ReferenceConfig>(),
+            Impl::Mma => docs::<MmaConfig>(),
+            Impl::Wgmma => docs::<WgmmaConfig>(),
+            Impl::Splitkv => docs::<SplitkvConfig>(),
+        }
+    }
+
+    /// Architectures the kernel compiles for.
+    pub fn archs(self) -> &'static [Arch] {
+        match self {
+            Impl::Reference | Impl::Mma | Impl::Splitkv => &Arch::ALL,
+            // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
+            Impl::Wgmma => &[Arch::Sm90a],
+        }
+    }
+}
+
+impl fmt::Display for Impl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a kernel fills its shared-memory K/V tiles (`wgmma`: and its Q tile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Loads {
+    /// Every thread issues 16-byte `cp.async` copies (`wgmma`: step 1).
+    CpAsync,
+    /// One thread issues `cp.async.bulk.tensor` (TMA) boxes into 128-byte-swizzled tiles that
+    /// complete on per-stage mbarriers; the kernel takes tensor maps besides its `AttnParams`
+    /// (`wgmma`: Q, K and V; `splitkv`: K and V). sm_90 and later.
+    Tma,
+}
+
+impl Loads {
+    pub const ALL: [Loads; 2] = [Loads::CpAsync, Loads::Tma];
+    pub(crate) const NAMES: [&'static str; 2] = ["cp_async", "tma"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Loads::ALL.into_iter().find(|l| l.name() == s.to_ascii_lowercase())
+    }
+}
+
+/// Threads of one warp.
+pub const WARP_THREADS: u32 = 32;
+/// Threads of one warpgroup (4 consecutive warps).
+pub const WARPGROUP_THREADS: u32 = 4 * WARP_THREADS;
+/// Alignment of the 128-byte swizzle pattern (8 rows of 128 bytes) that TMA writes and `wgmma`
+/// reads; the kernel rounds its dynamic shared memory base up to it, so the host reserves it.
+pub const SWIZZLE_ATOM_BYTES: usize = 1024;
+/// Elements of one 128-byte swizzled row of 16-bit elements: a tile is D / this column blocks.
+pub const SWIZZLE_ROW_ELEMS: u32 = 64;
+
+/// Box rows of a kernel's TMA tensor maps, which it takes in the order Q, K, V, O (those it has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMapRows {
+    /// Q's box, `None` when Q is not loaded by TMA (`splitkv` packs the query heads of a KV head
+    /// into its rows).
+    pub q: Option<u32>,
+    /// K's and V's box.
+    pub kv: u32,
+    /// O's box when O is stored by TMA: one consumer warpgroup's rows (`tma_store`).
+    pub o: Option<u32>,
+}
+
+/// A kernel's levers, whichever kernel it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelConfig {
+    Reference(ReferenceConfig),
+    Mma(MmaConfig),
+    Wgmma(WgmmaConfig),
+    Splitkv(SplitkvConfig),
+}
+
+impl KernelConfig {
+    pub fn imp(&self) -> Impl {
+        match self {
+            KernelConfig::Reference(_) => Impl::Reference,
+            KernelConfig::Mma(_) => Impl::Mma,
+            KernelConfig::Wgmma(_) => Impl::Wgmma,
+            KernelConfig::Splitkv(_) => Impl::Splitkv,
+        }
+    }
+
+    /// `key=value` pairs, the form `--config` takes and `compile` prints.
+    pub fn levers(&self) -> Vec<(&'static str, String)> {
+        each_family!(self, c => lever::levers(c))
+    }
+
+    /// Applies `key=value[,key=value]` overrides, e.g. `block_m=64,stages=3`.
+    pub fn with_overrides(self, text: &str) -> Result<Self, String> {
+        Ok(match self {
+            KernelConfig::Reference(c) => KernelConfig::Reference(lever::with_overrides(c, text)?),
+            KernelConfig::Mma(c) => KernelConfig::Mma(lever::with_overrides(c, text)?),
+            KernelConfig::Wgmma(c) => KernelConfig::Wgmma(lever::with_overrides(c, text)?),
+            KernelConfig::Splitkv(c) => KernelConfig::Splitkv(lever::with_overrides(c, text)?),
+        })
+    }
+}
+
+impl fmt::Display for KernelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.levers().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// Everything that selects one compiled kernel: levers plus the compile-time problem traits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSpec {
+    pub config: KernelConfig,
+    pub dtype: Dtype,
+    pub head_dim: usize,
+}
+
+impl KernelSpec {
+    pub fn imp(&self) -> Impl {
+        self.config.imp()
+    }
+
+    /// The kernel's symbol name; the only place names are built.
+    pub fn name(&self) -> String {
+        let levers = each_family!(&self.config, c => lever::name_suffix(c));
+        format!("evoattn_{}_{}_d{}{levers}", self.imp().name(), self.dtype.name(), self.head_dim)
+    }
+
+    /// The symbol of the second kernel of a `splitkv` variant that merges in a separate
+    /// launch (`combine=kernel`), derived from [`KernelSpec::name`]; `None` for every other.
+    pub fn combine_kernel_name(&self) -> Option<String> {
+        match self.config {
+            KernelConfig::Splitkv(c) if c.combine == SplitkvCombine::Kernel => Some(format!("{}_combine", self.name())),
+            _ => None,
+        }
+    }
+
+    /// Box rows of the TMA tensor maps the kernel takes after its other parameters; `None`
+    /// for kernels that take no tensor maps.
+    pub fn tensor_map_rows(&self) -> Option<TensorMapRows> {
+        each_family!(&self.config, c => c.tensor_map_rows())
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> u32 {
+        each_family!(&self.config, c => Family::threads(c))
+    }
+
+    /// Launch grid for a problem: x walks query tiles (or rows), y heads, z batches. For
+    /// `splitkv`, x walks (packed-row tile, split) pairs for `splits` splits and y KV heads;
+    /// other kernels take `splits` = 1. A persistent kernel takes one block per SM
+    /// (`sm_count`), or one per tile when there are fewer tiles, in x alone.
+    pub fn grid(&self, shape: &crate::problem::Shape, splits: usize, sm_count: u32) -> [usize; 3] {
+        each_family!(&self.config, c => c.grid(shape, splits, sm_count))
+    }
+
+    /// Dynamic shared memory per block, in bytes.
+    pub fn dynamic_smem_bytes(&self) -> usize {
+        each_family!(&self.config, c => c.dynamic_smem_bytes(self.dtype, self.head_dim))
+    }
+
+    /// The `-D` defines the kernel source reads; the only place a config becomes source.
+    pub fn defines(&self) -> Vec<(String, String)> {
+        let mut d = vec![
+            ("EVOATTN_KERNEL_NAME".to_string(), self.name()),
+            ("EVOATTN_HEAD_DIM".to_string(), self.head_dim.to_string()),
+            ("EVOATTN_BF16".to_string(), u32::from(self.dtype == Dtype::Bf16).to_string()),
+            ("EVOATTN_THREADS".to_string(), self.threads().to_string()),
+        ];
+        for (name, value) in each_family!(&self.config, c => lever::defines(c)) {
+            // A lever may be one of the derived values above (the reference kernel's threads).
+            if !d.iter().any(|(n, _)| *n == name) {
+                d.push((name, value));
+            }
+        }
+        if let Some(name) = self.combine_kernel_name() {
+            d.push(("EVOATTN_COMBINE_NAME".to_string(), name));
+        }
+        d.extend(each_family!(&self.config, c => c.extra_defines(self.dtype, self.head_dim)));
+        d
+    }
+
+    /// Rejects impossible combinations before compiling; mirrors the kernels' `static_assert`s.
+    pub fn validate(&self, arch: Arch) -> Result<(), String> {
+        if !self.imp().archs().contains(&arch) {
+            let archs: Vec<&str> = self.imp().archs().iter().map(|a| a.name()).collect();
+            return Err(format!("{} runs on {}, not {arch}", self.imp(), archs.join(", ")));
+        }
+        if !self.imp().head_dims().contains(&self.head_dim) {
+            return Err(format!(
+                "{} supports head dims {:?}, not {}",
+                self.imp(),
+                self.imp().head_dims(),
+                self.head_dim
+            ));
+        }
+        each_family!(&self.config, c => c.validate(self.dtype, self.head_dim, arch))?;
+        let smem = self.dynamic_smem_bytes();
+        if smem > arch.max_smem_per_block() {
+            return Err(format!(
+                "needs {smem} bytes of shared memory, over {arch}'s {} per block",
+                arch.max_smem_per_block()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every lever combination of `imp` (valid or not) for one dtype and head dim: the
+    /// search space the tuner and the compile test walk.
+    pub fn space(imp: Impl, dtype: Dtype, head_dim: usize) -> Vec<KernelSpec> {
+        let configs: Vec<KernelConfig> = match imp {
+            Impl::Reference => ReferenceConfig::space(head_dim).into_iter().map(KernelConfig::Reference).collect(),
+            Impl::Mma => MmaConfig::space(head_dim).into_iter().map(KernelConfig::Mma).collect(),
+            Impl::Wgmma => WgmmaConfig::space(head_dim).into_iter().map(KernelConfig::Wgmma).collect(),
+            Impl::Splitkv => SplitkvConfig::space(head_dim).into_iter().map(KernelConfig::Splitkv).collect(),
+        };
+        configs.into_iter().map(|config| KernelSpec { config, dtype, head_dim }).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mma(block_m: u32, block_n: u32, stages: u32, q_in_regs: bool) -> KernelSpec {
+        KernelSpec {
+            config: KernelConfig::Mma(MmaConfig { block_m, block_n, stages, q_in_regs }),
+            dtype: Dtype::Bf16,
+            head_dim: 128,
+        }
+    }
+
+    #[test]
+    fn name_and_defines_render_every_lever() {
+        let spec = mma(128, 64, 2, true);
+        assert_eq!(spec.name(), "evoattn_mma_bf16_d128_bm128_bn64_s2_qr1");
+        let defines = spec.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_KERNEL_NAME").unwrap(), spec.name());
+        assert_eq!(get("EVOATTN_BF16").unwrap(), "1");
+        assert_eq!(get("EVOATTN_BLOCK_N").unwrap(), "64");
+        assert_eq!(get("EVOATTN_THREADS").unwrap(), "256");
+        assert_eq!(get("EVOATTN_Q_IN_REGS").unwrap(), "1");
+    }
+
+    #[test]
+    fn smem_accounts_for_padding_and_stages() {
+        // (128 Q rows + 2 tensors * 2 stages * 64 rows) * (128 + 8) * 2 bytes
+        assert_eq!(mma(128, 64, 2, true).dynamic_smem_bytes(), (128 + 256) * 136 * 2);
+        // fits an H100 (227 KiB) but not an L4 (99 KiB)
+        assert!(mma(128, 64, 2, true).validate(Arch::Sm90a).is_ok());
+        let err = mma(128, 64, 2, true).validate(Arch::Sm89).unwrap_err();
+        assert!(err.contains("shared memory"), "{err}");
+    }
+
+    #[test]
+    fn validate_rejects_values_outside_the_space() {
+        assert!(mma(96, 64, 2, true).validate(Arch::Sm90a).unwrap_err().contains("block_m"));
+        assert!(mma(64, 48, 2, true).validate(Arch::Sm90a).unwrap_err().contains("block_n"));
+        assert!(mma(64, 64, 4, true).validate(Arch::Sm90a).unwrap_err().contains("stages"));
+        let mut spec = mma(64, 64, 2, true);
+        spec.head_dim = 96;
+        assert!(spec.validate(Arch::Sm90a).unwrap_err().contains("head dims"));
+    }
+
+    #[test]
+    fn overrides_change_one_lever_and_reject_unknown_ones() {
+        let base = mma(128, 64, 2, true).config;
+        let changed = base.with_overrides("stages=3, q_in_regs=false").unwrap();
+        assert_eq!(changed, KernelConfig::Mma(MmaConfig { block_m: 128, block_n: 64, stages: 3, q_in_regs: false }));
+        assert!(base.with_overrides("warps=4").unwrap_err().contains("levers: block_m"));
+        assert!(base.with_overrides("stages").is_err());
+        assert_eq!(changed.to_string(), "block_m=128,block_n=64,stages=3,q_in_regs=0");
+    }
+
+    #[test]
+    fn space_covers_every_combination() {
+        assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
+        assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
+        let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
+        // block_n, stages, consumers, loads, the eleven switches, lazy_rescale, half_last and
+        // (hd > 64) o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 2048 * 2 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 2048 * 4 * 2 * 2 * 2);
+        // Both load paths and every pipeline; the variants too big for shared memory, and the
+        // pipelines on cp.async loads, are rejected.
+        let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
+        assert!(valid.len() > wgmma.len() / 160 && valid.len() < wgmma.len() / 4, "{}", valid.len());
+        for loads in Loads::ALL {
+            assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
+        }
+        // The eight valid pipelines: each switch needs the ones before it.
+        let pipelines = [
+            [false, false, false, false, false],
+            [true, false, false, false, false],
+            [true, true, false, false, false],
+            [true, true, true, false, false],
+            [true, true, false, true, false],
+            [true, true, true, true, false],
+            [true, true, false, true, true],
+            [true, true, true, true, true],
+        ];
+        let pipeline = |s: &&KernelSpec| match s.config {
+            KernelConfig::Wgmma(c) => [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles],
+            _ => unreachable!("the wgmma space"),
+        };
+        for p in pipelines {
+            assert!(valid.iter().any(|s| pipeline(s) == p), "{p:?}");
+        }
+        assert!(valid.iter().all(|s| pipelines.contains(&pipeline(s))));
+        // TMA stores with every pipeline on TMA loads, none on cp.async.
+        let tma_store = |s: &&&KernelSpec| matches!(s.config, KernelConfig::Wgmma(c) if c.tma_store);
+        for p in pipelines {
+            assert!(valid.iter().filter(tma_store).any(|s| pipeline(s) == p), "{p:?}");
+        }
+        assert!(valid
+            .iter()
+            .filter(tma_store)
+            .all(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == Loads::Tma)));
+    }
+
+    fn wgmma(block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
+        KernelSpec {
+            config: KernelConfig::Wgmma(WgmmaConfig { block_n, stages, consumer_warpgroups, ..WgmmaConfig::BASE }),
+            dtype: Dtype::F16,
+            head_dim,
+        }
+    }
+
+    /// The hand default `wgmma` config of a head dim with `levers` on it, in bf16.
+    fn default_wgmma_with(levers: &str, head_dim: usize) -> KernelSpec {
+        KernelSpec {
+            config: KernelConfig::Wgmma(crate::defaults::wgmma(head_dim)).with_overrides(levers).expect("levers"),
+            dtype: Dtype::Bf16,
+            head_dim,
+        }
+    }
+
+    fn with_tma(mut spec: KernelSpec) -> KernelSpec {
+        if let KernelConfig::Wgmma(c) = &mut spec.config {
+            c.loads = Loads::Tma;
+        }
+        spec
+    }
+
+    #[test]
+    fn exp2_poly_takes_its_listed_values_and_enters_the_space_at_hd64_only() {
+        let spec = |text: &str, head_dim| KernelSpec {
+            config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
+            ..wgmma(128, 2, 2, head_dim)
+        };
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"));
+        assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
+        assert!(spec("exp2_poly=5", 64)
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .contains("exp2_poly=5 must be one of [0, 4, 6, 8]"));
+        let polys = |head_dim| {
+            let mut p: Vec<u32> = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, head_dim)
+                .iter()
+                .map(|s| match s.config {
+                    KernelConfig::Wgmma(c) => c.exp2_poly,
+                    _ => unreachable!(),
+                })
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        };
+        assert_eq!(polys(64), WgmmaConfig::EXP2_POLY);
+        assert_eq!((polys(128), polys(256)), (vec![0], vec![0]));
+    }
+
+    #[test]
+    fn wgmma_name_defines_and_threads() {
+        let spec = wgmma(128, 2, 2, 128);
+        assert_eq!(
+            spec.name(),
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"
+        );
+        assert_eq!(
+            with_tma(spec).name(),
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"
+        );
+        assert_eq!(spec.threads(), 256);
+        // The producer warpgroup adds 128 threads, not rows.
+        let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
+        assert_eq!((ws.threads(), ws.grid(&crate::problem::Shape::new(1, 1, 256, 128), 1, 132)[0]), (384, 2));
+        let defines = spec.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_BF16").unwrap(), "0");
+        assert_eq!(get("EVOATTN_BLOCK_M"), None, "block_m is derived in the kernel");
+        assert_eq!(get("EVOATTN_BLOCK_N").unwrap(), "128");
+        assert_eq!(get("EVOATTN_STAGES").unwrap(), "2");
+        assert_eq!(get("EVOATTN_CONSUMER_WARPGROUPS").unwrap(), "2");
+        assert_eq!(get("EVOATTN_LOADS_TMA").unwrap(), "0");
+        assert_eq!(get("EVOATTN_LOADS"), None);
+        assert_eq!(get("EVOATTN_THREADS").unwrap(), "256");
+        assert_eq!(get("EVOATTN_EXP2_POLY").unwrap(), "0");
+        assert_eq!(get("EVOATTN_DYNAMIC_SMEM").unwrap(), spec.dynamic_smem_bytes().to_string());
+        let tma = with_tma(spec).defines();
+        assert!(tma.contains(&("EVOATTN_LOADS_TMA".to_string(), "1".to_string())));
+        assert_eq!(spec.tensor_map_rows(), None);
+        let rows = |q, kv, o| Some(TensorMapRows { q, kv, o });
+        assert_eq!(with_tma(spec).tensor_map_rows(), rows(Some(128), 128, None));
+        assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), rows(Some(64), 96, None));
+        // O's box is one consumer warpgroup's rows, whatever the block's.
+        let store = with_tma(spec).config.with_overrides("tma_store=1").unwrap();
+        assert_eq!(KernelSpec { config: store, ..spec }.tensor_map_rows(), rows(Some(128), 128, Some(64)));
+        assert_eq!(mma(128, 64, 2, true).tensor_map_rows(), None);
+        // Each define appears once.
+        let mut names: Vec<&String> = defines.iter().map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), defines.len());
+        // The mma kernel's defines are unchanged by the wgmma extras.
+        assert!(!mma(128, 64, 2, true).defines().iter().any(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"));
+        // Grid: 64 rows per warpgroup.
+        let shape = crate::problem::Shape { b: 3, h: 5, hkv: 1, sq: 129, sk: 7, d: 128 };
+        assert_eq!(spec.grid(&shape, 1, 132), [2, 5, 3]);
+        assert_eq!(wgmma(64, 2, 1, 128).grid(&shape, 1, 132), [3, 5, 3]);
+        // Persistent: 2 x 5 x 3 = 30 tiles take 30 blocks on 132 SMs, 8 on 8.
+        let persistent = KernelSpec {
+            config: with_tma(spec).config.with_overrides("warp_specialized=1,overlap=1,persistent=1").unwrap(),
+            ..spec
+        };
+        assert_eq!((persistent.grid(&shape, 1, 132), persistent.grid(&shape, 1, 8)), ([30, 1, 1], [8, 1, 1]));
+        // A split tail cuts tiles into runs of key blocks: 30 tiles of 1 key block (7 keys)
+        // still take 30 blocks; with 1000 keys (8 blocks of 128) 240 runs fill the 132 SMs.
+        let split = KernelSpec { config: persistent.config.with_overrides("split_tail=1").unwrap(), ..spec };
+        assert_eq!(split.grid(&shape, 1, 132), [30, 1, 1]);
+        assert_eq!(split.grid(&crate::problem::Shape { sk: 1000, ..shape }, 1, 132), [132, 1, 1]);
+    }
+
+    #[test]
+    fn split_tail_piece_arithmetic_fits_32_bits() {
+        let c = WgmmaConfig { block_n: 128, ..crate::defaults::wgmma(64) };
+        // 123,248 key blocks (15.78M keys) times 132² is 2,147,473,152: fits; one more block does not.
+        assert!(c.split_tail_fits(123_248 * 128, 132));
+        assert!(!c.split_tail_fits(123_249 * 128, 132));
+        assert!(c.split_tail_fits(1 << 24, 8));
+    }
+
+    #[test]
+    fn split_tail_needs_static_persistent_blocks() {
+        let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
+        let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
+        assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
+        assert!(spec("persistent=1,split_tail=1")
+            .name()
+            .ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0_mc0_qr0"));
+        for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
+            let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
+        }
+        assert!(spec("persistent=1,split_tail=1")
+            .defines()
+            .contains(&("EVOATTN_SPLIT_TAIL".to_string(), "1".to_string())));
+    }
+
+    #[test]
+    fn ring_test_needs_the_pipelined_consumer() {
+        let base = with_tma(wgmma(128, 2, 2, 64)).config.with_overrides("warp_specialized=1").unwrap();
+        let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 64) };
+        let err = spec("ring_test=1").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
+        let tested = spec("overlap=1,ring_test=1");
+        assert!(tested.validate(Arch::Sm90a).is_ok());
+        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0_mc0_qr0"));
+        assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
+        // The tests add no shared memory.
+        assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
+    }
+
+    #[test]
+    fn wgmma_smem_is_unpadded_tiles_plus_the_alignment_slack() {
+        // 1024 + (128 Q rows + 2 tensors * 2 stages * 128 rows) * 128 elements * 2 bytes
+        assert_eq!(wgmma(128, 2, 2, 128).dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        // The load path does not change the tiles.
+        assert_eq!(with_tma(wgmma(128, 2, 2, 128)).dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        // D=64, one warpgroup, 3 stages of 64 keys: 1024 + (64 + 384) * 128
+        assert_eq!(wgmma(64, 3, 1, 64).dynamic_smem_bytes(), 1024 + 448 * 128);
+        // D=128 with 3 stages of 128 keys: 1024 + 896 * 256 = 230400, just under 227 KiB.
+        assert!(wgmma(128, 3, 2, 128).validate(Arch::Sm90a).is_ok());
+        // D=256 with 2 stages of 128 keys: 1024 + 640 * 512 = 328704: too much.
+        let err = wgmma(128, 2, 2, 256).validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("needs 328704 bytes of shared memory"), "{err}");
+        // TMA stores stage O in the Q tile, except on persistent blocks: one more 128-row tile,
+        // 1024 + (128 + 512 + 128) * 256 = 197632.
+        let store = |text: &str| KernelSpec {
+            config: with_tma(wgmma(128, 2, 2, 128)).config.with_overrides(text).unwrap(),
+            ..wgmma(128, 2, 2, 128)
+        };
+        assert_eq!(store("tma_store=1").dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        assert_eq!(store("tma_store=1,persistent=1").dynamic_smem_bytes(), 1024 + (128 + 512 + 128) * 256);
+        // hd128's 176-key default ring leaves no room for it: 1024 + (128 + 704 + 128) * 256.
+        let wide = KernelSpec {
+            config: store("tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=176").config,
+            ..wgmma(128, 2, 2, 128)
+        };
+        assert!(wide.validate(Arch::Sm90a).unwrap_err().contains("needs 246784 bytes"));
+    }
+
+    #[test]
+    fn o_passes_halve_the_persistent_staging_tile() {
+        let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=64";
+        let spec = |d: usize, text: &str| KernelSpec {
+            config: with_tma(wgmma(64, 2, 2, d)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
+            ..wgmma(64, 2, 2, d)
+        };
+        // hd256, 64-key ring: 1024 + (128 + 256) * 512 + 128 * 512 = 263168 does not fit; half
+        // the staging tile, 1024 + 384 * 512 + 32768 = 230400, does.
+        assert!(spec(256, "o_passes=1").validate(Arch::Sm90a).unwrap_err().contains("needs 263168 bytes"));
+        let halved = spec(256, "o_passes=2");
+        assert_eq!(halved.dynamic_smem_bytes(), 230400);
+        assert!(halved.validate(Arch::Sm90a).is_ok());
+        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0_mc0_qr0"));
+        assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
+        // hd64 is one column block.
+        let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("must divide head dim 64's 1 column blocks"), "{err}");
+        // Only the persistent blocks' own staging tile is cut.
+        let grid = KernelSpec { config: halved.config.with_overrides("persistent=0").unwrap(), ..halved };
+        assert!(grid.validate(Arch::Sm90a).unwrap_err().contains("o_passes=2 needs tma_store=1 and persistent=1"));
+        assert!(spec(128, "o_passes=3")
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .contains("o_passes=3 must be one of [1, 2]"));
+    }
+
+    #[test]
+    fn multicast_clusters_pair_static_tiles_and_halve_the_kv_box() {
+        let spec = |levers: &str| default_wgmma_with(levers, 128);
+        let on = spec("persistent=1,block_n=128,multicast=1");
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_hl0_mc1_qr0"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_MULTICAST".to_string(), "1".to_string())));
+        // Each block of the pair loads 64 of a key block's 128 rows; Q's and O's boxes stay.
+        let rows = on.tensor_map_rows().expect("tma");
+        assert_eq!((rows.q, rows.kv, rows.o), (Some(128), 64, Some(64)));
+        assert_eq!(spec("persistent=1,block_n=128").tensor_map_rows().expect("tma").kv, 128);
+        assert_eq!(on.dynamic_smem_bytes(), spec("persistent=1,block_n=128").dynamic_smem_bytes());
+        // 4 tiles a head pair up; 5 do not. 1000 rows are 8 tiles of 128 (the last one partial).
+        let KernelConfig::Wgmma(c) = on.config else { unreachable!() };
+        assert!(c.clusters_fit(512) && c.clusters_fit(1000) && !c.clusters_fit(640) && !c.clusters_fit(128));
+        // Persistent grids are whole clusters: 132 SMs, or fewer tiles.
+        let grid = |sq, sm| on.grid(&crate::problem::Shape::new(1, 2, sq, 128), 1, sm)[0];
+        assert_eq!((grid(16384, 132), grid(16384, 131), grid(512, 132)), (132, 130, 8));
+        // Without it nothing changes: one block a cluster, any tile count.
+        let KernelConfig::Wgmma(off) = spec("persistent=1,block_n=128").config else { unreachable!() };
+        assert!(off.clusters_fit(640) && off.cluster_blocks() == 1);
+        for refused in
+            ["warp_specialized=0,overlap=0,pingpong=0,multicast=1", "persistent=1,dynamic_tiles=1,multicast=1"]
+        {
+            let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("multicast=1 needs warp_specialized=1"), "{refused}: {err}");
+        }
+        let err = spec("persistent=1,split_tail=1,multicast=1").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("split_tail=0"), "{err}");
+    }
+
+    #[test]
+    fn q_in_regs_needs_the_pipelined_consumer_and_changes_only_the_define() {
+        let spec = default_wgmma_with;
+        let on = spec("persistent=1,block_n=128,q_in_regs=1", 128);
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_mc0_qr1"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_Q_IN_REGS".to_string(), "1".to_string())));
+        // Registers, not shared memory: the layout and the threads are those without it.
+        let off = spec("persistent=1,block_n=128", 128);
+        assert_eq!((on.dynamic_smem_bytes(), on.threads()), (off.dynamic_smem_bytes(), off.threads()));
+        assert!(off.defines().contains(&("EVOATTN_Q_IN_REGS".to_string(), "0".to_string())));
+        let err = spec("warp_specialized=1,overlap=0,pingpong=0,q_in_regs=1", 64).validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("q_in_regs=1 needs overlap=1"), "{err}");
+    }
+
+    #[test]
+    fn half_last_needs_the_pipelined_consumer_and_whole_k16_halves() {
+        let spec = |levers: &str| default_wgmma_with(levers, 128);
+        // 128 keys: two halves of 64, four k16 steps each.
+        let on = spec("half_last=1,block_n=128");
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_rs0_hl1_mc0_qr0"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_HALF_LAST".to_string(), "1".to_string())));
+        // No shared memory: the half is of the same stage.
+        assert_eq!(on.dynamic_smem_bytes(), spec("half_last=0,block_n=128").dynamic_smem_bytes());
+        assert!(spec("half_last=1,block_n=192").validate(Arch::Sm90a).is_ok());
+        // 176 keys halve into 88, not whole k16 steps; 80 into 40.
+        for levers in ["half_last=1,block_n=176", "half_last=1,block_n=80"] {
+            let err = spec(levers).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("a multiple of 32"), "{levers}: {err}");
+        }
+        let err = spec("half_last=1,block_n=128,overlap=0,pingpong=0").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("half_last=1 needs overlap=1"), "{err}");
+    }
+
+    #[test]
+    fn rowsum_mma_is_hd64_warp_specialised_with_a_ones_tile() {
+        let spec = default_wgmma_with;
+        let on = spec("rowsum_mma=1", 64);
+        assert!(on.validate(Arch::Sm90a).is_ok());
+        assert!(on.name().ends_with("_oq0_rs1_hl0_mc0_qr0"), "{}", on.name());
+        assert!(on.defines().contains(&("EVOATTN_ROWSUM_MMA".to_string(), "1".to_string())));
+        // The ones tile is one V stage: 128 keys x 64 columns x 2 bytes.
+        assert_eq!(on.dynamic_smem_bytes() - spec("rowsum_mma=0", 64).dynamic_smem_bytes(), 128 * 64 * 2);
+        for (levers, d) in
+            [("rowsum_mma=1", 128), ("rowsum_mma=1", 256), ("rowsum_mma=1,warp_specialized=0,overlap=0,pingpong=0", 64)]
+        {
+            let err = spec(levers, d).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("rowsum_mma=1 needs head dim 64"), "{levers} hd{d}: {err}");
+        }
+    }
+
+    #[test]
+    fn o_in_q_stages_in_the_q_rows_of_whole_persistent_tiles() {
+        let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=80";
+        let spec = |text: &str| KernelSpec {
+            config: with_tma(wgmma(80, 2, 2, 256)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
+            ..wgmma(80, 2, 2, 256)
+        };
+        // hd256, 80-key ring: no staging tile, 1024 + (128 + 320) * 512 = 230400; Q's box is one
+        // consumer's 64 rows.
+        let in_q = spec("o_in_q=1");
+        assert_eq!(in_q.dynamic_smem_bytes(), 230400);
+        assert!(in_q.validate(Arch::Sm90a).is_ok());
+        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0_mc0_qr0"));
+        assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
+        assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
+        assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
+        // Whole tiles of persistent blocks with TMA stores only, static or claimed.
+        assert!(spec("o_in_q=1,dynamic_tiles=1").validate(Arch::Sm90a).is_ok());
+        for refused in ["split_tail=1", "o_passes=2", "tma_store=0", "persistent=0"] {
+            let err = spec(&format!("o_in_q=1,{refused}")).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("o_in_q=1 needs tma_store=1 and persistent=1"), "{refused}: {err}");
+        }
+    }
+
+    #[test]
+    fn wgmma_validate_mirrors_the_kernel_asserts() {
+        assert!(wgmma(128, 2, 2, 64).validate(Arch::Sm90a).is_ok());
+        assert!(with_tma(wgmma(128, 2, 2, 64)).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(96, 4, 1, 64).validate(Arch::Sm90a).is_ok());
+        // Hopper's arch-specific target only.
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
+            let err = wgmma(128, 2, 2, 64).validate(arch).unwrap_err();
+            assert_eq!(err, format!("wgmma runs on sm_90a, not {arch}"));
+        }
+        assert!(wgmma(72, 2, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("block_n=72"));
+        assert!(wgmma(64, 5, 2, 64).validate(Arch::Sm90a).unwrap_err().contains("stages=5"));
+        assert!(wgmma(64, 2, 4, 64).validate(Arch::Sm90a).unwrap_err().contains("consumer_warpgroups=4"));
+        assert!(wgmma(64, 2, 2, 96).validate(Arch::Sm90a).unwrap_err().contains("head dims"));
+        // 512 threads (three consumers and the producer) leave 128 registers: no room for hd256's
+        // 128 accumulators; 384 leave 168.
+        let three = |d| KernelSpec {
+            config: with_tma(wgmma(64, 1, 3, d)).config.with_overrides("warp_specialized=1").unwrap(),
+            ..wgmma(64, 1, 3, d)
+        };
+        assert!(three(256).validate(Arch::Sm90a).unwrap_err().contains("128 accumulator registers"));
+        assert!(three(128).validate(Arch::Sm90a).is_ok());
+        assert!(wgmma(64, 1, 3, 256).validate(Arch::Sm90a).is_ok());
+    }
+
+    fn splitkv(block_m: u32, block_n: u32, stages: u32, splits: u32, head_dim: usize) -> KernelSpec {
+        let c = SplitkvConfig {
+            block_m,
+            block_n,
+            stages,
+            q_in_regs: true,
+            key_warps: 1,
+            splits,
+            combine: SplitkvCombine::Fused,
+            loads: Loads::CpAsync,
+        };
+        KernelSpec { config: KernelConfig::Splitkv(c), dtype: Dtype::Bf16, head_dim }
+    }
+
+    #[test]
+    fn splitkv_name_grid_smem_and_validate() {
+        let spec = splitkv(64, 64, 2, 0, 128);
+        assert_eq!(spec.name(), "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbfused_ldcp_async");
+        assert_eq!(spec.combine_kernel_name(), None);
+        assert_eq!(spec.threads(), 128);
+        // The mma tile layout: (64 + 2 * 2 * 64) rows of (128 + 8) elements.
+        assert_eq!(spec.dynamic_smem_bytes(), (64 + 256) * 136 * 2);
+        // GQA 8:1, Sq = 3: 24 packed rows per KV head -> 1 tile of 64; x = tiles * splits.
+        let shape = crate::problem::Shape { b: 2, h: 16, hkv: 2, sq: 3, sk: 1000, d: 128 };
+        assert_eq!(spec.grid(&shape, 5, 132), [5, 2, 2]);
+        assert_eq!(splitkv(16, 64, 2, 0, 128).grid(&shape, 5, 132), [10, 2, 2]);
+        assert_eq!(splitkv(16, 64, 2, 0, 128).threads(), 32);
+        for arch in Arch::ALL {
+            assert!(spec.validate(arch).is_ok(), "{arch}");
+        }
+        assert!(splitkv(48, 64, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_m=48"));
+        assert!(splitkv(64, 96, 2, 0, 128).validate(Arch::Sm80).unwrap_err().contains("block_n=96"));
+        assert!(splitkv(64, 64, 5, 0, 128).validate(Arch::Sm80).unwrap_err().contains("stages=5"));
+        // Key warps: each warp's slice of a tile is whole k16 steps, and the merge fits the ring.
+        let key_warps = |spec: KernelSpec, kw: u32| KernelSpec {
+            config: spec.config.with_overrides(&format!("key_warps={kw}")).unwrap(),
+            ..spec
+        };
+        let kw4 = key_warps(splitkv(16, 64, 4, 0, 128), 4);
+        assert_eq!(kw4.threads(), 128);
+        assert!(kw4.validate(Arch::Sm90a).is_ok());
+        assert!(key_warps(splitkv(16, 32, 4, 0, 128), 4).validate(Arch::Sm90a).unwrap_err().contains("8 keys a tile"));
+        assert!(key_warps(splitkv(16, 64, 2, 0, 128), 3).validate(Arch::Sm90a).unwrap_err().contains("key_warps=3"));
+        // 128 rows of D=128 state (8 x 132 x 32 floats, 135 KiB) against a 2 x 2 x 32-row ring (35 KiB).
+        assert!(key_warps(splitkv(128, 32, 2, 0, 128), 2)
+            .validate(Arch::Sm90a)
+            .unwrap_err()
+            .contains("through a 34816-byte K/V ring"));
+        assert!(splitkv(64, 64, 2, 129, 128).validate(Arch::Sm80).unwrap_err().contains("splits=129"));
+        assert!(splitkv(128, 128, 3, 0, 256).validate(Arch::Sm90a).unwrap_err().contains("shared memory"));
+        let changed = spec.config.with_overrides("splits=8,block_m=16").unwrap();
+        assert_eq!(changed, splitkv(16, 64, 2, 8, 128).config);
+        assert_eq!(
+            changed.to_string(),
+            "block_m=16,block_n=64,stages=2,q_in_regs=1,key_warps=1,splits=8,combine=fused,loads=cp_async"
+        );
+        assert!(spec.config.with_overrides("loads=bulk").unwrap_err().contains("loads is one of cp_async, tma"));
+        assert!(spec.config.with_overrides("combine=atomic").unwrap_err().contains("combine is one of fused, kernel"));
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 4 * 2 * 2 * 3 * 2);
+        // The second kernel's name and the defines that select it.
+        let two = KernelSpec { config: spec.config.with_overrides("combine=kernel").unwrap(), ..spec };
+        let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbkernel_ldcp_async";
+        assert_eq!(two.combine_kernel_name().as_deref(), Some(&*format!("{name}_combine")));
+        let defines = two.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_COMBINE_KERNEL").as_deref(), Some("1"));
+        assert_eq!(get("EVOATTN_COMBINE_NAME"), Some(format!("{name}_combine")));
+        assert_eq!(get("EVOATTN_COMBINE"), None);
+        assert!(spec.defines().contains(&("EVOATTN_COMBINE_KERNEL".to_string(), "0".to_string())));
+    }
+
+    #[test]
+    fn splitkv_tma_loads_take_swizzled_tiles_and_two_maps_on_hopper_only() {
+        let cp = splitkv(16, 128, 2, 0, 128);
+        let tma = KernelSpec { config: cp.config.with_overrides("loads=tma").unwrap(), ..cp };
+        assert!(tma.name().ends_with("_cbfused_ldtma"), "{}", tma.name());
+        // K and V by TMA, Q not (its rows are packed query heads).
+        assert_eq!(tma.tensor_map_rows(), Some(TensorMapRows { q: None, kv: 128, o: None }));
+        assert_eq!(cp.tensor_map_rows(), None);
+        // Q: 16 padded rows; the ring: 2 stages x (K, V) x 128 unpadded rows of 256 bytes, plus
+        // the swizzle atom's alignment slack. cp.async pads the ring's rows too.
+        assert_eq!(tma.dynamic_smem_bytes(), 16 * 136 * 2 + 4 * 128 * 256 + 1024);
+        assert_eq!(cp.dynamic_smem_bytes(), (16 + 4 * 128) * 136 * 2);
+        let defines = tma.defines();
+        let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get("EVOATTN_LOADS_TMA").as_deref(), Some("1"));
+        assert_eq!(get("EVOATTN_DYNAMIC_SMEM"), Some(tma.dynamic_smem_bytes().to_string()));
+        assert_eq!(cp.defines().iter().find(|(n, _)| n == "EVOATTN_DYNAMIC_SMEM"), None);
+        for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89] {
+            assert!(tma.validate(arch).unwrap_err().contains("loads=tma needs"), "{arch}");
+        }
+        assert!(tma.validate(Arch::Sm90).is_ok() && tma.validate(Arch::Sm90a).is_ok());
+    }
+
+    #[test]
+    fn wgmma_overrides_and_display() {
+        let base = wgmma(128, 2, 2, 128).config;
+        let one = base.with_overrides("consumer_warpgroups=1,stages=3,loads=tma").unwrap();
+        assert_eq!(
+            one,
+            KernelConfig::Wgmma(WgmmaConfig {
+                block_n: 128,
+                stages: 3,
+                consumer_warpgroups: 1,
+                loads: Loads::Tma,
+                ..WgmmaConfig::BASE
+            })
+        );
+        assert_eq!(
+            one.to_string(),
+            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0"
+        );
+        assert_eq!(
+            one.with_overrides("loads=cp_async").unwrap(),
+            base.with_overrides("consumer_warpgroups=1,stages=3").unwrap()
+        );
+        assert!(base.with_overrides("key_warps=1").unwrap_err().contains("not a lever of wgmma"));
+        // Each pipeline lever needs the one before it.
+        let spec =
+            |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), dtype: Dtype::F16, head_dim: 128 };
+        let err = |text: &str| spec(text).validate(Arch::Sm90a).unwrap_err();
+        assert!(err("warp_specialized=1").contains("needs loads=tma"));
+        assert!(err("loads=tma,overlap=1").contains("needs warp_specialized=1"));
+        assert!(err("loads=tma,warp_specialized=1,pingpong=1").contains("needs overlap=1"));
+        assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("2 or more"));
+        assert!(err("loads=tma,warp_specialized=1,persistent=1").contains("needs overlap=1"));
+        assert!(err("loads=tma,warp_specialized=1,overlap=1,dynamic_tiles=1").contains("needs persistent=1"));
+        assert!(err("tma_store=1").contains("needs loads=tma"));
+        assert!(spec("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1").validate(Arch::Sm90a).is_ok());
+        assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));
+        assert!(base.with_overrides("loads=ldg").unwrap_err().contains("loads is one of cp_async, tma"));
+    }
+}

@@ -1,0 +1,196 @@
+//! `splitkv`: the keys of a tile split across blocks, the query heads of a KV head packed into
+//! one tile's rows, the partials merged by the last split or a second kernel (`splitkv.cu`, on
+//! the `mma` main loop); sm_80 and later, TMA loads on sm_90.
+
+use crate::arch::Arch;
+use crate::config::lever::{choice, flag, num, one_of, Family, Lever};
+use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES};
+use crate::kernels::mma::{kv_ring_bytes, q_tile_bytes, MmaConfig, MMA_K, MMA_ROWS_PER_WARP};
+use crate::problem::{Dtype, Shape};
+
+/// Levers of the `splitkv` kernel: the `mma` main loop's tile levers plus the split count.
+/// Block rows are packed: (query, head of the KV head's group) pairs, query-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SplitkvConfig {
+    /// Packed rows per block (16 per warp).
+    pub block_m: u32,
+    /// Keys per main-loop iteration.
+    pub block_n: u32,
+    /// K/V shared-memory ring depth.
+    pub stages: u32,
+    /// Keep Q fragments in registers (else re-read from shared memory each k-step).
+    pub q_in_regs: bool,
+    /// Warps that share each 16 packed rows, each taking `block_n / key_warps` keys of every
+    /// key tile; their softmax states merge at the end. Threads = block_m / 16 × key_warps × 32.
+    pub key_warps: u32,
+    /// Blocks the keys of one tile are split over; 0 lets the planner choose from the problem
+    /// and the SM count (`plan::splits`). A launch-time value: the kernel reads it from its
+    /// parameters.
+    pub splits: u32,
+    /// How the partials are merged: by the last split of each tile, or by a second kernel.
+    pub combine: SplitkvCombine,
+    /// K/V tiles by `cp_async` (every thread, padded rows) or `tma` (one thread, 2-D boxes of
+    /// up to 16 KiB into swizzled tiles; sm_90): a bandwidth-bound split's copies per SM are
+    /// capped by how many 16-byte requests its threads keep in flight, a TMA box is one request.
+    pub loads: Loads,
+}
+
+/// Where `splitkv` merges the splits' partial outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SplitkvCombine {
+    /// The last split of a tile to finish (an atomic counter per tile says which) merges them:
+    /// one launch.
+    Fused,
+    /// A second, small kernel launched after the split grid merges them: two launches, no
+    /// atomics, every split block exits as soon as its partial is written.
+    Kernel,
+}
+
+impl SplitkvCombine {
+    pub const ALL: [SplitkvCombine; 2] = [SplitkvCombine::Fused, SplitkvCombine::Kernel];
+    pub(crate) const NAMES: [&'static str; 2] = ["fused", "kernel"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        SplitkvCombine::ALL.into_iter().find(|c| c.name() == s.to_ascii_lowercase())
+    }
+}
+
+impl SplitkvConfig {
+    pub const BLOCK_M: [u32; 4] = [16, 32, 64, 128];
+    pub const BLOCK_N: [u32; 3] = MmaConfig::BLOCK_N;
+    /// Deeper than `mma`'s: a bandwidth-bound split wants bytes in flight, and decoding's
+    /// small Q tile leaves the shared memory for them. One stage (no overlap) is left out.
+    pub const STAGES: [u32; 4] = [2, 3, 4, 6];
+    pub const KEY_WARPS: [u32; 3] = [1, 2, 4];
+    /// Split counts the tuner tries (0: the planner's choice).
+    pub const SPLITS: [u32; 6] = [0, 1, 2, 4, 8, 16];
+    /// Most splits a launch uses: bounds the workspace and the combine loop.
+    pub const MAX_SPLITS: u32 = 128;
+
+    fn tma(&self) -> bool {
+        self.loads == Loads::Tma
+    }
+}
+
+impl Family for SplitkvConfig {
+    const IMPL: Impl = Impl::Splitkv;
+    const LEVERS: &'static [Lever<Self>] = &[
+        num!("block_m", "bm", block_m, "packed (query, head) rows per block (16 per warp)"),
+        num!("block_n", "bn", block_n, "keys per main-loop iteration"),
+        num!("stages", "s", stages, "K/V shared-memory ring depth"),
+        flag!("q_in_regs", "qr", q_in_regs, "keep Q's fragments in registers"),
+        num!("key_warps", "kw", key_warps, "warps sharing each 16 rows, each taking a slice of every key tile"),
+        num!("splits", "sp", splits, "blocks the keys are split over (0: the planner's choice; launch time)"),
+        choice!(
+            "combine",
+            "cb",
+            combine,
+            SplitkvCombine,
+            "combine_kernel",
+            "who merges the partials: the last split (fused) or a second kernel"
+        ),
+        choice!(
+            "loads",
+            "ld",
+            loads,
+            Loads,
+            "loads_tma",
+            "K/V tiles by cp_async (every thread) or tma (one thread, 2-D boxes; sm_90)"
+        ),
+    ];
+
+    fn threads(&self) -> u32 {
+        self.block_m / MMA_ROWS_PER_WARP * self.key_warps * 32
+    }
+
+    /// x walks (packed-row tile, split) pairs, y KV heads.
+    fn grid(&self, shape: &Shape, splits: usize, _sm_count: u32) -> [usize; 3] {
+        let packed_rows = shape.sq * shape.group();
+        [packed_rows.div_ceil(self.block_m as usize) * splits, shape.hkv, shape.b]
+    }
+
+    /// Q (padded rows) and the K/V ring, plus for TMA the slack that lets the kernel align the
+    /// ring to the swizzle atom.
+    fn dynamic_smem_bytes(&self, dtype: Dtype, head_dim: usize) -> usize {
+        let slack = if self.tma() { SWIZZLE_ATOM_BYTES } else { 0 };
+        q_tile_bytes(self.block_m, dtype, head_dim)
+            + kv_ring_bytes(self.tma(), self.stages, self.block_n, dtype, head_dim)
+            + slack
+    }
+
+    fn tensor_map_rows(&self) -> Option<TensorMapRows> {
+        self.tma().then_some(TensorMapRows { q: None, kv: self.block_n, o: None })
+    }
+
+    fn validate(&self, dtype: Dtype, head_dim: usize, arch: Arch) -> Result<(), String> {
+        one_of("block_m", self.block_m, &SplitkvConfig::BLOCK_M)?;
+        one_of("block_n", self.block_n, &SplitkvConfig::BLOCK_N)?;
+        one_of("stages", self.stages, &SplitkvConfig::STAGES)?;
+        one_of("key_warps", self.key_warps, &SplitkvConfig::KEY_WARPS)?;
+        let warp_keys = self.block_n / self.key_warps;
+        if !warp_keys.is_multiple_of(MMA_K) {
+            return Err(format!(
+                "block_n={} over key_warps={} gives each warp {warp_keys} keys a tile, not a multiple of {MMA_K}",
+                self.block_n, self.key_warps
+            ));
+        }
+        if self.tma() && !matches!(arch, Arch::Sm90 | Arch::Sm90a) {
+            return Err(format!("loads=tma needs the tensor memory accelerator of sm_90, not {arch}"));
+        }
+        // The key warps merge through the drained K/V ring (kernel: MERGE_FLOATS).
+        let merge_bytes = (self.block_m / MMA_ROWS_PER_WARP) as usize * (head_dim / 2 + 4) * 32 * 4;
+        let ring_bytes = kv_ring_bytes(self.tma(), self.stages, self.block_n, dtype, head_dim);
+        if self.key_warps > 1 && merge_bytes > ring_bytes {
+            return Err(format!(
+                "key_warps={} merges {merge_bytes} bytes of softmax state through a {ring_bytes}-byte K/V ring",
+                self.key_warps
+            ));
+        }
+        if self.splits > SplitkvConfig::MAX_SPLITS {
+            return Err(format!("splits={} must be at most {}", self.splits, SplitkvConfig::MAX_SPLITS));
+        }
+        Ok(())
+    }
+
+    fn extra_defines(&self, dtype: Dtype, head_dim: usize) -> Vec<(String, String)> {
+        // The kernel checks its own shared-memory layout against what the host reserves.
+        match self.tma() {
+            true => vec![("EVOATTN_DYNAMIC_SMEM".into(), self.dynamic_smem_bytes(dtype, head_dim).to_string())],
+            false => Vec::new(),
+        }
+    }
+
+    fn space(_head_dim: usize) -> Vec<Self> {
+        let mut v = Vec::new();
+        for block_m in SplitkvConfig::BLOCK_M {
+            for block_n in SplitkvConfig::BLOCK_N {
+                for stages in SplitkvConfig::STAGES {
+                    for q_in_regs in [true, false] {
+                        for combine in SplitkvCombine::ALL {
+                            for key_warps in SplitkvConfig::KEY_WARPS {
+                                for loads in Loads::ALL {
+                                    // The split count is a launch-time value: one compile serves all.
+                                    v.push(SplitkvConfig {
+                                        block_m,
+                                        block_n,
+                                        stages,
+                                        q_in_regs,
+                                        key_warps,
+                                        splits: 0,
+                                        combine,
+                                        loads,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+}
