@@ -93,8 +93,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             for &dtype in &dtypes {
                 let dims = head_dim.map_or_else(|| imp.head_dims().to_vec(), |d| vec![d]);
                 for head_dim in dims {
-                    let specs = if args.space {
-                        KernelSpec::space(imp, dtype, head_dim)
+                    let specs: Vec<KernelSpec> = if args.space {
+                        KernelSpec::space(imp, dtype, head_dim).collect()
                     } else {
                         let mut config = defaults::config(imp, arch, head_dim);
                         if let Some(text) = &args.config {

@@ -89,10 +89,7 @@ fn space_samples() -> Vec<(KernelSpec, Arch)> {
             for dtype in Dtype::ALL {
                 for head_dim in HEAD_DIMS {
                     valid.extend(
-                        KernelSpec::space(imp, dtype, head_dim)
-                            .into_iter()
-                            .filter(|s| s.validate(arch).is_ok())
-                            .map(|s| (s, arch)),
+                        KernelSpec::space(imp, dtype, head_dim).filter(|s| s.validate(arch).is_ok()).map(|s| (s, arch)),
                     );
                 }
             }

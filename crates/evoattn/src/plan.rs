@@ -2,7 +2,7 @@
 //! with its reason, until the tuner's store overrides it.
 
 use crate::arch::Arch;
-use crate::config::{Impl, KernelConfig, KernelSpec, SplitkvConfig};
+use crate::config::{Impl, KernelConfig, KernelSpec};
 use crate::problem::Problem;
 use std::fmt;
 
@@ -54,42 +54,21 @@ pub struct Plan {
     pub arch: Arch,
 }
 
-/// Fewest keys for which `auto` splits them. Measured on the H100 (2026-11-22, `bench/results/
-/// 2026-11-22-issue5-*`): at Sk <= 8k `splitkv` lost to cuDNN and FlashAttention-2 on every
-/// decode shape, and at the seed shapes (Sk = 512) it took 30-48 µs where `wgmma` takes 12-23.
+/// Fewest keys for which `auto` splits them.
+/// Evidence: docs/decisions/splitkv.md#auto-min-keys
 pub const SPLITKV_MIN_KEYS: usize = 16384;
-/// Fewest keys for which `auto` splits the keys of a decoding problem whose `splitkv` tiles
-/// alone leave SMs idle. H100, bf16 hd128, graph mode (`bench/results/2026-11-22-s4-*`):
-/// 1,32,1,128,4,1024 12.9 µs against `wgmma`'s 19.2; at 8k keys 22.5 against 98.7, and B=8
-/// 66.8 against 196.7; no GQA, B=1, 8k: 65.0 against 100.3. With B=8 and no GQA (256 tiles
-/// of one row) `wgmma` stayed ahead at 1k keys (63.4 against 65.2): that grid fills the GPU.
+/// Fewest keys for which `auto` splits a decoding problem whose `splitkv` tiles alone leave SMs idle.
+/// Evidence: docs/decisions/splitkv.md#auto-decode-keys
 pub const SPLITKV_MIN_DECODE_KEYS: usize = 1024;
 /// Most query rows per KV head (Sq x GQA group) for which `auto` splits the keys: decoding.
 /// Past this the whole-row kernel's tiles are full and it has blocks enough.
 pub const SPLITKV_MAX_PACKED_ROWS: usize = 64;
-/// Fewest key tiles one split walks: fewer, and the split's Q load, partial write and share of
-/// the combine outweigh its keys.
-pub const SPLITKV_MIN_TILES_PER_SPLIT: usize = 2;
 
-/// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs.
-///
-/// - `splitkv` when the problem is decoding (at most [`SPLITKV_MAX_PACKED_ROWS`] query rows per
-///   KV head) against at least [`SPLITKV_MIN_KEYS`] keys, or the whole-row kernel would launch
-///   fewer blocks than there are SMs on such keys, or it is decoding against at least
-///   [`SPLITKV_MIN_DECODE_KEYS`] keys with fewer `splitkv` tiles than SMs: the whole-row kernels give each head a
-///   128-row tile however few its queries (B=8, H=32, Sq=1, 32k keys: `wgmma` took 915 µs,
-///   cuDNN 194), and too few blocks leave most SMs idle; splitting the keys fills both the SMs
-///   and, with the GQA group packed into its rows, the MMA rows, at the price of one float32
-///   partial per row and split.
-/// - otherwise `wgmma` on Hopper (sm_90a), `mma` elsewhere. On the H100 `wgmma` was faster
-///   than `mma` on every one of ANCHORS.md's 36 fa3-grid shapes and 10 seed shapes already
-///   with `cp.async` loads (geomean 0.47× against 0.35× the best peer; `bench/results/
-///   2026-11-22-*`), and TMA loads doubled it.
-///
-/// - no keys at all (Sk = 0): `mma`, whose `cp.async` loads need no tensor map (a TMA map cannot
-///   describe an empty K or V); every row is O = 0, LSE = -inf.
-///
-/// `reference` is never chosen automatically: it is the oracle.
+/// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs: `splitkv` for
+/// decoding against many keys or grids that leave SMs idle, else `wgmma` on Hopper, `mma`
+/// elsewhere; `mma` when there are no keys (a TMA map cannot describe 0 keys). `reference` is
+/// never chosen: it is the oracle.
+/// Evidence: docs/decisions/planner.md#choose-impl
 pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
     if problem.shape.sk == 0 {
         return Impl::Mma;
@@ -116,48 +95,8 @@ pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
     }
 }
 
-/// How many splits a `splitkv` launch of `problem` uses on `sm_count` SMs that each hold
-/// `resident_per_sm` of its blocks: the config's `splits` when set, else as many as fit every
-/// tile's splits in one wave (sm_count × resident_per_sm blocks), but no split shorter than
-/// [`SPLITKV_MIN_TILES_PER_SPLIT`] key tiles; always within 1 ..= the key tiles and
-/// [`SplitkvConfig::MAX_SPLITS`]. One wave, rounded down: a second, partial wave leaves most
-/// SMs idle while it runs (H100, 2026-11-22: 1,32,4,128,4,32768 took 97.8 µs with 264 blocks of
-/// one per SM, 65.3 with the same 264 blocks at two per SM).
-pub fn splits(problem: &Problem, config: &SplitkvConfig, sm_count: u32, resident_per_sm: u32) -> usize {
-    let key_tiles = problem.shape.sk.div_ceil(config.block_n as usize).max(1);
-    let wanted = if config.splits > 0 {
-        config.splits as usize
-    } else {
-        let spec =
-            KernelSpec { config: KernelConfig::Splitkv(*config), dtype: problem.dtype, head_dim: problem.shape.d };
-        let tiles: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
-        let slots = sm_count as usize * resident_per_sm.max(1) as usize;
-        (slots / tiles.max(1)).min(key_tiles / SPLITKV_MIN_TILES_PER_SPLIT)
-    };
-    wanted.clamp(1, key_tiles.min(SplitkvConfig::MAX_SPLITS as usize))
-}
-
-/// Query heads per section of the causal `wgmma` grid order on a GPU with `l2_bytes` of L2.
-///
-/// Under a causal mask, tiles grow with their query block. Launched head after head, the
-/// longest tiles of the last heads start last and run past everyone else: a list-schedule
-/// simulation of the fa3 grid on 132 SMs puts that tail at 11-14% over the balanced time at
-/// hd256 (128-row tiles, 80-key blocks, 2k-8k) and 5-7% at hd128. So the grid walks sections
-/// of heads, longest query block first across the section's heads, then the next section
-/// (`GridTiles` in kernels/wgmma/wgmma_scheduler.cuh). A section is as many heads as keep their K
-/// and V within [`SCHEDULER_L2_KV_PERCENT`](crate::defaults::SCHEDULER_L2_KV_PERCENT) of L2, a
-/// power of two, at least one; query heads that share a KV head read the same keys, so they
-/// count as one. H100, causal fa3 rows, graph mode, against heads one after another
-/// (`bench/results/2026-11-23-s8-causal-order-ab.txt`): hd256 2k/4k/8k -5.9/-7.6/-6.9%,
-/// hd128 2k/4k/8k -0.6/-2.7/-3.2%, hd64 4k/8k/16k -0.9/-1.9/-2.6%, 16k hd128/hd256
-/// +0.2/+0.3%. Sections sized to fill the SMs once (3-9 heads, within L2) measured worse at
-/// hd64 4k, hd128 2k and 8k.
-pub fn head_group(problem: &Problem, l2_bytes: usize) -> usize {
-    let s = &problem.shape;
-    let kv_head_bytes = (2 * s.sk * s.d * problem.dtype.size_bytes()).max(1);
-    let kv_heads = (l2_bytes * crate::defaults::SCHEDULER_L2_KV_PERCENT / 100 / kv_head_bytes).max(1);
-    (1usize << kv_heads.ilog2()) * s.group()
-}
+pub use crate::kernels::splitkv::plan::splits;
+pub use crate::kernels::wgmma::plan::head_group;
 
 /// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`
 /// with `sm_count` SMs; `auto` follows [`choose_impl`].
@@ -241,6 +180,7 @@ pub fn plan_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SplitkvConfig;
     use crate::problem::{Dtype, Layout, Shape};
 
     #[test]

@@ -129,7 +129,7 @@ fn space_compiles_for_sm90a(imp: Impl, dtypes: &[Dtype], keep: impl Fn(&KernelSp
     let mut rejected = 0;
     for &dtype in dtypes {
         for &head_dim in imp.head_dims() {
-            for spec in KernelSpec::space(imp, dtype, head_dim).into_iter().filter(|s| keep(s)) {
+            for spec in KernelSpec::space(imp, dtype, head_dim).filter(|s| keep(s)) {
                 match spec.validate(arch) {
                     Ok(()) => jobs.push((spec, arch)),
                     Err(_) => rejected += 1,

@@ -478,7 +478,7 @@ pub(crate) mod tests {
         assert_eq!(out.evaluated, mock.calls.len());
         assert_eq!(recorded, out.evaluated);
         // Far fewer than the whole space.
-        assert!(out.evaluated < KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len());
+        assert!(out.evaluated < KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).count());
         // No config is evaluated twice, and invalid ones never reach the compiler.
         let unique: HashSet<_> = mock.calls.iter().collect();
         assert_eq!(unique.len(), mock.calls.len());

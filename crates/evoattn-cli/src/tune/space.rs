@@ -1,67 +1,22 @@
 //! The tuner's search space: each kernel's levers and their allowed values, taken from the
-//! constants in `evoattn::config` so the tuner never proposes a value the kernel does not know.
+//! family's lever table so the tuner never proposes a value the kernel does not know.
 
-use evoattn::config::{Impl, KernelConfig, KernelSpec, Loads, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig};
+use evoattn::config::{Impl, KernelConfig, KernelSpec};
 use evoattn::problem::Dtype;
 use rand::seq::IndexedRandom;
 use rand::Rng;
 
-/// The levers of `imp` and the values each may take, as `with_overrides` text.
+/// The levers of `imp` and the values each may take, as `with_overrides` text: the family's
+/// lever table, less its instrumentation levers.
 pub fn levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
-    let nums = |values: &[u32]| values.iter().map(u32::to_string).collect::<Vec<_>>();
-    match imp {
-        // One block shape only: the reference kernel is the oracle, not a tuning target.
-        Impl::Reference => vec![("threads", vec![evoattn::defaults::REFERENCE.threads.to_string()])],
-        Impl::Mma => vec![
-            ("block_m", nums(&MmaConfig::BLOCK_M)),
-            ("block_n", nums(&MmaConfig::BLOCK_N)),
-            ("stages", nums(&MmaConfig::STAGES)),
-            ("q_in_regs", nums(&[0, 1])),
-        ],
-        Impl::Wgmma => vec![
-            ("block_n", nums(&WgmmaConfig::BLOCK_N)),
-            ("stages", nums(&WgmmaConfig::STAGES)),
-            ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
-            ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
-            ("warp_specialized", nums(&[0, 1])),
-            ("overlap", nums(&[0, 1])),
-            ("pingpong", nums(&[0, 1])),
-            ("persistent", nums(&[0, 1])),
-            ("dynamic_tiles", nums(&[0, 1])),
-            ("tma_store", nums(&[0, 1])),
-            ("exp2_poly", nums(&WgmmaConfig::EXP2_POLY)),
-            ("lazy_rescale", nums(&[0, 1])),
-            ("split_tail", nums(&[0, 1])),
-            ("ring_test", nums(&[0, 1])),
-            ("o_passes", nums(&WgmmaConfig::O_PASSES)),
-            ("o_in_q", nums(&[0, 1])),
-            ("rowsum_mma", nums(&[0, 1])),
-            ("half_last", nums(&[0, 1])),
-            ("multicast", nums(&[0, 1])),
-            ("q_in_regs", nums(&[0, 1])),
-        ],
-        Impl::Splitkv => vec![
-            ("block_m", nums(&SplitkvConfig::BLOCK_M)),
-            ("block_n", nums(&SplitkvConfig::BLOCK_N)),
-            ("stages", nums(&SplitkvConfig::STAGES)),
-            ("q_in_regs", nums(&[0, 1])),
-            ("key_warps", nums(&SplitkvConfig::KEY_WARPS)),
-            ("splits", nums(&SplitkvConfig::SPLITS)),
-            ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
-            ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
-        ],
-    }
+    imp.tuning_levers()
 }
 
 /// A config of `imp` to apply overrides to: the first of its space, so that a lever missing from
-/// a config's text (a store record older than the lever) takes its off value. Built once: the
-/// space has tens of thousands of configs, and the tuner and its tests draw millions.
+/// a config's text (a store record older than the lever) takes its off value. The space is lazy:
+/// its first element costs nothing to make.
 fn base(imp: Impl) -> KernelConfig {
-    static BASES: std::sync::OnceLock<Vec<(Impl, KernelConfig)>> = std::sync::OnceLock::new();
-    let bases = BASES.get_or_init(|| {
-        Impl::ALL.iter().map(|&i| (i, KernelSpec::space(i, Dtype::F16, i.head_dims()[0])[0].config)).collect()
-    });
-    bases.iter().find(|(i, _)| *i == imp).expect("every implementation has a base").1
+    KernelSpec::space(imp, Dtype::F16, imp.head_dims()[0]).next().expect("every implementation has a space").config
 }
 
 /// Parses a config's `key=value,...` text (as `Display` writes it) back into a config of `imp`.
@@ -97,6 +52,63 @@ pub fn random(imp: Impl, rng: &mut impl Rng) -> KernelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use evoattn::config::{Loads, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig};
+
+    /// The lists the tuner used before the lever tables (session 25), kept to show the table
+    /// gives the same levers, values and order.
+    /// The levers of `imp` and the values each may take, as `with_overrides` text.
+    fn hand_written_levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
+        let nums = |values: &[u32]| values.iter().map(u32::to_string).collect::<Vec<_>>();
+        match imp {
+            // One block shape only: the reference kernel is the oracle, not a tuning target.
+            Impl::Reference => vec![("threads", vec![evoattn::defaults::REFERENCE.threads.to_string()])],
+            Impl::Mma => vec![
+                ("block_m", nums(&MmaConfig::BLOCK_M)),
+                ("block_n", nums(&MmaConfig::BLOCK_N)),
+                ("stages", nums(&MmaConfig::STAGES)),
+                ("q_in_regs", nums(&[0, 1])),
+            ],
+            Impl::Wgmma => vec![
+                ("block_n", nums(&WgmmaConfig::BLOCK_N)),
+                ("stages", nums(&WgmmaConfig::STAGES)),
+                ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
+                ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
+                ("warp_specialized", nums(&[0, 1])),
+                ("overlap", nums(&[0, 1])),
+                ("pingpong", nums(&[0, 1])),
+                ("persistent", nums(&[0, 1])),
+                ("dynamic_tiles", nums(&[0, 1])),
+                ("tma_store", nums(&[0, 1])),
+                ("exp2_poly", nums(&WgmmaConfig::EXP2_POLY)),
+                ("lazy_rescale", nums(&[0, 1])),
+                ("split_tail", nums(&[0, 1])),
+                ("ring_test", nums(&[0, 1])),
+                ("o_passes", nums(&WgmmaConfig::O_PASSES)),
+                ("o_in_q", nums(&[0, 1])),
+                ("rowsum_mma", nums(&[0, 1])),
+                ("half_last", nums(&[0, 1])),
+                ("multicast", nums(&[0, 1])),
+                ("q_in_regs", nums(&[0, 1])),
+            ],
+            Impl::Splitkv => vec![
+                ("block_m", nums(&SplitkvConfig::BLOCK_M)),
+                ("block_n", nums(&SplitkvConfig::BLOCK_N)),
+                ("stages", nums(&SplitkvConfig::STAGES)),
+                ("q_in_regs", nums(&[0, 1])),
+                ("key_warps", nums(&SplitkvConfig::KEY_WARPS)),
+                ("splits", nums(&SplitkvConfig::SPLITS)),
+                ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
+                ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
+            ],
+        }
+    }
+
+    #[test]
+    fn the_lever_tables_give_the_tuner_the_same_space_as_before() {
+        for imp in Impl::ALL {
+            assert_eq!(levers(imp), hand_written_levers(imp), "{imp}");
+        }
+    }
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
 
@@ -150,7 +162,7 @@ mod tests {
             }
         }
         for &d in Impl::Wgmma.head_dims() {
-            assert!(KernelSpec::space(Impl::Wgmma, Dtype::F16, d).iter().all(|s| in_space(s.config)), "hd{d}");
+            assert!(KernelSpec::space(Impl::Wgmma, Dtype::F16, d).all(|s| in_space(s.config)), "hd{d}");
         }
     }
 }

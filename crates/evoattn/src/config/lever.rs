@@ -8,8 +8,9 @@ use crate::problem::{Dtype, Shape};
 
 /// How a lever's value is held and written.
 pub enum Kind<C> {
-    /// A number (`block_n=128`), written as its `EVOATTN_<NAME>` define.
-    Num { get: fn(&C) -> u32, set: fn(&mut C, u32) },
+    /// A number (`block_n=128`), written as its `EVOATTN_<NAME>` define; `values` are those the
+    /// kernel is written for (what the tuner draws from).
+    Num { values: &'static [u32], get: fn(&C) -> u32, set: fn(&mut C, u32) },
     /// On or off (`persistent=1`), written as 0 or 1.
     Flag { get: fn(&C) -> bool, set: fn(&mut C, bool) },
     /// One of `names` (`loads=tma`); the preprocessor compares numbers, not names, so its
@@ -73,6 +74,19 @@ impl<C> Lever<C> {
     }
 }
 
+impl<C> Lever<C> {
+    /// The values the tuner may give this lever, as `--config` writes them; none for an
+    /// instrumentation lever (not a tuning lever).
+    pub fn tuning_values(&self) -> Vec<String> {
+        match &self.kind {
+            _ if self.shown_only_when_on => Vec::new(),
+            Kind::Num { values, .. } => values.iter().map(u32::to_string).collect(),
+            Kind::Flag { .. } => vec!["0".into(), "1".into()],
+            Kind::Choice { names, .. } => names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+}
+
 /// A kernel family's levers and the geometry and checks that follow from them. One
 /// implementation per family, in its folder under `kernels/`.
 pub trait Family: Copy + Sized + 'static {
@@ -97,8 +111,8 @@ pub trait Family: Copy + Sized + 'static {
     fn extra_defines(&self, _dtype: Dtype, _head_dim: usize) -> Vec<(String, String)> {
         Vec::new()
     }
-    /// Every lever combination (valid or not) for one head dim: the tuning space.
-    fn space(head_dim: usize) -> Vec<Self>;
+    /// Every lever combination (valid or not) for one head dim, lazily: the tuning space.
+    fn space(head_dim: usize) -> Box<dyn Iterator<Item = Self>>;
 }
 
 /// `key=value` pairs of the levers that are rendered.
@@ -143,15 +157,15 @@ pub fn one_of(lever: &str, value: u32, allowed: &[u32]) -> Result<(), String> {
     }
 }
 
-/// Table entries, one line each: `num!(name, short, field, "about")`, `flag!(..)`.
+/// Table entries, one line each: `num!(name, short, field, &VALUES, "about")`, `flag!(..)`.
 macro_rules! num {
-    ($name:literal, $short:literal, $field:ident, $about:literal) => {
+    ($name:literal, $short:literal, $field:ident, $values:expr, $about:literal) => {
         $crate::config::lever::Lever {
             name: $name,
             short: $short,
             about: $about,
             shown_only_when_on: false,
-            kind: $crate::config::lever::Kind::Num { get: |c| c.$field, set: |c, v| c.$field = v },
+            kind: $crate::config::lever::Kind::Num { values: $values, get: |c| c.$field, set: |c, v| c.$field = v },
         }
     };
 }

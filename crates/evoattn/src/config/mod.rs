@@ -96,6 +96,20 @@ impl Impl {
         }
     }
 
+    /// Each tuning lever's name and the values the tuner may give it (as `--config` writes
+    /// them), in the family's table order.
+    pub fn tuning_levers(self) -> Vec<(&'static str, Vec<String>)> {
+        fn levers<C: Family>() -> Vec<(&'static str, Vec<String>)> {
+            C::LEVERS.iter().map(|l| (l.name, l.tuning_values())).filter(|(_, v)| !v.is_empty()).collect()
+        }
+        match self {
+            Impl::Reference => levers::<ReferenceConfig>(),
+            Impl::Mma => levers::<MmaConfig>(),
+            Impl::Wgmma => levers::<WgmmaConfig>(),
+            Impl::Splitkv => levers::<SplitkvConfig>(),
+        }
+    }
+
     /// Architectures the kernel compiles for.
     pub fn archs(self) -> &'static [Arch] {
         match self {
@@ -299,21 +313,46 @@ impl KernelSpec {
     }
 
     /// Every lever combination of `imp` (valid or not) for one dtype and head dim: the
-    /// search space the tuner and the compile test walk.
-    pub fn space(imp: Impl, dtype: Dtype, head_dim: usize) -> Vec<KernelSpec> {
-        let configs: Vec<KernelConfig> = match imp {
-            Impl::Reference => ReferenceConfig::space(head_dim).into_iter().map(KernelConfig::Reference).collect(),
-            Impl::Mma => MmaConfig::space(head_dim).into_iter().map(KernelConfig::Mma).collect(),
-            Impl::Wgmma => WgmmaConfig::space(head_dim).into_iter().map(KernelConfig::Wgmma).collect(),
-            Impl::Splitkv => SplitkvConfig::space(head_dim).into_iter().map(KernelConfig::Splitkv).collect(),
+    /// search space the tuner and the compile test walk, produced lazily (wgmma's has millions).
+    pub fn space(imp: Impl, dtype: Dtype, head_dim: usize) -> impl Iterator<Item = KernelSpec> {
+        let configs: Box<dyn Iterator<Item = KernelConfig>> = match imp {
+            Impl::Reference => Box::new(ReferenceConfig::space(head_dim).map(KernelConfig::Reference)),
+            Impl::Mma => Box::new(MmaConfig::space(head_dim).map(KernelConfig::Mma)),
+            Impl::Wgmma => Box::new(WgmmaConfig::space(head_dim).map(KernelConfig::Wgmma)),
+            Impl::Splitkv => Box::new(SplitkvConfig::space(head_dim).map(KernelConfig::Splitkv)),
         };
-        configs.into_iter().map(|config| KernelSpec { config, dtype, head_dim }).collect()
+        configs.map(move |config| KernelSpec { config, dtype, head_dim })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The README's lever table of `imp`: (lever, what it does) of each row.
+    fn readme_levers(imp: Impl) -> Vec<(String, String)> {
+        let readme = include_str!("../../../../README.md");
+        let section = &readme[readme.find("### Levers").expect("a Levers section")..];
+        let table = &section[section.find(&format!("\n`{imp}`\n")).unwrap_or_else(|| panic!("no table for {imp}"))..];
+        table
+            .lines()
+            .skip_while(|l| !l.starts_with("| `"))
+            .take_while(|l| l.starts_with("| `"))
+            .map(|row| {
+                let cells: Vec<&str> = row.split(" | ").collect();
+                (cells[0].trim_start_matches("| ").trim_matches('`').to_string(), cells[1].to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_lists_every_lever_as_its_family_declares_it() {
+        for imp in Impl::ALL {
+            let declared: Vec<(String, String)> =
+                imp.lever_docs().into_iter().map(|(n, a)| (n.to_string(), a.to_string())).collect();
+            assert_eq!(readme_levers(imp), declared, "README's {imp} lever table");
+        }
+    }
 
     fn mma(block_m: u32, block_n: u32, stages: u32, q_in_regs: bool) -> KernelSpec {
         KernelSpec {
@@ -368,13 +407,13 @@ mod tests {
 
     #[test]
     fn space_covers_every_combination() {
-        assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).len(), 2 * 3 * 3 * 2);
-        assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).len(), 1);
-        let wgmma = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128);
+        assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).count(), 2 * 3 * 3 * 2);
+        assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).count(), 1);
+        let wgmma: Vec<_> = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128).collect();
         // block_n, stages, consumers, loads, the eleven switches, lazy_rescale, half_last and
         // (hd > 64) o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
         assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 2048 * 2 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).len(), 6 * 4 * 3 * 2 * 2048 * 4 * 2 * 2 * 2);
+        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).count(), 6 * 4 * 3 * 2 * 2048 * 4 * 2 * 2 * 2);
         // Both load paths and every pipeline; the variants too big for shared memory, and the
         // pipelines on cp.async loads, are rejected.
         let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
@@ -450,7 +489,6 @@ mod tests {
             .contains("exp2_poly=5 must be one of [0, 4, 6, 8]"));
         let polys = |head_dim| {
             let mut p: Vec<u32> = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, head_dim)
-                .iter()
                 .map(|s| match s.config {
                     KernelConfig::Wgmma(c) => c.exp2_poly,
                     _ => unreachable!(),
@@ -811,7 +849,7 @@ mod tests {
         );
         assert!(spec.config.with_overrides("loads=bulk").unwrap_err().contains("loads is one of cp_async, tma"));
         assert!(spec.config.with_overrides("combine=atomic").unwrap_err().contains("combine is one of fused, kernel"));
-        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).len(), 4 * 3 * 4 * 2 * 2 * 3 * 2);
+        assert_eq!(KernelSpec::space(Impl::Splitkv, Dtype::F16, 64).count(), 4 * 3 * 4 * 2 * 2 * 3 * 2);
         // The second kernel's name and the defines that select it.
         let two = KernelSpec { config: spec.config.with_overrides("combine=kernel").unwrap(), ..spec };
         let name = "evoattn_splitkv_bf16_d128_bm64_bn64_s2_qr1_kw1_sp0_cbkernel_ldcp_async";

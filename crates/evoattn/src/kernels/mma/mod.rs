@@ -50,12 +50,27 @@ pub(crate) fn kv_ring_bytes(tma: bool, stages: u32, block_n: u32, dtype: Dtype, 
     2 * (stages * block_n) as usize * row * dtype.size_bytes()
 }
 
+/// The `mma` default for a head dim on an arch: the widest tile and deepest ring that fit the
+/// arch's shared memory, Q in registers below hd256.
+/// Evidence: docs/decisions/mma.md#default
+pub fn default(arch: Arch, head_dim: usize) -> MmaConfig {
+    let big_smem = arch.max_smem_per_block() >= 160 * 1024;
+    let hopper = matches!(arch, Arch::Sm90 | Arch::Sm90a);
+    match head_dim {
+        d if d <= 64 => MmaConfig { block_m: 128, block_n: 64, stages: 3, q_in_regs: true },
+        d if d <= 128 && big_smem => MmaConfig { block_m: 128, block_n: 64, stages: 2, q_in_regs: true },
+        d if d <= 128 => MmaConfig { block_m: 64, block_n: 64, stages: 2, q_in_regs: true },
+        _ if hopper => MmaConfig { block_m: 64, block_n: 64, stages: 2, q_in_regs: false },
+        _ => MmaConfig { block_m: 64, block_n: 32, stages: 2, q_in_regs: false },
+    }
+}
+
 impl Family for MmaConfig {
     const IMPL: Impl = Impl::Mma;
     const LEVERS: &'static [Lever<Self>] = &[
-        num!("block_m", "bm", block_m, "query rows per block (16 per warp)"),
-        num!("block_n", "bn", block_n, "keys per main-loop iteration"),
-        num!("stages", "s", stages, "K/V shared-memory ring depth"),
+        num!("block_m", "bm", block_m, &MmaConfig::BLOCK_M, "query rows per block (16 per warp)"),
+        num!("block_n", "bn", block_n, &MmaConfig::BLOCK_N, "keys per main-loop iteration"),
+        num!("stages", "s", stages, &MmaConfig::STAGES, "K/V shared-memory ring depth"),
         flag!("q_in_regs", "qr", q_in_regs, "keep Q's fragments in registers for the whole loop"),
     ];
 
@@ -78,17 +93,13 @@ impl Family for MmaConfig {
         one_of("stages", self.stages, &MmaConfig::STAGES)
     }
 
-    fn space(_head_dim: usize) -> Vec<Self> {
-        let mut v = Vec::new();
-        for block_m in MmaConfig::BLOCK_M {
-            for block_n in MmaConfig::BLOCK_N {
-                for stages in MmaConfig::STAGES {
-                    for q_in_regs in [true, false] {
-                        v.push(MmaConfig { block_m, block_n, stages, q_in_regs });
-                    }
-                }
-            }
-        }
-        v
+    fn space(_head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
+        Box::new(MmaConfig::BLOCK_M.into_iter().flat_map(|block_m| {
+            MmaConfig::BLOCK_N.into_iter().flat_map(move |block_n| {
+                MmaConfig::STAGES.into_iter().flat_map(move |stages| {
+                    [true, false].into_iter().map(move |q_in_regs| MmaConfig { block_m, block_n, stages, q_in_regs })
+                })
+            })
+        }))
     }
 }

@@ -13,10 +13,14 @@ pub struct ReferenceConfig {
     pub threads: u32,
 }
 
+/// 128 threads: enough loads in flight per block, at most two output columns a thread.
+/// Evidence: docs/decisions/reference.md#threads
+pub const DEFAULT: ReferenceConfig = ReferenceConfig { threads: 128 };
+
 impl Family for ReferenceConfig {
     const IMPL: Impl = Impl::Reference;
     const LEVERS: &'static [Lever<Self>] =
-        &[num!("threads", "t", threads, "threads per block (one query row a block)")];
+        &[num!("threads", "t", threads, &[DEFAULT.threads], "threads per block (one query row a block)")];
 
     fn threads(&self) -> u32 {
         self.threads
@@ -38,7 +42,7 @@ impl Family for ReferenceConfig {
         Ok(())
     }
 
-    fn space(_head_dim: usize) -> Vec<Self> {
-        vec![crate::defaults::REFERENCE]
+    fn space(_head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
+        Box::new(std::iter::once(DEFAULT))
     }
 }

@@ -2,6 +2,8 @@
 //! one tile's rows, the partials merged by the last split or a second kernel (`splitkv.cu`, on
 //! the `mma` main loop); sm_80 and later, TMA loads on sm_90.
 
+pub mod plan;
+
 use crate::arch::Arch;
 use crate::config::lever::{choice, flag, num, one_of, Family, Lever};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES};
@@ -79,12 +81,24 @@ impl SplitkvConfig {
 impl Family for SplitkvConfig {
     const IMPL: Impl = Impl::Splitkv;
     const LEVERS: &'static [Lever<Self>] = &[
-        num!("block_m", "bm", block_m, "packed (query, head) rows per block (16 per warp)"),
-        num!("block_n", "bn", block_n, "keys per main-loop iteration"),
-        num!("stages", "s", stages, "K/V shared-memory ring depth"),
+        num!("block_m", "bm", block_m, &SplitkvConfig::BLOCK_M, "packed (query, head) rows per block (16 per warp)"),
+        num!("block_n", "bn", block_n, &SplitkvConfig::BLOCK_N, "keys per main-loop iteration"),
+        num!("stages", "s", stages, &SplitkvConfig::STAGES, "K/V shared-memory ring depth"),
         flag!("q_in_regs", "qr", q_in_regs, "keep Q's fragments in registers"),
-        num!("key_warps", "kw", key_warps, "warps sharing each 16 rows, each taking a slice of every key tile"),
-        num!("splits", "sp", splits, "blocks the keys are split over (0: the planner's choice; launch time)"),
+        num!(
+            "key_warps",
+            "kw",
+            key_warps,
+            &SplitkvConfig::KEY_WARPS,
+            "warps sharing each 16 rows, each taking a slice of every key tile"
+        ),
+        num!(
+            "splits",
+            "sp",
+            splits,
+            &SplitkvConfig::SPLITS,
+            "blocks the keys are split over (0: the planner's choice; launch time)"
+        ),
         choice!(
             "combine",
             "cb",
@@ -164,33 +178,30 @@ impl Family for SplitkvConfig {
         }
     }
 
-    fn space(_head_dim: usize) -> Vec<Self> {
-        let mut v = Vec::new();
-        for block_m in SplitkvConfig::BLOCK_M {
-            for block_n in SplitkvConfig::BLOCK_N {
-                for stages in SplitkvConfig::STAGES {
-                    for q_in_regs in [true, false] {
-                        for combine in SplitkvCombine::ALL {
-                            for key_warps in SplitkvConfig::KEY_WARPS {
-                                for loads in Loads::ALL {
-                                    // The split count is a launch-time value: one compile serves all.
-                                    v.push(SplitkvConfig {
-                                        block_m,
-                                        block_n,
-                                        stages,
-                                        q_in_regs,
-                                        key_warps,
-                                        splits: 0,
-                                        combine,
-                                        loads,
-                                    });
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        v
+    /// The split count is a launch-time value (0 here): one compile serves all.
+    fn space(_head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
+        let tiles = SplitkvConfig::BLOCK_M.into_iter().flat_map(|block_m| {
+            SplitkvConfig::BLOCK_N.into_iter().flat_map(move |block_n| {
+                SplitkvConfig::STAGES.into_iter().flat_map(move |stages| {
+                    [true, false].into_iter().map(move |q_in_regs| (block_m, block_n, stages, q_in_regs))
+                })
+            })
+        });
+        Box::new(tiles.flat_map(|(block_m, block_n, stages, q_in_regs)| {
+            SplitkvCombine::ALL.into_iter().flat_map(move |combine| {
+                SplitkvConfig::KEY_WARPS.into_iter().flat_map(move |key_warps| {
+                    Loads::ALL.into_iter().map(move |loads| SplitkvConfig {
+                        block_m,
+                        block_n,
+                        stages,
+                        q_in_regs,
+                        key_warps,
+                        splits: 0,
+                        combine,
+                        loads,
+                    })
+                })
+            })
+        }))
     }
 }

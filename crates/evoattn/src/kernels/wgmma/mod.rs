@@ -2,6 +2,8 @@
 //! loads by a producer warpgroup, pipelined and ping-pong consumers, persistent schedulers;
 //! sm_90a only.
 
+pub mod plan;
+
 use crate::arch::Arch;
 use crate::config::lever::{choice, flag, num, one_of, Family, Kind, Lever};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES, SWIZZLE_ROW_ELEMS, WARPGROUP_THREADS};
@@ -202,9 +204,15 @@ impl WgmmaConfig {
 impl Family for WgmmaConfig {
     const IMPL: Impl = Impl::Wgmma;
     const LEVERS: &'static [Lever<Self>] = &[
-        num!("block_n", "bn", block_n, "keys per main-loop iteration (the N of Q·Kᵀ)"),
-        num!("stages", "s", stages, "K/V tiles in the shared-memory ring"),
-        num!("consumer_warpgroups", "wg", consumer_warpgroups, "computing warpgroups, 64 query rows each"),
+        num!("block_n", "bn", block_n, &WgmmaConfig::BLOCK_N, "keys per main-loop iteration (the N of Q·Kᵀ)"),
+        num!("stages", "s", stages, &WgmmaConfig::STAGES, "K/V tiles in the shared-memory ring"),
+        num!(
+            "consumer_warpgroups",
+            "wg",
+            consumer_warpgroups,
+            &WgmmaConfig::CONSUMER_WARPGROUPS,
+            "computing warpgroups, 64 query rows each"
+        ),
         choice!(
             "loads",
             "ld",
@@ -219,11 +227,17 @@ impl Family for WgmmaConfig {
         flag!("persistent", "pe", persistent, "one block per SM loops over tiles"),
         flag!("dynamic_tiles", "dt", dynamic_tiles, "persistent blocks claim tiles from a global counter"),
         flag!("tma_store", "ts", tma_store, "O leaves through shared memory by TMA stores"),
-        num!("exp2_poly", "xp", exp2_poly, "one score in this many exponentiated by an FMA polynomial (0: none)"),
+        num!(
+            "exp2_poly",
+            "xp",
+            exp2_poly,
+            &WgmmaConfig::EXP2_POLY,
+            "one score in this many exponentiated by an FMA polynomial (0: none)"
+        ),
         flag!("lazy_rescale", "lr", lazy_rescale, "rescale O only when a row's max moved by 2^8"),
         flag!("split_tail", "st", split_tail, "persistent blocks split the last round's tiles by key blocks"),
         flag!("ring_test", "rt", ring_test, "consumers test the next stage without blocking"),
-        num!("o_passes", "op", o_passes, "column passes O is staged and stored in"),
+        num!("o_passes", "op", o_passes, &WgmmaConfig::O_PASSES, "column passes O is staged and stored in"),
         flag!("o_in_q", "oq", o_in_q, "O staged in the consumer's Q rows"),
         flag!("rowsum_mma", "rs", rowsum_mma, "row sums of P on the tensor cores (hd64)"),
         flag!("half_last", "hl", half_last, "compute only the seen half of a tile's last key block"),
@@ -389,58 +403,65 @@ impl Family for WgmmaConfig {
         d
     }
 
-    fn space(head_dim: usize) -> Vec<Self> {
+    fn space(head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
         // The polynomial exponential is for the head dim whose softmax binds (hd64);
         // elsewhere MUFU keeps up with the tensor cores, and the space stays small.
-        let polys: &[u32] = if head_dim <= EXP2_POLY_MAX_HEAD_DIM { &WgmmaConfig::EXP2_POLY } else { &[0] };
+        let polys: &'static [u32] = if head_dim <= EXP2_POLY_MAX_HEAD_DIM { &WgmmaConfig::EXP2_POLY } else { &[0] };
         // One column block (hd64) has nothing to cut into passes.
-        let passes: &[u32] =
+        let passes: &'static [u32] =
             if head_dim as u32 > SWIZZLE_ROW_ELEMS { &WgmmaConfig::O_PASSES } else { &WgmmaConfig::O_PASSES[..1] };
         // The row sums on the tensor cores exist at hd64 only.
-        let rowsums: &[bool] = if head_dim == ROWSUM_MMA_HEAD_DIM { &[false, true] } else { &[false] };
-        let mut v = Vec::new();
-        for block_n in WgmmaConfig::BLOCK_N {
-            for stages in WgmmaConfig::STAGES {
-                for consumer_warpgroups in WgmmaConfig::CONSUMER_WARPGROUPS {
-                    for loads in Loads::ALL {
-                        // Every combination of the pipeline switches; `validate` rejects
-                        // those whose prerequisites are off.
-                        let softmax = polys.iter().flat_map(|&p| [false, true].map(move |lazy| (p, lazy)));
-                        for ((bits, (exp2_poly, lazy_rescale)), &o_passes) in (0..2048u32)
-                            .flat_map(|b| softmax.clone().map(move |sm| (b, sm)))
-                            .flat_map(|x| passes.iter().map(move |p| (x, p)))
-                        {
-                            let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q, multicast, q_in_regs] =
-                                [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(|b| bits & (1 << b) != 0);
-                            let tails = rowsums.iter().flat_map(|&r| [false, true].map(move |h| (r, h)));
-                            v.extend(tails.map(|(rowsum_mma, half_last)| WgmmaConfig {
-                                block_n,
-                                stages,
-                                consumer_warpgroups,
-                                loads,
-                                warp_specialized,
-                                overlap,
-                                pingpong,
-                                persistent,
-                                dynamic_tiles,
-                                tma_store,
-                                exp2_poly,
-                                lazy_rescale,
-                                split_tail,
-                                ring_test,
-                                o_passes,
-                                o_in_q,
-                                rowsum_mma,
-                                half_last,
-                                multicast,
-                                q_in_regs,
-                                trace: false,
-                            }));
-                        }
-                    }
+        let rowsums: &'static [bool] = if head_dim == ROWSUM_MMA_HEAD_DIM { &[false, true] } else { &[false] };
+        let shapes = WgmmaConfig::BLOCK_N.into_iter().flat_map(|block_n| {
+            WgmmaConfig::STAGES.into_iter().flat_map(move |stages| {
+                WgmmaConfig::CONSUMER_WARPGROUPS.into_iter().flat_map(move |consumer_warpgroups| {
+                    Loads::ALL.into_iter().map(move |loads| (block_n, stages, consumer_warpgroups, loads))
+                })
+            })
+        });
+        // Every combination of the pipeline switches (bits); `validate` rejects those whose
+        // prerequisites are off.
+        let switches = (0..2048u32).flat_map(move |bits| {
+            polys.iter().flat_map(move |&exp2_poly| {
+                [false, true].into_iter().flat_map(move |lazy_rescale| {
+                    passes.iter().flat_map(move |&o_passes| {
+                        rowsums.iter().flat_map(move |&rowsum_mma| {
+                            [false, true]
+                                .into_iter()
+                                .map(move |half_last| (bits, exp2_poly, lazy_rescale, o_passes, rowsum_mma, half_last))
+                        })
+                    })
+                })
+            })
+        });
+        Box::new(shapes.flat_map(move |(block_n, stages, consumer_warpgroups, loads)| {
+            switches.clone().map(move |(bits, exp2_poly, lazy_rescale, o_passes, rowsum_mma, half_last)| {
+                let [warp_specialized, overlap, pingpong, persistent, dynamic_tiles, tma_store, split_tail, ring_test, o_in_q, multicast, q_in_regs] =
+                    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(|b| bits & (1 << b) != 0);
+                WgmmaConfig {
+                    block_n,
+                    stages,
+                    consumer_warpgroups,
+                    loads,
+                    warp_specialized,
+                    overlap,
+                    pingpong,
+                    persistent,
+                    dynamic_tiles,
+                    tma_store,
+                    exp2_poly,
+                    lazy_rescale,
+                    split_tail,
+                    ring_test,
+                    o_passes,
+                    o_in_q,
+                    rowsum_mma,
+                    half_last,
+                    multicast,
+                    q_in_regs,
+                    trace: false,
                 }
-            }
-        }
-        v
+            })
+        }))
     }
 }

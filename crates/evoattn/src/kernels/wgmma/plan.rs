@@ -1,0 +1,604 @@
+//! The `wgmma` planner: the head dim's default, and the rules that adapt it to a problem on a
+//! GPU (a rule table, first match wins); the measurements behind each are in
+//! docs/decisions/wgmma.md.
+
+use super::WgmmaConfig;
+use crate::config::Loads;
+use crate::problem::{Causal, Problem};
+
+/// The `wgmma` default for a head dim (sm_90a only): warp-specialised TMA producer, two or three
+/// ping-pong consumers, TMA stores, one tile per block; [`for_problem`] adapts it.
+/// Evidence: docs/decisions/wgmma.md#default
+pub fn default(head_dim: usize) -> WgmmaConfig {
+    let (block_n, consumer_warpgroups) = match head_dim {
+        d if d <= 64 => (128, 3),
+        d if d <= 128 => (176, 2),
+        _ => (80, 2),
+    };
+    WgmmaConfig {
+        block_n,
+        stages: 2,
+        consumer_warpgroups,
+        loads: Loads::Tma,
+        warp_specialized: true,
+        overlap: true,
+        pingpong: true,
+        tma_store: true,
+        ..WgmmaConfig::BASE
+    }
+}
+
+/// Most keys for which unmasked persistent blocks over hd64 take 128-key blocks; longer ones keep
+/// the 176-key ring, stage O in two passes and split the tail.
+/// Evidence: docs/decisions/wgmma.md#persistent-max-keys
+pub const PERSISTENT_MAX_KEYS: usize = 4096;
+/// Largest head dim for which `wgmma` runs persistent blocks on unmasked problems.
+/// Evidence: docs/decisions/wgmma.md#persistent-max-head-dim
+pub const PERSISTENT_MAX_HEAD_DIM: usize = 128;
+/// Largest head dim whose unmasked problems run persistent blocks at any length.
+/// Evidence: docs/decisions/wgmma.md#persistent-any-keys
+pub const PERSISTENT_ANY_KEYS_MAX_HEAD_DIM: usize = 64;
+/// Consumer warpgroups of the short problems' configs (short causal, short unmasked).
+/// Evidence: docs/decisions/wgmma.md#short-consumers
+const SHORT_CONSUMER_WARPGROUPS: u32 = 2;
+/// Time of one 192-row tile of three consumers over one 128-row tile of two (short unmasked hd64):
+/// see [`three_consumers_pay`].
+/// Evidence: docs/decisions/wgmma.md#three-consumer-cost
+const THREE_CONSUMER_TILE_COST: f64 = 1.31;
+/// Largest head dim whose two-consumer configs, and causal configs on claimed tiles, take
+/// `ring_test` (a consumer's key block is one serial chain there).
+/// Evidence: docs/decisions/wgmma.md#ring-test
+pub const RING_TEST_MAX_HEAD_DIM: usize = 64;
+/// Most keys of a short causal problem per head dim (64, 128): 128-key blocks on persistent
+/// blocks up to these.
+/// Evidence: docs/decisions/wgmma.md#short-causal
+pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 1024), (128, 1024)];
+/// Most keys per head dim (64, 128) for which longer causal problems run persistent blocks that
+/// claim their tiles (`dynamic_tiles`).
+/// Evidence: docs/decisions/wgmma.md#dynamic-causal
+pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 8192), (128, 4096)];
+/// Largest head dim whose causal problems on claimed tiles take `half_last`.
+/// Evidence: docs/decisions/wgmma.md#half-last
+pub const HALF_LAST_MAX_HEAD_DIM: usize = 64;
+/// Most keys for which unmasked persistent blocks take two consumer warpgroups instead of the
+/// head dim's default.
+/// Evidence: docs/decisions/wgmma.md#short-unmasked
+pub const SHORT_UNMASKED_MAX_KEYS: usize = 1024;
+/// Most keys for which head dims over [`PERSISTENT_MAX_HEAD_DIM`] take [`NARROW_BLOCK_N`]-key
+/// blocks on persistent blocks, both masks.
+/// Evidence: docs/decisions/wgmma.md#narrow-wide-heads
+pub const NARROW_MAX_KEYS_WIDE_HEADS: usize = 512;
+/// Most keys for which causal problems over [`PERSISTENT_MAX_HEAD_DIM`] take [`NARROW_BLOCK_N`]-key
+/// persistent blocks; past [`NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS`] they claim their tiles.
+/// Evidence: docs/decisions/wgmma.md#narrow-wide-heads-causal
+pub const NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 2048;
+/// Most keys for which those narrow causal problems keep the static round robin.
+/// Evidence: docs/decisions/wgmma.md#narrow-wide-heads-static
+pub const NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 1024;
+/// Column passes of O's own staging tile where the persistent ring leaves no room for the whole
+/// tile (hd256's 64-key ring, hd128's 176-key ring).
+/// Evidence: docs/decisions/wgmma.md#wide-o-passes
+const WIDE_O_PASSES: u32 = 2;
+/// The key block of short problems over [`PERSISTENT_MAX_HEAD_DIM`]: 512 keys make 8 whole blocks.
+/// Evidence: docs/decisions/wgmma.md#narrow-block-n
+const NARROW_BLOCK_N: u32 = 64;
+/// Largest head dim measured for one consumer warpgroup on a near-empty GPU.
+/// Evidence: docs/decisions/wgmma.md#small-grid
+pub const SMALL_GRID_MAX_HEAD_DIM: usize = 64;
+/// Query rows of a two-consumer tile: the unit the small-grid rule counts tiles in.
+/// Evidence: docs/decisions/wgmma.md#small-grid
+const WGMMA_TILE_ROWS: usize = 128;
+/// The key block of every persistent config and of small grids: less waste on a masked diagonal
+/// or tail block, and room for O's staging tile.
+/// Evidence: docs/decisions/wgmma.md#short-block-n
+const SHORT_BLOCK_N: u32 = 128;
+/// Fewest key blocks a tile needs for unmasked persistent blocks to split the tail (`split_tail`).
+/// Evidence: docs/decisions/wgmma.md#split-tail
+pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
+
+/// The `wgmma` config for one problem on a GPU with `sm_count` SMs: the head dim's
+/// [`default`] adapted by the first rule of [`WGMMA_RULES`] that applies.
+/// Evidence: docs/decisions/wgmma.md#rules
+pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
+    let shape = problem.shape;
+    let c = default(shape.d);
+    let p = Facts {
+        shape,
+        causal: problem.causal != Causal::None,
+        tiles: shape.b * shape.h * shape.sq.div_ceil(WGMMA_TILE_ROWS),
+        sms: sm_count as usize,
+    };
+    let config = WGMMA_RULES.iter().find(|rule| (rule.applies)(&p)).map_or(c, |rule| (rule.config)(&p, c));
+    WgmmaConfig {
+        rowsum_mma: rowsum_mma_pays(&config, shape.d),
+        q_in_regs: q_in_regs_pays(&config, shape.d, p.causal),
+        ..config
+    }
+}
+
+/// What the `wgmma` rules read of a problem on a GPU.
+struct Facts {
+    shape: crate::problem::Shape,
+    causal: bool,
+    /// Tiles of [`WGMMA_TILE_ROWS`] rows.
+    tiles: usize,
+    sms: usize,
+}
+
+impl Facts {
+    /// hd128 past [`PERSISTENT_MAX_KEYS`] keeps its 176-key ring on persistent blocks, for the
+    /// split tail; with fewer tiles than SMs there is no whole round, and the split would only
+    /// cut every tile.
+    fn wide_ring(&self) -> bool {
+        self.shape.sk > PERSISTENT_MAX_KEYS && self.shape.d > PERSISTENT_ANY_KEYS_MAX_HEAD_DIM
+    }
+
+    fn fills_the_sms(&self) -> bool {
+        self.tiles >= self.sms
+    }
+}
+
+/// One planner rule: where it applies, and what it makes of the head dim's default.
+struct Rule {
+    /// Its section in docs/decisions/wgmma.md (a test checks that the section exists).
+    #[cfg_attr(not(test), allow(dead_code))]
+    evidence: &'static str,
+    applies: fn(&Facts) -> bool,
+    config: fn(&Facts, WgmmaConfig) -> WgmmaConfig,
+}
+
+/// The `wgmma` planner, first applicable rule wins; none: the head dim's default (one tile per
+/// block). `rowsum_mma` and `q_in_regs` then follow from the result ([`rowsum_mma_pays`],
+/// [`q_in_regs_pays`]).
+const WGMMA_RULES: &[Rule] = &[
+    // A near-empty GPU: 64-row tiles of one consumer make twice the blocks.
+    Rule {
+        evidence: "small-grid",
+        applies: |p| 2 * p.tiles < p.sms && p.shape.d <= SMALL_GRID_MAX_HEAD_DIM,
+        config: |_, c| WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c },
+    },
+    // Wide heads, short keys: whole 64-key blocks on persistent blocks, O staged in two passes.
+    Rule {
+        evidence: "narrow-wide-heads",
+        applies: |p| {
+            let keys = if p.causal { NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS } else { NARROW_MAX_KEYS_WIDE_HEADS };
+            p.shape.d > PERSISTENT_MAX_HEAD_DIM && p.shape.sk <= keys
+        },
+        config: |p, c| {
+            let dynamic_tiles = p.causal && p.shape.sk > NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS;
+            WgmmaConfig { block_n: NARROW_BLOCK_N, persistent: true, dynamic_tiles, o_passes: WIDE_O_PASSES, ..c }
+        },
+    },
+    // Wide heads, longer unmasked keys filling the SMs: persistent blocks staging O in Q's rows.
+    Rule {
+        evidence: "o-in-q-wide-heads",
+        applies: |p| !p.causal && p.shape.d > PERSISTENT_MAX_HEAD_DIM && p.fills_the_sms(),
+        config: |_, c| WgmmaConfig { persistent: true, o_in_q: true, ..c },
+    },
+    // Short causal: 128-key blocks on persistent blocks, two consumers.
+    Rule {
+        evidence: "short-causal",
+        applies: |p| p.causal && p.shape.sk <= keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, p.shape.d),
+        config: |p, c| WgmmaConfig {
+            block_n: SHORT_BLOCK_N,
+            persistent: true,
+            consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
+            ring_test: p.shape.d <= RING_TEST_MAX_HEAD_DIM,
+            ..c
+        },
+    },
+    // Mid-length causal: persistent blocks claiming their tiles, longest first.
+    Rule {
+        evidence: "dynamic-causal",
+        applies: |p| p.causal && p.shape.sk <= keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, p.shape.d),
+        config: |p, c| WgmmaConfig {
+            block_n: SHORT_BLOCK_N,
+            persistent: true,
+            dynamic_tiles: true,
+            ring_test: p.shape.d <= RING_TEST_MAX_HEAD_DIM,
+            half_last: p.shape.d <= HALF_LAST_MAX_HEAD_DIM,
+            ..c
+        },
+    },
+    // Long hd128 causal filling the SMs: claimed tiles on the 176-key ring, O in two passes.
+    Rule {
+        evidence: "dynamic-wide-ring",
+        applies: |p| p.causal && p.wide_ring() && p.shape.d <= PERSISTENT_MAX_HEAD_DIM && p.fills_the_sms(),
+        config: |_, c| WgmmaConfig { persistent: true, dynamic_tiles: true, o_passes: WIDE_O_PASSES, ..c },
+    },
+    // Unmasked up to hd128: persistent blocks, 128-key blocks (two consumers when short) or the
+    // wide ring, the tail split on long tiles.
+    Rule {
+        evidence: "persistent-unmasked",
+        applies: |p| !p.causal && p.shape.d <= PERSISTENT_MAX_HEAD_DIM && (!p.wide_ring() || p.fills_the_sms()),
+        config: |p, c| {
+            let base = if p.wide_ring() {
+                WgmmaConfig { o_passes: WIDE_O_PASSES, ..c }
+            } else {
+                let short = p.shape.sk <= SHORT_UNMASKED_MAX_KEYS;
+                let two = short && !(c.consumer_warpgroups == 3 && three_consumers_pay(&p.shape, p.sms));
+                let consumer_warpgroups = if two { SHORT_CONSUMER_WARPGROUPS } else { c.consumer_warpgroups };
+                let ring_test = short && p.shape.d <= RING_TEST_MAX_HEAD_DIM;
+                WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ring_test, ..c }
+            };
+            let split_tail = p.shape.sk.div_ceil(base.block_n as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS
+                && base.split_tail_fits(p.shape.sk, p.sms);
+            WgmmaConfig { persistent: true, split_tail, ..base }
+        },
+    },
+];
+
+/// The head dim whose unmasked persistent two-consumer configs on 128-key blocks hold Q in
+/// registers (`q_in_regs`).
+/// Evidence: docs/decisions/wgmma.md#q-in-regs
+pub const Q_IN_REGS_HEAD_DIM: usize = 128;
+
+/// Whether a planner config takes `q_in_regs` (see [`Q_IN_REGS_HEAD_DIM`]).
+fn q_in_regs_pays(c: &WgmmaConfig, head_dim: usize, causal: bool) -> bool {
+    head_dim == Q_IN_REGS_HEAD_DIM
+        && !causal
+        && c.persistent
+        && c.block_n == SHORT_BLOCK_N
+        && c.consumer_warpgroups == SHORT_CONSUMER_WARPGROUPS
+}
+
+/// Consumer warpgroups with which `rowsum_mma` pays on persistent hd64 blocks.
+/// Evidence: docs/decisions/wgmma.md#rowsum-mma
+const ROWSUM_MMA_CONSUMER_WARPGROUPS: u32 = 3;
+
+/// Whether a planner config takes `rowsum_mma` (see [`ROWSUM_MMA_CONSUMER_WARPGROUPS`]).
+fn rowsum_mma_pays(c: &WgmmaConfig, head_dim: usize) -> bool {
+    head_dim == crate::config::ROWSUM_MMA_HEAD_DIM
+        && c.persistent
+        && c.consumer_warpgroups == ROWSUM_MMA_CONSUMER_WARPGROUPS
+}
+
+/// Whether a short unmasked problem runs faster on 192-row tiles of three consumer warpgroups
+/// than on 128-row tiles of two: persistent blocks take whole rounds of `sm_count` tiles, so
+/// each side costs its rounds times its tile's time ([`THREE_CONSUMER_TILE_COST`]).
+fn three_consumers_pay(shape: &crate::problem::Shape, sm_count: usize) -> bool {
+    let rounds = |consumers: u32| {
+        let tile_rows = (consumers * crate::config::WGMMA_ROWS_PER_WARPGROUP) as usize;
+        (shape.b * shape.h * shape.sq.div_ceil(tile_rows)).div_ceil(sm_count) as f64
+    };
+    rounds(3) * THREE_CONSUMER_TILE_COST < rounds(SHORT_CONSUMER_WARPGROUPS)
+}
+
+/// The key limit of a `(head dim, keys)` table for head dim `d`: the first row whose head dim
+/// is at least `d`, or 0 (no problem qualifies) past the last.
+fn keys_for_head_dim(table: &[(usize, usize)], d: usize) -> usize {
+    table.iter().find(|(head_dim, _)| d <= *head_dim).map_or(0, |(_, keys)| *keys)
+}
+
+/// Share of L2, in percent, that the K and V of one section of heads may fill under the causal
+/// grid order ([`head_group`]).
+/// Evidence: docs/decisions/wgmma.md#causal-order
+pub const SCHEDULER_L2_KV_PERCENT: usize = 32;
+
+/// Query heads per section of the causal `wgmma` grid order on a GPU with `l2_bytes` of L2: as
+/// many heads as keep their K and V within [`SCHEDULER_L2_KV_PERCENT`](SCHEDULER_L2_KV_PERCENT)
+/// of L2, a power of two (`GridTiles` in kernels/wgmma/wgmma_scheduler.cuh).
+/// Evidence: docs/decisions/wgmma.md#causal-order
+pub fn head_group(problem: &Problem, l2_bytes: usize) -> usize {
+    let s = &problem.shape;
+    let kv_head_bytes = (2 * s.sk * s.d * problem.dtype.size_bytes()).max(1);
+    let kv_heads = (l2_bytes * SCHEDULER_L2_KV_PERCENT / 100 / kv_head_bytes).max(1);
+    (1usize << kv_heads.ilog2()) * s.group()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::Arch;
+    use crate::config::{Impl, KernelConfig, KernelSpec};
+    use crate::problem::Dtype;
+
+    fn wgmma_for(p: &Problem) -> WgmmaConfig {
+        for_problem(p, H100_SMS)
+    }
+
+    const H100_SMS: u32 = 132;
+
+    #[test]
+    fn every_wgmma_rule_names_a_section_of_the_decisions() {
+        let doc = include_str!("../../../../../docs/decisions/wgmma.md");
+        for rule in WGMMA_RULES {
+            assert!(doc.contains(&format!("\n## {}\n", rule.evidence)), "no section {} in wgmma.md", rule.evidence);
+        }
+    }
+
+    #[test]
+    fn wgmma_is_persistent_without_a_mask_on_short_keys_up_to_hd128() {
+        use crate::problem::{Layout, Problem, Shape};
+        let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
+        assert!(wgmma_for(&p).persistent);
+        assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
+        // hd128 past 4k: persistent with the 176-key ring, O staged in two passes, the tail
+        // split; one tile per block where the tiles are fewer than the SMs.
+        let long = wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!(long, WgmmaConfig { persistent: true, o_passes: 2, split_tail: true, ..default(128) });
+        assert_eq!(wgmma_for(&Problem::dense(Shape::new(1, 2, 8192, 128), Dtype::Bf16, Layout::Bhsd)), default(128));
+        assert!(wgmma_for(&Problem::dense(Shape::new(16, 8, 1024, 256), Dtype::Bf16, Layout::Bhsd)).o_in_q);
+        // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's consumers, and
+        // still 128-key blocks (room for the TMA stores' staging tile).
+        assert_eq!(wgmma_for(&p).block_n, 128);
+        let c = wgmma_for(&Problem::dense(Shape::new(2, 16, 1024, 64), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!((c.block_n, c.consumer_warpgroups), (128, 2));
+        let c = wgmma_for(&Problem::dense(Shape::new(8, 16, 2048, 128), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
+        // hd64 (three consumers) stays persistent at every length.
+        let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
+        assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, rowsum_mma: true, ..default(64) });
+        assert_eq!(long.consumer_warpgroups, 3);
+        assert_eq!(
+            crate::defaults::for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS),
+            crate::defaults::config(Impl::Mma, Arch::Sm80, 128)
+        );
+    }
+
+    #[test]
+    fn short_unmasked_hd64_takes_three_consumers_where_their_rounds_pay() {
+        use crate::problem::Shape;
+        // 32,32,512: 3072 tiles of 192 rows are 24 rounds of 132 SMs, 24 x 1.31 = 31.4 against
+        // 4096 tiles of 128 rows in 32 rounds: three. 4,16,512: 192 tiles (2 rounds, 2.62)
+        // against 256 (2 rounds): two.
+        assert!(three_consumers_pay(&Shape::new(32, 32, 512, 64), 132));
+        assert!(three_consumers_pay(&Shape::new(16, 32, 1024, 64), 132));
+        assert!(!three_consumers_pay(&Shape::new(4, 16, 512, 64), 132));
+        // 8,16,512: 384 tiles (3 rounds, 3.93) against 512 (4 rounds): three, barely.
+        assert!(three_consumers_pay(&Shape::new(8, 16, 512, 64), 132));
+        let plan = |b, h, s| {
+            wgmma_for(&crate::problem::Problem::dense(
+                Shape::new(b, h, s, 64),
+                Dtype::Bf16,
+                crate::problem::Layout::Bhsd,
+            ))
+        };
+        let three = plan(32, 32, 512);
+        assert_eq!((three.consumer_warpgroups, three.ring_test, three.block_n, three.persistent), (3, true, 128, true));
+        assert_eq!(plan(4, 16, 512).consumer_warpgroups, 2);
+        // hd128 has two either way; causal short problems keep two.
+        let hd128 = Shape::new(32, 16, 512, 128);
+        assert_eq!(
+            wgmma_for(&crate::problem::Problem::dense(hd128, Dtype::Bf16, crate::problem::Layout::Bhsd))
+                .consumer_warpgroups,
+            2
+        );
+    }
+
+    #[test]
+    fn hd64_two_consumer_configs_test_the_ring() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |s, d, causal| {
+            let mut p = Problem::dense(Shape::new(8, 16, s, d), Dtype::Bf16, Layout::Bhsd);
+            p.causal = causal;
+            wgmma_for(&p)
+        };
+        // Short hd64 problems, both masks: tested, with two consumers (causal) and with three
+        // where their rounds pay (8,16,512 unmasked: see three_consumers_pay).
+        for causal in [Causal::None, Causal::TopLeft] {
+            for s in [512, 1024] {
+                let c = plan(s, 64, causal);
+                let consumers = if causal == Causal::None { 3 } else { 2 };
+                assert!(c.ring_test && c.consumer_warpgroups == consumers, "{s} {causal:?}");
+            }
+        }
+        // hd64 causal on claimed tiles (2k-8k, three consumers): tested; unmasked from 2k, and
+        // every hd128 and hd256 config: not.
+        assert!(plan(2048, 64, Causal::TopLeft).ring_test && plan(8192, 64, Causal::BottomRight).ring_test);
+        assert!(!plan(2048, 64, Causal::None).ring_test && !plan(16384, 64, Causal::TopLeft).ring_test);
+        assert!(!plan(1024, 128, Causal::None).ring_test && !plan(512, 128, Causal::TopLeft).ring_test);
+        assert!(!plan(512, 256, Causal::None).ring_test);
+        // The head dim's defaults leave it off.
+        assert!([64, 128, 256].iter().all(|&d| !default(d).ring_test));
+    }
+
+    #[test]
+    fn three_consumer_persistent_hd64_sums_the_rows_on_the_tensor_cores() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |b, s, d, causal| {
+            let mut p = Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd);
+            p.causal = causal;
+            wgmma_for(&p)
+        };
+        // The fa3 rows: unmasked at every length (three consumers, persistent, split or not)
+        // and causal on claimed tiles (2k-8k) take it.
+        for s in [512, 1024, 2048, 4096, 8192, 16384] {
+            let c = plan(16384 / s, s, 64, Causal::None);
+            assert!(c.rowsum_mma && c.consumer_warpgroups == 3 && c.persistent, "{s}");
+        }
+        for s in [2048, 4096, 8192] {
+            let c = plan(16384 / s, s, 64, Causal::TopLeft);
+            assert!(c.rowsum_mma && c.dynamic_tiles, "{s}");
+        }
+        // Not: two consumers (short causal; short unmasked where three do not pay), one tile
+        // per block (causal 16k), one consumer (a near-empty GPU), other head dims.
+        assert!(!plan(32, 512, 64, Causal::TopLeft).rowsum_mma && !plan(16, 1024, 64, Causal::BottomRight).rowsum_mma);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(4, 16, 512, 64), Dtype::Bf16, Layout::Bhsd)).rowsum_mma);
+        assert!(!plan(1, 16384, 64, Causal::TopLeft).rowsum_mma);
+        assert!(!wgmma_for(&Problem::dense(Shape::new(1, 8, 512, 64), Dtype::Bf16, Layout::Bhsd)).rowsum_mma);
+        for d in [128, 256] {
+            assert!(
+                !plan(16384 / 2048, 2048, d, Causal::None).rowsum_mma && !plan(8, 2048, d, Causal::TopLeft).rowsum_mma
+            );
+        }
+        assert!([64, 128, 256].iter().all(|&d| !default(d).rowsum_mma));
+    }
+
+    #[test]
+    fn unmasked_persistent_problems_split_the_tail_from_16_key_blocks_a_tile() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |b, h, s, d| wgmma_for(&Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd));
+        // 2048 keys are 16 blocks of 128: split; 1024 are 8: not (the pieces' cost measured more
+        // than the idle round there); 2047 keys round up to 16 blocks.
+        assert!(plan(8, 32, 2048, 64).split_tail && plan(4, 16, 4096, 128).split_tail);
+        assert!(plan(1, 32, 16384, 64).split_tail && plan(8, 32, 2047, 64).split_tail);
+        assert!(!plan(16, 32, 1024, 64).split_tail && !plan(32, 16, 512, 128).split_tail);
+        // hd128 past 4k keys counts 176-key blocks. Only on persistent blocks: not at hd256,
+        // nor causal.
+        assert!(plan(1, 16, 16384, 128).split_tail && plan(2, 16, 8192, 128).split_tail);
+        assert!(!plan(4, 8, 4096, 256).split_tail);
+        let causal =
+            Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        assert!(!wgmma_for(&causal).split_tail);
+        // Past the kernel's 32-bit piece arithmetic (15.8M keys on 132 SMs): no split.
+        assert!(plan(1, 1, 1 << 16, 64).split_tail && !plan(1, 1, 1 << 24, 64).split_tail);
+    }
+
+    #[test]
+    fn hd128_unmasked_problems_on_128_key_blocks_hold_q_in_registers() {
+        use crate::problem::{Layout, Problem, Shape};
+        let plan = |b, h, s, d, mask| {
+            wgmma_for(&Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask))
+        };
+        // The fa3 grid's hd128 rows up to 4k keys, static tiles or split tail: Q in registers.
+        for s in [512, 1024, 2048, 4096] {
+            let c = plan(16384 / s, 16, s, 128, Causal::None);
+            assert!(c.q_in_regs && c.block_n == 128 && c.consumer_warpgroups == 2, "{s}: {c:?}");
+        }
+        // Not on the 176-key ring past 4k (no registers left), causal tiles, or other head dims.
+        assert!(!plan(1, 16, 16384, 128, Causal::None).q_in_regs);
+        assert!(!plan(8, 16, 2048, 128, Causal::TopLeft).q_in_regs);
+        assert!(!plan(32, 32, 512, 64, Causal::TopLeft).q_in_regs && !plan(32, 32, 512, 64, Causal::None).q_in_regs);
+        assert!(!plan(32, 8, 512, 256, Causal::None).q_in_regs);
+        assert!([64, 128, 256].iter().all(|&d| !default(d).q_in_regs));
+    }
+
+    #[test]
+    fn short_causal_problems_take_128_key_blocks_on_persistent_blocks() {
+        use crate::problem::{Layout, Problem, Shape};
+        let causal =
+            |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        // hd64 up to 1k keys: 128-key blocks, 2 stages, persistent.
+        let c = wgmma_for(&causal(16, 32, 1024, 64));
+        assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 2, true, 2));
+        // hd128 keeps two stages, which leave room for the TMA stores' staging tile.
+        let c = wgmma_for(&causal(32, 16, 512, 128));
+        assert_eq!((c.block_n, c.stages, c.persistent, c.tma_store), (128, 2, true, true));
+        let c = wgmma_for(&causal(16, 16, 1024, 128));
+        assert_eq!((c.stages, c.tma_store), (2, true));
+        // hd128 at 2k: 128-key blocks on persistent blocks with dynamic tiles.
+        let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
+        assert_eq!((c.block_n, c.persistent, c.dynamic_tiles), (128, true, true));
+        // hd256 at 512 keys, both masks, and causal at 1k: 64-key blocks on persistent blocks,
+        // O staged in two passes.
+        let narrow = WgmmaConfig { block_n: 64, persistent: true, o_passes: 2, ..default(256) };
+        for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None), causal(16, 8, 1024, 256)]
+        {
+            assert_eq!(wgmma_for(&p), narrow);
+        }
+        // Causal at 2k: the same, claiming tiles dynamically.
+        assert_eq!(wgmma_for(&causal(8, 8, 2048, 256)), WgmmaConfig { dynamic_tiles: true, ..narrow });
+        // hd256 unmasked from 1k: persistent 80-key blocks staging O in the Q rows, where the
+        // tiles fill the SMs; causal from 4k: the default (one tile per block).
+        let o_in_q = WgmmaConfig { persistent: true, o_in_q: true, ..default(256) };
+        for s in [1024, 2048, 16384] {
+            assert_eq!(wgmma_for(&causal(16384 / s, 8, s, 256).with_causal(Causal::None)), o_in_q, "{s}");
+        }
+        assert_eq!(wgmma_for(&causal(1, 8, 2048, 256).with_causal(Causal::None)), default(256));
+        assert_eq!(wgmma_for(&causal(4, 8, 4096, 256)), default(256));
+        assert_eq!(wgmma_for(&causal(2, 32, 16384, 64)), default(64));
+        assert_eq!(wgmma_for(&causal(2, 8, 4096, 256)), default(256));
+    }
+
+    #[test]
+    fn key_tables_take_the_first_row_at_or_above_the_head_dim() {
+        assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 64), 1024);
+        assert_eq!(keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, 96), 1024);
+        assert_eq!(keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, 128), 4096);
+        assert_eq!(keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, 256), 0);
+    }
+
+    #[test]
+    fn mid_length_causal_problems_claim_their_tiles_dynamically() {
+        use crate::problem::{Layout, Problem, Shape};
+        let causal =
+            |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
+        let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
+        // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks, testing the
+        // ring, halving the last key block where a consumer's rows see none of its second half;
+        // 16k one tile per block.
+        let tested = WgmmaConfig { ring_test: true, rowsum_mma: true, half_last: true, ..dynamic(default(64)) };
+        assert_eq!(wgmma_for(&causal(8, 32, 2048, 64)), tested);
+        assert_eq!(wgmma_for(&causal(4, 32, 4096, 64)), tested);
+        assert_eq!(wgmma_for(&causal(2, 32, 8192, 64)), tested);
+        assert_eq!(wgmma_for(&causal(1, 32, 16384, 64)), default(64));
+        // hd128 takes 128-key blocks (the 176-key ring leaves no room to stage O for TMA stores).
+        assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(default(128)) });
+        // Past 4k keys, where the tiles fill the SMs: the 176-key ring, O staged in two passes;
+        // fewer tiles (1,1,16384: 128) keep one tile per block.
+        let wide = WgmmaConfig { o_passes: 2, ..dynamic(default(128)) };
+        assert_eq!(wgmma_for(&causal(2, 16, 8192, 128)), wide);
+        assert_eq!(wgmma_for(&causal(1, 16, 16384, 128).with_causal(Causal::BottomRight)), wide);
+        assert_eq!(wgmma_for(&causal(1, 1, 16384, 128)), default(128));
+        // Short causal problems keep the static order; unmasked problems never claim.
+        assert!(!wgmma_for(&causal(16, 32, 1024, 64)).dynamic_tiles);
+        assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);
+        // The half last block is hd64's on claimed tiles only (two consumers on static tiles
+        // lost with it; at hd128 ptxas serialises its wgmmas).
+        assert!(!wgmma_for(&causal(16, 32, 1024, 64)).half_last && !wgmma_for(&causal(4, 16, 4096, 128)).half_last);
+        assert!(!wgmma_for(&causal(1, 32, 16384, 64)).half_last);
+    }
+
+    #[test]
+    fn every_planned_wgmma_config_fits_and_stores_by_tma() {
+        use crate::problem::{Layout, Problem, Shape};
+        // The fa3 grid's lengths and a few small grids, every head dim, every mask: whatever the
+        // planner adapts, the config validates (its rings leave room for a staging tile where
+        // persistent blocks need one of their own) and keeps the TMA stores; rings that leave
+        // no room for a whole staging tile (hd128's 176 keys, hd256's 64 on persistent blocks)
+        // stage O in two column passes.
+        for d in [64, 128, 256] {
+            for s in [128, 512, 1024, 2048, 4096, 8192, 16384] {
+                for b in [1, 16384 / s] {
+                    for mask in [Causal::None, Causal::TopLeft, Causal::BottomRight] {
+                        let p =
+                            Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask);
+                        let c = wgmma_for(&p);
+                        let spec = KernelSpec { config: KernelConfig::Wgmma(c), dtype: Dtype::Bf16, head_dim: d };
+                        let halved = c.persistent && !c.o_in_q && (c.block_n == 176 || d == 256);
+                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store, "{p:?}: {c:?}");
+                        assert_eq!(c.o_passes, if halved { 2 } else { 1 }, "{p:?}: {c:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_near_empty_gpu_gets_one_consumer_warpgroup_at_hd64() {
+        use crate::problem::{Layout, Problem, Shape};
+        // B=2, H=8, S=512: 64 tiles of 128 rows on 132 SMs.
+        let p = Problem::dense(Shape::new(2, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        let c = wgmma_for(&p);
+        assert_eq!((c.consumer_warpgroups, c.pingpong, c.block_n), (1, false, 128));
+        assert_eq!(wgmma_for(&p.clone().with_causal(Causal::TopLeft)).consumer_warpgroups, 1);
+        // B=4, H=8: 128 tiles, at least half the SMs: two consumers; hd128: not measured.
+        assert_eq!(
+            wgmma_for(&Problem::dense(Shape::new(4, 8, 512, 64), Dtype::F16, Layout::Bhsd)).consumer_warpgroups,
+            2
+        );
+        assert_eq!(
+            wgmma_for(&Problem::dense(Shape::new(1, 8, 512, 128), Dtype::F16, Layout::Bhsd)).consumer_warpgroups,
+            2
+        );
+    }
+
+    #[test]
+    fn every_problem_default_passes_validate() {
+        use crate::problem::{Layout, Problem, Shape};
+        for d in [64, 128, 256] {
+            for s in [128, 512, 1024, 2048, 4096, 16384] {
+                for causal in [Causal::None, Causal::TopLeft] {
+                    for (b, h) in [(1, 8), (4, 16), (32, 32)] {
+                        let p = Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(causal);
+                        let spec =
+                            KernelSpec { config: KernelConfig::Wgmma(wgmma_for(&p)), dtype: Dtype::Bf16, head_dim: d };
+                        spec.validate(Arch::Sm90a)
+                            .unwrap_or_else(|e| panic!("{} for {b},{h},{s},{d}: {e}", spec.name()));
+                    }
+                }
+            }
+        }
+    }
+}
