@@ -52,63 +52,6 @@ pub fn random(imp: Impl, rng: &mut impl Rng) -> KernelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use evoattn::config::{Loads, MmaConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig};
-
-    /// The lists the tuner used before the lever tables (session 25), kept to show the table
-    /// gives the same levers, values and order.
-    /// The levers of `imp` and the values each may take, as `with_overrides` text.
-    fn hand_written_levers(imp: Impl) -> Vec<(&'static str, Vec<String>)> {
-        let nums = |values: &[u32]| values.iter().map(u32::to_string).collect::<Vec<_>>();
-        match imp {
-            // One block shape only: the reference kernel is the oracle, not a tuning target.
-            Impl::Reference => vec![("threads", vec![evoattn::defaults::REFERENCE.threads.to_string()])],
-            Impl::Mma => vec![
-                ("block_m", nums(&MmaConfig::BLOCK_M)),
-                ("block_n", nums(&MmaConfig::BLOCK_N)),
-                ("stages", nums(&MmaConfig::STAGES)),
-                ("q_in_regs", nums(&[0, 1])),
-            ],
-            Impl::Wgmma => vec![
-                ("block_n", nums(&WgmmaConfig::BLOCK_N)),
-                ("stages", nums(&WgmmaConfig::STAGES)),
-                ("consumer_warpgroups", nums(&WgmmaConfig::CONSUMER_WARPGROUPS)),
-                ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
-                ("warp_specialized", nums(&[0, 1])),
-                ("overlap", nums(&[0, 1])),
-                ("pingpong", nums(&[0, 1])),
-                ("persistent", nums(&[0, 1])),
-                ("dynamic_tiles", nums(&[0, 1])),
-                ("tma_store", nums(&[0, 1])),
-                ("exp2_poly", nums(&WgmmaConfig::EXP2_POLY)),
-                ("lazy_rescale", nums(&[0, 1])),
-                ("split_tail", nums(&[0, 1])),
-                ("ring_test", nums(&[0, 1])),
-                ("o_passes", nums(&WgmmaConfig::O_PASSES)),
-                ("o_in_q", nums(&[0, 1])),
-                ("rowsum_mma", nums(&[0, 1])),
-                ("half_last", nums(&[0, 1])),
-                ("multicast", nums(&[0, 1])),
-                ("q_in_regs", nums(&[0, 1])),
-            ],
-            Impl::Splitkv => vec![
-                ("block_m", nums(&SplitkvConfig::BLOCK_M)),
-                ("block_n", nums(&SplitkvConfig::BLOCK_N)),
-                ("stages", nums(&SplitkvConfig::STAGES)),
-                ("q_in_regs", nums(&[0, 1])),
-                ("key_warps", nums(&SplitkvConfig::KEY_WARPS)),
-                ("splits", nums(&SplitkvConfig::SPLITS)),
-                ("combine", SplitkvCombine::ALL.iter().map(|c| c.name().to_string()).collect()),
-                ("loads", Loads::ALL.iter().map(|l| l.name().to_string()).collect()),
-            ],
-        }
-    }
-
-    #[test]
-    fn the_lever_tables_give_the_tuner_the_same_space_as_before() {
-        for imp in Impl::ALL {
-            assert_eq!(levers(imp), hand_written_levers(imp), "{imp}");
-        }
-    }
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
 
