@@ -91,7 +91,7 @@ pub struct WgmmaConfig {
     /// Blocks run in clusters of two that take adjacent query tiles of one head, and each
     /// block's producer loads half of every K and V block and multicasts it to both, which
     /// halves the K/V bytes L2 reads (at 128-row tiles about 6 TB/s on long rows); each SM still
-    /// takes in every byte (measured slower: see `defaults::wgmma`). Needs `warp_specialized`
+    /// takes in every byte (measured slower: docs/decisions/wgmma.md#default). Needs `warp_specialized`
     /// and static tiles (not `dynamic_tiles` or `split_tail`); unmasked
     /// problems whose heads have an even number of query tiles (both blocks of a cluster visit
     /// the same key blocks).
