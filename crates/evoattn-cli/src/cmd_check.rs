@@ -1,18 +1,16 @@
 //! `evoattn check`: correctness of a kernel on fresh random inputs, against float64 on the CPU
 //! for small problems and the `reference` kernel (itself checked against float64) for large.
 
-use crate::backend::{open, Backend, Kernel};
-use crate::expected::{macs, ExpectedCache, CPU_REFERENCE_LIMIT};
+use crate::backend::{open, Kernel};
+use crate::correctness::{
+    check_case, row, CaseResult, CheckOptions, ExpectedCache, CPU_REFERENCE_LIMIT, DEFAULT_SEEDS, ORACLE_CPU,
+};
 use crate::kernel_args::KernelArgs;
 use crate::presets::ProblemArgs;
 use anyhow::{bail, Context};
-use evoattn::plan::ImplChoice;
-use evoattn::reference::{compare, dense_o, tolerance, Comparison};
-use evoattn::{Dtype, Impl, Layout, Problem};
+use evoattn::reference::tolerance;
+use evoattn::Dtype;
 use std::process::ExitCode;
-
-const ORACLE_CPU: &str = "f64-cpu";
-const ORACLE_GPU: &str = "reference-gpu";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,119 +35,6 @@ pub struct Args {
     /// Print only failing rows and the summary.
     #[arg(long)]
     quiet: bool,
-}
-
-/// What one case's check does: seeds, and where the CPU reference stops.
-#[derive(Clone, Copy, Debug)]
-pub struct CheckOptions {
-    pub seeds: u64,
-    pub seed: u64,
-    pub cpu_limit: u64,
-}
-
-impl CheckOptions {
-    /// The tuner's correctness gate: `check`'s defaults (one normal and one wide input set).
-    pub const TUNE: CheckOptions = CheckOptions { seeds: DEFAULT_SEEDS, seed: 0, cpu_limit: CPU_REFERENCE_LIMIT };
-}
-
-/// Random input sets per case by default: one standard normal, one wide.
-const DEFAULT_SEEDS: u64 = 2;
-
-/// One row of the table: a problem and the worst result over its seeds.
-pub struct CaseResult {
-    problem: Problem,
-    layout: Layout,
-    kernel: String,
-    oracle: &'static str,
-    worst: Option<Comparison>,
-    lse_err: f64,
-    error: Option<String>,
-    pub passed: bool,
-}
-
-/// Checks `kernel` on `problem` over the option's seeds; never fails, the result says why.
-/// `cache` keeps the inputs and the oracle's answers for later calls on the same problem.
-pub fn check_case(
-    backend: &mut dyn Backend,
-    options: &CheckOptions,
-    kernel: Kernel,
-    problem: &Problem,
-    layout: Layout,
-    cache: &mut ExpectedCache,
-) -> CaseResult {
-    let is_reference = matches!(kernel, Kernel::Planned(ImplChoice::Fixed(Impl::Reference), _));
-    let on_cpu = macs(problem) <= options.cpu_limit || is_reference;
-    let mut result = CaseResult {
-        problem: problem.clone(),
-        layout,
-        kernel: String::new(),
-        oracle: if on_cpu { ORACLE_CPU } else { ORACLE_GPU },
-        worst: None,
-        lse_err: 0.0,
-        error: None,
-        passed: true,
-    };
-    let tol = tolerance(problem.dtype);
-    for seed in options.seed..options.seed + options.seeds {
-        let want = match cache.get_or_compute(backend, problem, seed, on_cpu) {
-            Ok(w) => w,
-            Err(e) => {
-                result.error = Some(e);
-                result.passed = false;
-                return result;
-            }
-        };
-        let got = match backend.forward(problem, kernel, &want.inputs.q, &want.inputs.k, &want.inputs.v) {
-            Ok(f) => f,
-            Err(e) => {
-                result.error = Some(format!("{e}"));
-                result.passed = false;
-                return result;
-            }
-        };
-        result.kernel = got.kernel.clone();
-        let got_lse: Vec<f64> = got.lse.unwrap_or_default().into_iter().map(f64::from).collect();
-        let cmp = compare(&dense_o(problem, &got.o), &want.o).with_lse(&got_lse, &want.lse);
-        result.passed &= cmp.passes(&tol);
-        result.lse_err = result.lse_err.max(cmp.lse_max_abs.unwrap_or(0.0));
-        let worse = result.worst.as_ref().is_none_or(|w| cmp.max_abs > w.max_abs || cmp.nonfinite > w.nonfinite);
-        if worse {
-            result.worst = Some(cmp);
-        }
-    }
-    result
-}
-
-/// The case's table row (also the tuner's error text for a failed correctness gate).
-pub fn row(r: &CaseResult) -> String {
-    let p = &r.problem;
-    let verdict = if r.passed { "PASS" } else { "FAIL" };
-    match (&r.error, &r.worst) {
-        (Some(e), _) => format!(
-            "{:<22} {:<5} {:<12} {:<5} {:<44} {}: {e}",
-            p.shape.to_string(),
-            p.dtype.name(),
-            p.causal.name(),
-            r.layout.name(),
-            r.kernel,
-            verdict
-        ),
-        (None, Some(c)) => format!(
-            "{:<22} {:<5} {:<12} {:<5} {:<44} {:<13} {:>9.2e} {:>9.2e} {:>9.2e} {:>5} {}",
-            p.shape.to_string(),
-            p.dtype.name(),
-            p.causal.name(),
-            r.layout.name(),
-            r.kernel,
-            r.oracle,
-            c.max_abs,
-            c.rel_l2,
-            r.lse_err,
-            c.nonfinite,
-            verdict
-        ),
-        (None, None) => format!("{:<22} no seeds run", p.shape.to_string()),
-    }
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {

@@ -3,7 +3,7 @@
 //! drift hits both sides; record raw samples. `bench` prints the record, `gate` judges it.
 
 use crate::backend::{open, Backend, BackendInfo, Kernel, TimingOptions};
-use crate::expected::expected_o;
+use crate::correctness::expected_o;
 use crate::inputs::{random_inputs, Distribution, Inputs};
 use crate::kernel_args::KernelArgs;
 use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};

@@ -7,8 +7,7 @@
 use super::evolve::Gate;
 use super::protocol::{Reply, Request};
 use crate::backend::{open_on, Backend, Kernel, TimingOptions, Variant};
-use crate::cmd_check::{check_case, row, CheckOptions};
-use crate::expected::ExpectedCache;
+use crate::correctness::{check_case, row, CheckOptions, ExpectedCache};
 use crate::inputs::{random_inputs, Distribution, Inputs};
 use anyhow::Context;
 use evoattn::plan::ImplChoice;
