@@ -13,12 +13,18 @@ use std::collections::HashMap;
 /// the `reference` kernel is. 2^27 keeps one CPU reference under about a second.
 pub const CPU_REFERENCE_LIMIT: u64 = 1 << 27;
 
-/// O (dense, float64) and LSE of `problem` on `inputs` by the `reference` kernel.
-pub fn reference_kernel(
+/// The oracle's O (dense, float64) and LSE of `problem` on `inputs`: float64 on the CPU, or the
+/// `reference` kernel.
+fn answer(
     backend: &mut dyn Backend,
     problem: &Problem,
     inputs: &Inputs,
+    on_cpu: bool,
 ) -> evoattn::Result<(Vec<f64>, Vec<f64>)> {
+    if on_cpu {
+        let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
+        return Ok((r.o, r.lse));
+    }
     let kernel = Kernel::Planned(ImplChoice::Fixed(Impl::Reference), None);
     let r = backend.forward(problem, kernel, &inputs.q, &inputs.k, &inputs.v)?;
     Ok((dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect()))
@@ -27,11 +33,7 @@ pub fn reference_kernel(
 /// The oracle's O (dense, float64) of `problem` on `inputs`: float64 on the CPU up to
 /// [`CPU_REFERENCE_LIMIT`] multiply-adds, else the `reference` kernel.
 pub fn expected_o(backend: &mut dyn Backend, problem: &Problem, inputs: &Inputs) -> evoattn::Result<Vec<f64>> {
-    if macs(problem) <= CPU_REFERENCE_LIMIT {
-        Ok(attention_f64(problem, &inputs.q, &inputs.k, &inputs.v).o)
-    } else {
-        Ok(reference_kernel(backend, problem, inputs)?.0)
-    }
+    Ok(answer(backend, problem, inputs, macs(problem) <= CPU_REFERENCE_LIMIT)?.0)
 }
 
 pub fn macs(p: &Problem) -> u64 {
@@ -66,12 +68,7 @@ impl ExpectedCache {
         if !self.answers.contains_key(&key) {
             let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
             let inputs = random_inputs(problem, dist, seed);
-            let (o, lse) = if on_cpu {
-                let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
-                (r.o, r.lse)
-            } else {
-                reference_kernel(backend, problem, &inputs).map_err(|e| format!("reference kernel: {e}"))?
-            };
+            let (o, lse) = answer(backend, problem, &inputs, on_cpu).map_err(|e| format!("reference kernel: {e}"))?;
             self.answers.insert(key.clone(), Expected { inputs, o, lse });
         }
         Ok(&self.answers[&key])
