@@ -94,6 +94,9 @@ pub trait Family: Copy + Sized + 'static {
     /// Every lever, in the order names and `--config` text list them.
     const LEVERS: &'static [Lever<Self>];
 
+    /// This config as the family-agnostic [`KernelConfig`](super::KernelConfig).
+    fn into_config(self) -> super::KernelConfig;
+
     /// Threads per block.
     fn threads(&self) -> u32;
     /// Launch grid for `shape` (see [`KernelSpec::grid`](super::KernelSpec::grid)).

@@ -31,6 +31,30 @@ macro_rules! each_family {
     };
 }
 
+/// `$body` with `$C` the config type of family `$imp`: the one place an `Impl` names its type.
+macro_rules! family_type {
+    ($imp:expr, $C:ident => $body:expr) => {
+        match $imp {
+            Impl::Reference => {
+                type $C = ReferenceConfig;
+                $body
+            }
+            Impl::Mma => {
+                type $C = MmaConfig;
+                $body
+            }
+            Impl::Wgmma => {
+                type $C = WgmmaConfig;
+                $body
+            }
+            Impl::Splitkv => {
+                type $C = SplitkvConfig;
+                $body
+            }
+        }
+    };
+}
+
 /// Which kernel family (`--impl`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Impl {
@@ -85,29 +109,17 @@ impl Impl {
 
     /// Each lever's name (as `--config` takes it) and what it does, in the family's table order.
     pub fn lever_docs(self) -> Vec<(&'static str, &'static str)> {
-        fn docs<C: Family>() -> Vec<(&'static str, &'static str)> {
-            C::LEVERS.iter().map(|l| (l.name, l.about)).collect()
-        }
-        match self {
-            Impl::Reference => docs::<ReferenceConfig>(),
-            Impl::Mma => docs::<MmaConfig>(),
-            Impl::Wgmma => docs::<WgmmaConfig>(),
-            Impl::Splitkv => docs::<SplitkvConfig>(),
-        }
+        family_type!(self, C => C::LEVERS.iter().map(|l| (l.name, l.about)).collect())
     }
 
     /// Each tuning lever's name and the values the tuner may give it (as `--config` writes
     /// them), in the family's table order.
     pub fn tuning_levers(self) -> Vec<(&'static str, Vec<String>)> {
-        fn levers<C: Family>() -> Vec<(&'static str, Vec<String>)> {
-            C::LEVERS.iter().map(|l| (l.name, l.tuning_values())).filter(|(_, v)| !v.is_empty()).collect()
-        }
-        match self {
-            Impl::Reference => levers::<ReferenceConfig>(),
-            Impl::Mma => levers::<MmaConfig>(),
-            Impl::Wgmma => levers::<WgmmaConfig>(),
-            Impl::Splitkv => levers::<SplitkvConfig>(),
-        }
+        family_type!(self, C => C::LEVERS
+            .iter()
+            .map(|l| (l.name, l.tuning_values()))
+            .filter(|(_, v)| !v.is_empty())
+            .collect())
     }
 
     /// Architectures the kernel compiles for.
@@ -198,12 +210,7 @@ impl KernelConfig {
 
     /// Applies `key=value[,key=value]` overrides, e.g. `block_m=64,stages=3`.
     pub fn with_overrides(self, text: &str) -> Result<Self, String> {
-        Ok(match self {
-            KernelConfig::Reference(c) => KernelConfig::Reference(lever::with_overrides(c, text)?),
-            KernelConfig::Mma(c) => KernelConfig::Mma(lever::with_overrides(c, text)?),
-            KernelConfig::Wgmma(c) => KernelConfig::Wgmma(lever::with_overrides(c, text)?),
-            KernelConfig::Splitkv(c) => KernelConfig::Splitkv(lever::with_overrides(c, text)?),
-        })
+        Ok(each_family!(self, c => lever::with_overrides(c, text)?.into_config()))
     }
 }
 
@@ -315,12 +322,8 @@ impl KernelSpec {
     /// Every lever combination of `imp` (valid or not) for one dtype and head dim: the
     /// search space the tuner and the compile test walk, produced lazily (wgmma's has millions).
     pub fn space(imp: Impl, dtype: Dtype, head_dim: usize) -> impl Iterator<Item = KernelSpec> {
-        let configs: Box<dyn Iterator<Item = KernelConfig>> = match imp {
-            Impl::Reference => Box::new(ReferenceConfig::space(head_dim).map(KernelConfig::Reference)),
-            Impl::Mma => Box::new(MmaConfig::space(head_dim).map(KernelConfig::Mma)),
-            Impl::Wgmma => Box::new(WgmmaConfig::space(head_dim).map(KernelConfig::Wgmma)),
-            Impl::Splitkv => Box::new(SplitkvConfig::space(head_dim).map(KernelConfig::Splitkv)),
-        };
+        let configs: Box<dyn Iterator<Item = KernelConfig>> =
+            family_type!(imp, C => Box::new(C::space(head_dim).map(Family::into_config)));
         configs.map(move |config| KernelSpec { config, dtype, head_dim })
     }
 }

@@ -67,6 +67,10 @@ pub fn default(arch: Arch, head_dim: usize) -> MmaConfig {
 
 impl Family for MmaConfig {
     const IMPL: Impl = Impl::Mma;
+
+    fn into_config(self) -> crate::config::KernelConfig {
+        crate::config::KernelConfig::Mma(self)
+    }
     const LEVERS: &'static [Lever<Self>] = &[
         num!("block_m", "bm", block_m, &MmaConfig::BLOCK_M, "query rows per block (16 per warp)"),
         num!("block_n", "bn", block_n, &MmaConfig::BLOCK_N, "keys per main-loop iteration"),

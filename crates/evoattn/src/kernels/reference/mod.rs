@@ -19,6 +19,10 @@ pub const DEFAULT: ReferenceConfig = ReferenceConfig { threads: 128 };
 
 impl Family for ReferenceConfig {
     const IMPL: Impl = Impl::Reference;
+
+    fn into_config(self) -> crate::config::KernelConfig {
+        crate::config::KernelConfig::Reference(self)
+    }
     const LEVERS: &'static [Lever<Self>] =
         &[num!("threads", "t", threads, &[DEFAULT.threads], "threads per block (one query row a block)")];
 

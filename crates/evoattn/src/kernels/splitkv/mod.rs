@@ -80,6 +80,10 @@ impl SplitkvConfig {
 
 impl Family for SplitkvConfig {
     const IMPL: Impl = Impl::Splitkv;
+
+    fn into_config(self) -> crate::config::KernelConfig {
+        crate::config::KernelConfig::Splitkv(self)
+    }
     const LEVERS: &'static [Lever<Self>] = &[
         num!("block_m", "bm", block_m, &SplitkvConfig::BLOCK_M, "packed (query, head) rows per block (16 per warp)"),
         num!("block_n", "bn", block_n, &SplitkvConfig::BLOCK_N, "keys per main-loop iteration"),

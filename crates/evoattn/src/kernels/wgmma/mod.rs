@@ -203,6 +203,10 @@ impl WgmmaConfig {
 
 impl Family for WgmmaConfig {
     const IMPL: Impl = Impl::Wgmma;
+
+    fn into_config(self) -> crate::config::KernelConfig {
+        crate::config::KernelConfig::Wgmma(self)
+    }
     const LEVERS: &'static [Lever<Self>] = &[
         num!("block_n", "bn", block_n, &WgmmaConfig::BLOCK_N, "keys per main-loop iteration (the N of Q·Kᵀ)"),
         num!("stages", "s", stages, &WgmmaConfig::STAGES, "K/V tiles in the shared-memory ring"),
