@@ -2,9 +2,8 @@
 //! that the CLI's behaviour (tables, exit codes, files) is testable on machines with no GPU.
 //! `EVOATTN_BACKEND=mock` selects the mock; it is for tests, and says so in `info`.
 
-use evoattn::plan::ImplChoice;
 use evoattn::runtime::compile::CompiledKernel;
-use evoattn::{KernelConfig, Problem};
+use evoattn::{Plan, Problem};
 
 /// A whole kernel source proposed to the tuner, compiled by the parent process.
 #[derive(Clone, Debug)]
@@ -17,8 +16,10 @@ pub struct Variant {
 /// Which kernel a forward pass runs.
 #[derive(Clone, Copy, Debug)]
 pub enum Kernel<'a> {
-    /// The planner's resolution of a choice and optional lever overrides.
-    Planned(ImplChoice, Option<KernelConfig>),
+    /// A kernel the caller planned for the problem (once, with the tuner's store if any).
+    Planned(&'a Plan),
+    /// The oracle: the `reference` kernel, planned by the backend for the problem.
+    Reference,
     /// A proposed source variant.
     Variant(&'a Variant),
 }
@@ -108,50 +109,37 @@ pub trait Backend {
     ) -> evoattn::Result<Timing> {
         let _ = (problem, q, k, v, options);
         let what = match kernel {
-            Kernel::Planned(..) => "time kernels",
+            Kernel::Planned(_) | Kernel::Reference => "time kernels",
             Kernel::Variant(_) => "run source variants",
         };
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot {what}", self.info().gpu)))
     }
 
     /// Host (CPU) time in microseconds of each call of the library's launch path
-    /// (`Attention::forward_on`) on an already prepared problem, in `rounds` (inputs uploaded
-    /// and the problem prepared once): what a caller's thread pays per call, GPU time excluded.
-    /// One vector of samples per round. Backends without a launch path say so.
+    /// (`Attention::forward_on`) of `plan`, in `rounds` (inputs uploaded and the launch
+    /// prepared once): what a caller's thread pays per call, GPU time excluded. One vector of
+    /// samples per round. Backends without a launch path say so.
     fn host_cost(
         &mut self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        plan: &Plan,
         inputs: [&[u16]; 3],
         rounds: HostCostRounds,
     ) -> evoattn::Result<Vec<Vec<f64>>> {
-        let _ = (problem, choice, config, inputs, rounds);
+        let _ = (plan, inputs, rounds);
         Err(evoattn::Error::NoGpu(format!("the {} backend has no launch path to time", self.info().gpu)))
     }
 
-    /// Launches the `trace=1` kernel `config` `warmup` times, then once more with its
-    /// timeline cleared, and returns that launch's timeline. Backends that cannot say so.
-    fn trace(
-        &mut self,
-        problem: &Problem,
-        config: KernelConfig,
-        inputs: [&[u16]; 3],
-        warmup: usize,
-    ) -> evoattn::Result<TraceRun> {
-        let _ = (problem, config, inputs, warmup);
+    /// Launches `plan` (a `trace=1` kernel) `warmup` times, then once more with its timeline
+    /// cleared, and returns that launch's timeline. Backends that cannot say so.
+    fn trace(&mut self, plan: &Plan, inputs: [&[u16]; 3], warmup: usize) -> evoattn::Result<TraceRun> {
+        let _ = (plan, inputs, warmup);
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot trace kernels", self.info().gpu)))
     }
 
     /// The planned kernel packed for a launch by another process (the oracle's cross-check of
     /// our timer). Backends without compiled kernels say so.
-    fn launch_image(
-        &mut self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
-    ) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
-        let _ = (problem, choice, config);
+    fn launch_image(&mut self, plan: &Plan) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
+        let _ = plan;
         Err(evoattn::Error::NoGpu(format!("the {} backend has no compiled kernels", self.info().gpu)))
     }
 }

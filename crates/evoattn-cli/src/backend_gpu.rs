@@ -4,10 +4,9 @@ use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timi
 use crate::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
-use evoattn::plan::ImplChoice;
 use evoattn::runtime::launch::PreparedLaunch;
 use evoattn::runtime::nvrtc::Nvrtc;
-use evoattn::{Attention, DeviceTensors, KernelConfig, Problem, TensorName};
+use evoattn::{Attention, DeviceTensors, Impl, Plan, Problem, Request, TensorName};
 use std::sync::Arc;
 
 /// GPU time the graph-mode hold lasts per sample: well above the host's few microseconds to
@@ -224,9 +223,14 @@ impl Backend for GpuBackend {
         v: &[u16],
     ) -> evoattn::Result<Forward> {
         match kernel {
-            Kernel::Planned(choice, config) => self.forward_with(problem, q, k, v, |attention, tensors| {
-                Ok(attention.forward(problem, choice, config, tensors)?.name())
+            Kernel::Planned(plan) => self.forward_with(problem, q, k, v, |attention, tensors| {
+                attention.forward(plan, tensors)?;
+                Ok(plan.spec.name())
             }),
+            Kernel::Reference => {
+                let plan = self.attention.plan(problem, Request::Family(Impl::Reference))?;
+                self.forward(problem, Kernel::Planned(&plan), q, k, v)
+            }
             Kernel::Variant(variant) => {
                 let loaded = load_variant(&self.attention, problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
@@ -249,9 +253,13 @@ impl Backend for GpuBackend {
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
         match kernel {
-            Kernel::Planned(choice, config) => self.time_with(problem, q, k, v, options, |attention, tensors| {
-                attention.forward(problem, choice, config, tensors).map(|_| ())
-            }),
+            Kernel::Planned(plan) => {
+                self.time_with(problem, q, k, v, options, |attention, tensors| attention.forward(plan, tensors))
+            }
+            Kernel::Reference => {
+                let plan = self.attention.plan(problem, Request::Family(Impl::Reference))?;
+                self.time(problem, Kernel::Planned(&plan), q, k, v, options)
+            }
             Kernel::Variant(variant) => {
                 let loaded = load_variant(&self.attention, problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
@@ -265,18 +273,17 @@ impl Backend for GpuBackend {
 
     fn host_cost(
         &mut self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        plan: &Plan,
         inputs: [&[u16]; 3],
         rounds: HostCostRounds,
     ) -> evoattn::Result<Vec<Vec<f64>>> {
+        let problem = &plan.problem;
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
         let [q, k, v] = inputs;
         let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
         // The first call plans, compiles or loads, and prepares: not what is measured.
-        self.attention.forward_on(&stream, problem, choice, config, case.tensors())?;
+        self.attention.forward_on(&stream, plan, case.tensors())?;
         let mut all = Vec::with_capacity(rounds.rounds);
         for round in 0..rounds.rounds {
             if round > 0 {
@@ -288,7 +295,7 @@ impl Backend for GpuBackend {
                 for _ in 0..HOST_COST_BATCH.min(rounds.calls - samples_us.len()) {
                     let tensors = case.tensors();
                     let start = std::time::Instant::now();
-                    self.attention.forward_on(&stream, problem, choice, config, tensors)?;
+                    self.attention.forward_on(&stream, plan, tensors)?;
                     samples_us.push(start.elapsed().as_secs_f64() * 1e6);
                 }
             }
@@ -298,36 +305,23 @@ impl Backend for GpuBackend {
         Ok(all)
     }
 
-    fn trace(
-        &mut self,
-        problem: &Problem,
-        config: KernelConfig,
-        inputs: [&[u16]; 3],
-        warmup: usize,
-    ) -> evoattn::Result<TraceRun> {
+    fn trace(&mut self, plan: &Plan, inputs: [&[u16]; 3], warmup: usize) -> evoattn::Result<TraceRun> {
+        let problem = &plan.problem;
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
         let [q, k, v] = inputs;
         let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
-        let choice = ImplChoice::Fixed(config.imp());
-        let plan = self.attention.plan(problem, choice, Some(config));
-        self.attention.prepare(&plan)?;
+        self.attention.prepare(plan)?;
         for _ in 0..warmup {
-            self.attention.forward(problem, choice, Some(config), case.tensors())?;
+            self.attention.forward(plan, case.tensors())?;
         }
-        let spec = plan.spec;
-        self.attention.clear_trace(&spec)?;
-        self.attention.forward(problem, choice, Some(config), case.tensors())?;
-        let warps = self.attention.read_trace(&spec)?;
-        Ok(TraceRun { kernel: spec.name(), warps })
+        self.attention.clear_trace(&plan.spec)?;
+        self.attention.forward(plan, case.tensors())?;
+        let warps = self.attention.read_trace(&plan.spec)?;
+        Ok(TraceRun { kernel: plan.spec.name(), warps })
     }
 
-    fn launch_image(
-        &mut self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
-    ) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
-        self.attention.launch_image(problem, choice, config)
+    fn launch_image(&mut self, plan: &Plan) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
+        self.attention.launch_image(plan)
     }
 }

@@ -6,10 +6,10 @@
 use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant};
 use crate::inputs::nan_bits;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
-use evoattn::plan::{plan, ImplChoice};
+use evoattn::plan::plan;
 use evoattn::reference::{attention_f64, logical_offsets};
 use evoattn::trace::{word, Tag};
-use evoattn::{Arch, Error, KernelConfig, KernelSpec, Problem, ProblemError, TensorName};
+use evoattn::{Arch, Error, Impl, KernelConfig, KernelSpec, Plan, Problem, ProblemError, Request, TensorName};
 
 /// Environment variable that makes the mock misbehave (tests only): `unwritten`, `wrong` or
 /// `warming`.
@@ -227,9 +227,8 @@ impl Backend for MockBackend {
         _v: &[u16],
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
-        let (choice, config) = planned(kernel);
+        let spec = planned(problem, kernel);
         problem.validate()?;
-        let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
         let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6)) * relative_cost(spec.config, spec.head_dim);
         self.timing_calls += 1;
         let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
@@ -242,34 +241,26 @@ impl Backend for MockBackend {
     /// (preparing) call makes. No pause between rounds: nothing disturbs the mock.
     fn host_cost(
         &mut self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        plan: &Plan,
         inputs: [&[u16]; 3],
         rounds: HostCostRounds,
     ) -> evoattn::Result<Vec<Vec<f64>>> {
-        checked_spec(problem, Kernel::Planned(choice, config), inputs)?;
+        checked_spec(&plan.problem, Kernel::Planned(plan), inputs)?;
         Ok((0..rounds.rounds)
             .map(|r| (0..rounds.calls).map(|i| MOCK_HOST_COST_US * (1.0 + jitter(r * rounds.calls + i))).collect())
             .collect())
     }
 
-    fn trace(
-        &mut self,
-        problem: &Problem,
-        config: KernelConfig,
-        inputs: [&[u16]; 3],
-        _warmup: usize,
-    ) -> evoattn::Result<TraceRun> {
-        self.mock_trace(problem, config, inputs)
+    fn trace(&mut self, plan: &Plan, inputs: [&[u16]; 3], _warmup: usize) -> evoattn::Result<TraceRun> {
+        self.mock_trace(plan, inputs)
     }
 }
 
 impl MockBackend {
     /// A synthetic timeline in the kernel's format, decoded as the GPU path decodes it, after
     /// the checks a launch makes; it exercises the plumbing and says nothing about any kernel.
-    fn mock_trace(&self, problem: &Problem, config: KernelConfig, inputs: [&[u16]; 3]) -> evoattn::Result<TraceRun> {
-        let spec = checked_spec(problem, Kernel::Planned(ImplChoice::Fixed(config.imp()), Some(config)), inputs)?;
+    fn mock_trace(&self, plan: &Plan, inputs: [&[u16]; 3]) -> evoattn::Result<TraceRun> {
+        let spec = checked_spec(&plan.problem, Kernel::Planned(plan), inputs)?;
         evoattn::trace::instrumented(&spec)?;
         let warps = evoattn::trace::decode_kernel(&spec, &mock_trace_words(&spec))?;
         Ok(TraceRun { kernel: spec.name(), warps })
@@ -279,9 +270,8 @@ impl MockBackend {
 /// The kernel the GPU path would launch for `problem`, after the checks it makes before a
 /// launch (problem, kernel spec, buffer sizes).
 fn checked_spec(problem: &Problem, kernel: Kernel, inputs: [&[u16]; 3]) -> evoattn::Result<KernelSpec> {
-    let (choice, config) = planned(kernel);
+    let spec = planned(problem, kernel);
     problem.validate()?;
-    let spec = plan(problem, MOCK_ARCH, MOCK_SM_COUNT, choice, config).spec;
     spec.validate(MOCK_ARCH).map_err(|reason| Error::Unsupported { imp: spec.imp().to_string(), reason })?;
     for (tensor, buf) in [TensorName::Q, TensorName::K, TensorName::V].into_iter().zip(inputs) {
         let need = problem.extent(tensor);
@@ -292,16 +282,16 @@ fn checked_spec(problem: &Problem, kernel: Kernel, inputs: [&[u16]; 3]) -> evoat
     Ok(spec)
 }
 
-/// The choice and config the mock computes `kernel` as. The mock cannot execute CUDA: a variant
-/// computes as its config would, once its planted fault ([`PLANTED_HANG`], [`PLANTED_CRASH`]),
-/// if any, is acted out.
-fn planned(kernel: Kernel) -> (ImplChoice, Option<KernelConfig>) {
+/// The kernel the mock computes `kernel` as. The mock cannot execute CUDA: a variant computes
+/// as its config would, once its planted fault ([`PLANTED_HANG`], [`PLANTED_CRASH`]), if any,
+/// is acted out.
+fn planned(problem: &Problem, kernel: Kernel) -> KernelSpec {
     match kernel {
-        Kernel::Planned(choice, config) => (choice, config),
+        Kernel::Planned(plan) => plan.spec,
+        Kernel::Reference => plan(problem, MOCK_ARCH, MOCK_SM_COUNT, Request::Family(Impl::Reference)).spec,
         Kernel::Variant(variant) => {
             planted_faults(variant);
-            let spec = variant.compiled.spec;
-            (ImplChoice::Fixed(spec.imp()), Some(spec.config))
+            variant.compiled.spec
         }
     }
 }
@@ -324,17 +314,22 @@ mod tests {
     use super::*;
     use crate::inputs::{random_inputs, Distribution};
     use evoattn::reference::dense_o;
-    use evoattn::{Causal, Dtype, Impl, Layout, Shape};
+    use evoattn::{Causal, Dtype, Layout, Shape};
+
+    fn mock_plan(problem: &Problem, request: Request) -> Plan {
+        plan(problem, MOCK_ARCH, MOCK_SM_COUNT, request)
+    }
 
     fn gqa_problem(layout: Layout) -> Problem {
         let shape = Shape { b: 2, h: 4, hkv: 2, sq: 5, sk: 3, d: 64 };
         Problem::dense(shape, Dtype::F16, layout).with_causal(Causal::BottomRight).with_lse(true)
     }
 
-    fn run(fault: Option<Fault>, problem: &Problem, choice: ImplChoice) -> evoattn::Result<(Forward, Vec<f64>)> {
+    fn run(fault: Option<Fault>, problem: &Problem, request: Request) -> evoattn::Result<(Forward, Vec<f64>)> {
         let inputs = random_inputs(problem, Distribution::Wide, 11);
+        let plan = mock_plan(problem, request);
         let forward =
-            MockBackend::new(fault).forward(problem, Kernel::Planned(choice, None), &inputs.q, &inputs.k, &inputs.v)?;
+            MockBackend::new(fault).forward(problem, Kernel::Planned(&plan), &inputs.q, &inputs.k, &inputs.v)?;
         let reference = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
         let rounded = reference.o.iter().map(|&x| problem.dtype.round(x)).collect();
         Ok((forward, rounded))
@@ -344,7 +339,7 @@ mod tests {
     fn writes_the_rounded_reference_by_the_output_strides() {
         for layout in [Layout::Bhsd, Layout::Bshd] {
             let p = gqa_problem(layout);
-            let (forward, want) = run(None, &p, ImplChoice::Auto).unwrap();
+            let (forward, want) = run(None, &p, Request::Auto).unwrap();
             assert_eq!(forward.o.len(), 2 * 4 * 5 * 64);
             assert_eq!(dense_o(&p, &forward.o), want, "{layout}");
             // Sq=5 > Sk=3 bottom-right: rows 0 and 1 of every head see no key.
@@ -358,7 +353,7 @@ mod tests {
     #[test]
     fn unwritten_fault_leaves_exactly_the_last_row_nan() {
         let p = gqa_problem(Layout::Bshd);
-        let (forward, want) = run(Some(Fault::Unwritten), &p, ImplChoice::Auto).unwrap();
+        let (forward, want) = run(Some(Fault::Unwritten), &p, Request::Auto).unwrap();
         let got = dense_o(&p, &forward.o);
         let split = got.len() - 64;
         assert!(got[split..].iter().all(|x| x.is_nan()));
@@ -370,7 +365,7 @@ mod tests {
     #[test]
     fn wrong_fault_shifts_one_element() {
         let p = gqa_problem(Layout::Bhsd);
-        let (forward, want) = run(Some(Fault::Wrong), &p, ImplChoice::Auto).unwrap();
+        let (forward, want) = run(Some(Fault::Wrong), &p, Request::Auto).unwrap();
         let got = dense_o(&p, &forward.o);
         let differ: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
         assert_eq!(differ, [0]);
@@ -381,10 +376,10 @@ mod tests {
     #[test]
     fn reports_the_planned_kernel() {
         let p = gqa_problem(Layout::Bhsd);
-        let (auto, _) = run(None, &p, ImplChoice::Auto).unwrap();
+        let (auto, _) = run(None, &p, Request::Auto).unwrap();
         // The mock is an H100: the planner picks wgmma there.
         assert!(auto.kernel.starts_with("evoattn_wgmma_f16_d64_"), "{}", auto.kernel);
-        let (reference, _) = run(None, &p, ImplChoice::Fixed(Impl::Reference)).unwrap();
+        let (reference, _) = run(None, &p, Request::Family(Impl::Reference)).unwrap();
         assert_eq!(reference.kernel, "evoattn_reference_f16_d64_t128");
     }
 
@@ -392,15 +387,15 @@ mod tests {
     fn rejects_what_the_gpu_path_rejects() {
         let mut p = gqa_problem(Layout::Bhsd);
         p.shape.hkv = 3;
-        let err = run(None, &p, ImplChoice::Auto).unwrap_err();
+        let err = run(None, &p, Request::Auto).unwrap_err();
         assert!(matches!(err, Error::Problem(ProblemError::HeadsNotDivisible { h: 4, hkv: 3 })), "{err}");
         // D=32 is a valid problem, but no kernel is instantiated for it
         let p = Problem::dense(Shape::new(1, 1, 4, 32), Dtype::Bf16, Layout::Bhsd);
-        let err = run(None, &p, ImplChoice::Auto).unwrap_err();
+        let err = run(None, &p, Request::Auto).unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{err}");
         let p = Problem::dense(Shape::new(1, 1, 4, 64), Dtype::Bf16, Layout::Bhsd);
         let err = MockBackend::new(None)
-            .forward(&p, Kernel::Planned(ImplChoice::Auto, None), &[0; 64], &[], &[])
+            .forward(&p, Kernel::Planned(&mock_plan(&p, Request::Auto)), &[0; 64], &[], &[])
             .unwrap_err();
         assert!(err.to_string().contains("tensor q: buffer holds 64 elements, the problem needs 256"), "{err}");
     }
@@ -410,9 +405,9 @@ mod tests {
         let p = Problem::dense(Shape::new(1, 4, 256, 64), Dtype::F16, Layout::Bhsd);
         let options = TimingOptions { warmup: 0, samples: 4, mode: crate::record::Mode::Eager };
         let time = |config: Option<KernelConfig>| {
-            let choice = ImplChoice::Fixed(Impl::Mma);
-            MockBackend::new(None).time(&p, Kernel::Planned(choice, config), &[], &[], &[], options).unwrap().samples_us
-                [0]
+            let request = config.map_or(Request::Family(Impl::Mma), Request::Config);
+            let plan = mock_plan(&p, request);
+            MockBackend::new(None).time(&p, Kernel::Planned(&plan), &[], &[], &[], options).unwrap().samples_us[0]
         };
         let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, 64);
         assert_eq!(relative_cost(default, 64), 1.0);
@@ -424,7 +419,7 @@ mod tests {
     #[test]
     fn empty_problems_give_empty_outputs() {
         let p = Problem::dense(Shape { b: 0, h: 4, hkv: 2, sq: 8, sk: 8, d: 128 }, Dtype::Bf16, Layout::Bhsd);
-        let (forward, _) = run(None, &p.with_lse(true), ImplChoice::Auto).unwrap();
+        let (forward, _) = run(None, &p.with_lse(true), Request::Auto).unwrap();
         assert!(forward.o.is_empty());
         assert_eq!(forward.lse, Some(vec![]));
     }

@@ -218,7 +218,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 /// Prints, per case, the host cost of one prepared call of the launch path ([`host_cost_figure`]).
 fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
-    let choice = lab.kernel.choice()?;
+    let request = lab.kernel.request()?;
     let mut backend = crate::backend::open()?;
     let info = backend.info();
     let arch = evoattn::Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;
@@ -228,10 +228,11 @@ fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
     );
     for (i, (problem, _)) in lab.problems.expand()?.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
-        let config = lab.kernel.config(choice, (arch, info.sm_count), &problem)?;
+        // The planner's kernel, as a library caller gets it (no tuned store).
+        let (plan, _) = lab.kernel.plan(request, (arch, info.sm_count), &problem, &evoattn::plan::Untuned)?;
         let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, lab.seed + i as u64);
-        let plan = HostCostRounds { rounds: HOST_COST_ROUNDS, calls: HOST_COST_CALLS, pause: HOST_COST_PAUSE };
-        let rounds = backend.host_cost(&problem, choice, config, [&inputs.q, &inputs.k, &inputs.v], plan)?;
+        let sampling = HostCostRounds { rounds: HOST_COST_ROUNDS, calls: HOST_COST_CALLS, pause: HOST_COST_PAUSE };
+        let rounds = backend.host_cost(&plan, [&inputs.q, &inputs.k, &inputs.v], sampling)?;
         let c = host_cost_figure(&rounds).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;
         let verdict = if c.median < HOST_COST_TARGET_US { "within" } else { "OVER" };
         println!(

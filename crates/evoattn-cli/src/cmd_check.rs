@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let choice = args.kernel.choice()?;
+    let request = args.kernel.request()?;
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
@@ -56,7 +56,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
     let tuned = crate::tune::tuned::source(&info, args.kernel.no_tuned);
     println!(
-        "check: {} cases x {} seeds on {} ({}), impl {choice}, tolerances per dtype in evoattn::reference::tolerance",
+        "check: {} cases x {} seeds on {} ({}), impl {request}, tolerances per dtype in evoattn::reference::tolerance",
         cases.len(),
         args.seeds,
         info.gpu,
@@ -73,11 +73,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     let mut results = Vec::with_capacity(cases.len());
     for (problem, layout) in &cases {
-        let (choice, config, _) = args.kernel.resolve(choice, (arch, info.sm_count), problem, tuned.as_ref())?;
+        let (plan, _) = args.kernel.plan(request, (arch, info.sm_count), problem, tuned.as_ref())?;
         // A fresh cache per case: `check` meets each problem once, and keeping its inputs would only
         // hold memory.
         let mut cache = ExpectedCache::default();
-        let r = check_case(backend.as_mut(), &options, Kernel::Planned(choice, config), problem, *layout, &mut cache);
+        let r = check_case(backend.as_mut(), &options, Kernel::Planned(&plan), problem, *layout, &mut cache);
         if !args.quiet || !r.passed {
             bar.suspend(|| println!("{}", row(&r)));
         }

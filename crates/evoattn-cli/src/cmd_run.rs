@@ -5,8 +5,8 @@
 use crate::backend::{open, Forward, Kernel};
 use crate::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
 use anyhow::{anyhow, Context};
-use evoattn::plan::{plan, ImplChoice};
-use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Shape, TensorName};
+use evoattn::plan::plan;
+use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Request, Shape, TensorName};
 use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
@@ -61,8 +61,8 @@ fn parse_layout(text: &str) -> Result<Layout, String> {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let choice =
-        ImplChoice::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+    let request =
+        Request::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
     let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
     let file = SafeTensors::deserialize(&bytes)
         .with_context(|| format!("--input {} is not a safetensors file", args.input.display()))?;
@@ -74,17 +74,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     problem.validate()?;
 
     let mut backend = open()?;
-    let config = match &args.config {
-        Some(text) => {
-            let info = backend.info();
-            let arch =
-                Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
-            let base = plan(&problem, arch, info.sm_count, choice, None).spec.config;
-            Some(base.with_overrides(text).map_err(|e| anyhow!("--config: {e}"))?)
-        }
-        None => None,
-    };
-    let forward = backend.forward(&problem, Kernel::Planned(choice, config), &inputs.q, &inputs.k, &inputs.v)?;
+    let info = backend.info();
+    let arch = Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    let mut plan = plan(&problem, arch, info.sm_count, request);
+    if let Some(text) = &args.config {
+        // The levers apply to the planned kernel, whichever family `auto` picked.
+        let config = plan.spec.config.with_overrides(text).map_err(|e| anyhow!("--config: {e}"))?;
+        plan = evoattn::plan::plan(&problem, arch, info.sm_count, Request::Config(config));
+    }
+    let forward = backend.forward(&problem, Kernel::Planned(&plan), &inputs.q, &inputs.k, &inputs.v)?;
     write_output(&args.output, &problem, args.layout, &forward)?;
     eprintln!(
         "evoattn run: {} on {} {} {}, causal {}, scale {}{} -> {}",

@@ -8,9 +8,9 @@ use crate::kernel_args::KernelArgs;
 use crate::presets::ProblemArgs;
 use crate::stats::summarize;
 use anyhow::{bail, Context};
-use evoattn::plan::{plan, ConfigSource};
+use evoattn::plan::ConfigSource;
 use evoattn::trace::{periods, steps, Tag, WarpTrace};
-use evoattn::{Arch, KernelConfig, Problem};
+use evoattn::{Arch, KernelConfig, Plan, Problem, Request};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -31,20 +31,20 @@ pub struct Args {
     out: Option<PathBuf>,
 }
 
-/// The `trace=1` config of the kernel `problem` runs as `bench` resolves it (`--config`
-/// levers, the tuned store's best, or the planner's default), which must be `wgmma` with its
+/// The `trace=1` variant of the kernel `problem` runs as `bench` plans it (`--config` levers,
+/// the tuned store's best, or the planner's default), which must be `wgmma` with its
 /// warp-specialised pipeline (the only one with marks).
-fn traced_config(
+fn traced_plan(
     args: &KernelArgs,
     target: (Arch, u32),
     problem: &Problem,
     tuned: &dyn ConfigSource,
-) -> anyhow::Result<KernelConfig> {
-    let (choice, config, _) = args.resolve(args.choice()?, target, problem, tuned)?;
-    let config = config.unwrap_or_else(|| plan(problem, target.0, target.1, choice, None).spec.config);
-    match config {
-        KernelConfig::Wgmma(c) if c.warp_specialized => {
-            Ok(config.with_overrides("trace=1").map_err(anyhow::Error::msg)?)
+) -> anyhow::Result<Plan> {
+    let (plan, _) = args.plan(args.request()?, target, problem, tuned)?;
+    match plan.spec.config {
+        config @ KernelConfig::Wgmma(c) if c.warp_specialized => {
+            let traced = config.with_overrides("trace=1").map_err(anyhow::Error::msg)?;
+            Ok(evoattn::plan::plan(problem, target.0, target.1, Request::Config(traced)))
         }
         other => bail!(
             "trace instruments the warp-specialised wgmma kernel; {} runs {} ({other}): pass --impl wgmma",
@@ -142,9 +142,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for (i, (problem, _)) in args.problems.expand()?.into_iter().enumerate() {
         let problem = problem.with_lse(false);
-        let config = traced_config(&args.kernel, (arch, info.sm_count), &problem, tuned.as_ref())?;
+        let plan = traced_plan(&args.kernel, (arch, info.sm_count), &problem, tuned.as_ref())?;
         let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, args.seed + i as u64);
-        let run = backend.trace(&problem, config, [&inputs.q, &inputs.k, &inputs.v], args.warmup)?;
+        let run = backend.trace(&plan, [&inputs.q, &inputs.k, &inputs.v], args.warmup)?;
         print_run(&problem, &run);
         runs.push((problem, run));
     }

@@ -12,7 +12,8 @@ use crate::tune::proposer::{Proposer, Task};
 use crate::tune::protocol::Reply;
 use crate::tune::store::{self, Bucket, Machine, Store};
 use anyhow::{bail, Context};
-use evoattn::plan::{plan, ImplChoice};
+use evoattn::plan::plan;
+use evoattn::Request;
 use evoattn::{Arch, Causal, Dtype, Impl, KernelConfig, Shape};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -213,7 +214,7 @@ struct RunSetup<'a> {
     machine: &'a Machine,
     arch: Arch,
     sm_count: u32,
-    choice: ImplChoice,
+    request: Request,
     deadline: Option<Instant>,
     insights: Option<&'a str>,
     path: &'a std::path::Path,
@@ -231,7 +232,7 @@ fn tune_group(
     // The baseline is the planner's hand default (never a tuned config), so fitness stays
     // comparable across runs and resumes.
     let probe = evoattn::Problem::dense(shapes[0], dtype, evoattn::Layout::Bhsd).with_causal(causal);
-    let baseline = plan(&probe, setup.arch, setup.sm_count, setup.choice, None).spec;
+    let baseline = plan(&probe, setup.arch, setup.sm_count, setup.request).spec;
     let mut buckets: Vec<Bucket> = Vec::new();
     for bucket in shapes.iter().map(|s| Bucket::of(s, dtype, causal)) {
         if !buckets.contains(&bucket) {
@@ -348,11 +349,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("--generations and --elite must be at least 1");
     }
     let groups = groups(&args.problems)?;
-    let choice = match &args.imp {
-        Some(name) => ImplChoice::parse(name).map_err(anyhow::Error::msg)?,
-        None => ImplChoice::Auto,
+    let request = match &args.imp {
+        Some(name) => Request::parse(name).map_err(anyhow::Error::msg)?,
+        None => Request::Auto,
     };
-    if choice == ImplChoice::Fixed(Impl::Reference) {
+    if request == Request::Family(Impl::Reference) {
         bail!("the reference kernel is the oracle, not a tuning target: --impl mma or wgmma");
     }
     let insights = match &args.insights {
@@ -379,7 +380,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             machine: &machine,
             arch,
             sm_count,
-            choice,
+            request,
             deadline,
             insights: insights.as_deref(),
             path: &path,

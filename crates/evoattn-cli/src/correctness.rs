@@ -4,7 +4,6 @@
 
 use crate::backend::{Backend, Kernel};
 use crate::inputs::{random_inputs, Distribution, Inputs};
-use evoattn::plan::ImplChoice;
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
 use evoattn::{Impl, Layout, Problem};
 use std::collections::HashMap;
@@ -25,8 +24,7 @@ fn answer(
         let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
         return Ok((r.o, r.lse));
     }
-    let kernel = Kernel::Planned(ImplChoice::Fixed(Impl::Reference), None);
-    let r = backend.forward(problem, kernel, &inputs.q, &inputs.k, &inputs.v)?;
+    let r = backend.forward(problem, Kernel::Reference, &inputs.q, &inputs.k, &inputs.v)?;
     Ok((dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect()))
 }
 
@@ -117,7 +115,11 @@ pub fn check_case(
     layout: Layout,
     cache: &mut ExpectedCache,
 ) -> CaseResult {
-    let is_reference = matches!(kernel, Kernel::Planned(ImplChoice::Fixed(Impl::Reference), _));
+    let is_reference = match kernel {
+        Kernel::Reference => true,
+        Kernel::Planned(plan) => plan.spec.imp() == Impl::Reference,
+        Kernel::Variant(_) => false,
+    };
     let on_cpu = macs(problem) <= options.cpu_limit || is_reference;
     let mut result = CaseResult {
         problem: problem.clone(),

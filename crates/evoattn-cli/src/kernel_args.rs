@@ -2,8 +2,8 @@
 //! resolution: `--impl` (with `EVOATTN_IMPL` overriding `auto`) and per-problem `--config`.
 
 use anyhow::bail;
-use evoattn::plan::{plan_with, ConfigOrigin, ConfigSource, ImplChoice};
-use evoattn::{Arch, KernelConfig, Problem};
+use evoattn::plan::{plan_with, ConfigOrigin, ConfigSource};
+use evoattn::{Arch, Plan, Problem, Request};
 
 #[derive(clap::Args, Debug)]
 pub struct KernelArgs {
@@ -26,56 +26,40 @@ pub struct KernelArgs {
 }
 
 impl KernelArgs {
-    /// The implementation asked for; `--config` needs a named one (the levers belong to one
-    /// kernel).
-    pub fn choice(&self) -> anyhow::Result<ImplChoice> {
-        let choice = ImplChoice::parse(&self.imp)
-            .map_err(anyhow::Error::msg)?
-            .with_env_override()
-            .map_err(anyhow::Error::msg)?;
-        if self.config.is_some() && choice == ImplChoice::Auto {
+    /// The implementation asked for (`auto` or a family); `--config` needs a named one (the
+    /// levers belong to one kernel).
+    pub fn request(&self) -> anyhow::Result<Request> {
+        let request =
+            Request::parse(&self.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
+        if self.config.is_some() && request == Request::Auto {
             bail!("--config needs a named --impl (the levers belong to one kernel)");
         }
-        Ok(choice)
+        Ok(request)
     }
 
-    /// The lever overrides applied to `choice`'s default for the problem's head dim on `arch`
-    /// (with `--config-on-plan`, to the planner's default for the problem on `sm_count` SMs);
-    /// `None` when no `--config` was given (the planner decides).
-    pub fn config(
+    /// The kernel `problem` runs with on `arch` with `sm_count` SMs, planned once: `--config`
+    /// levers on the named family's default for the problem's head dim (with
+    /// `--config-on-plan`, on the planner's config for the problem), else the tuned store's
+    /// best for this GPU and the problem's bucket (`tuned`), else the planner's default; and
+    /// where the config came from.
+    pub fn plan(
         &self,
-        choice: ImplChoice,
+        request: Request,
         (arch, sm_count): (Arch, u32),
         problem: &Problem,
-    ) -> anyhow::Result<Option<KernelConfig>> {
-        match (&self.config, choice) {
-            (Some(text), ImplChoice::Fixed(imp)) => {
+        tuned: &dyn ConfigSource,
+    ) -> anyhow::Result<(Plan, ConfigOrigin)> {
+        let request = match (&self.config, request) {
+            (Some(text), Request::Family(imp)) => {
                 let base = if self.config_on_plan {
                     evoattn::defaults::for_problem(imp, arch, problem, sm_count)
                 } else {
                     evoattn::defaults::config(imp, arch, problem.shape.d)
                 };
-                Ok(Some(base.with_overrides(text).map_err(anyhow::Error::msg)?))
+                Request::Config(base.with_overrides(text).map_err(anyhow::Error::msg)?)
             }
-            _ => Ok(None),
-        }
-    }
-
-    /// The kernel `problem` runs with: `--config` levers, else the tuned store's best for this
-    /// GPU and the problem's bucket (`tuned`), else the default; as a fixed choice with its
-    /// config (so the backend's own planning agrees), and where the config came from.
-    pub fn resolve(
-        &self,
-        choice: ImplChoice,
-        (arch, sm_count): (Arch, u32),
-        problem: &Problem,
-        tuned: &dyn ConfigSource,
-    ) -> anyhow::Result<(ImplChoice, Option<KernelConfig>, ConfigOrigin)> {
-        let config = self.config(choice, (arch, sm_count), problem)?;
-        let (plan, origin) = plan_with(problem, arch, sm_count, choice, config, tuned);
-        Ok(match origin {
-            ConfigOrigin::Default => (choice, config, origin),
-            _ => (ImplChoice::Fixed(plan.spec.imp()), Some(plan.spec.config), origin),
-        })
+            _ => request,
+        };
+        Ok(plan_with(problem, arch, sm_count, request, tuned))
     }
 }

@@ -8,10 +8,10 @@
 //! commit) with `EVOATTN_WRITE_INVARIANT=1 cargo test -p evoattn-cli --release kernel_invariant`.
 
 use crate::presets::{preset, HEAD_DIMS, NAMES};
-use evoattn::plan::{plan, ImplChoice};
+use evoattn::plan::plan;
 use evoattn::runtime::compile::compile_parallel;
 use evoattn::runtime::nvrtc::Nvrtc;
-use evoattn::{defaults, Arch, Causal, Dtype, Impl, KernelSpec, Layout, Problem, Shape};
+use evoattn::{defaults, Arch, Causal, Dtype, Impl, KernelSpec, Layout, Problem, Request, Shape};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -122,10 +122,10 @@ fn write_baseline() {
     for (arch, sms) in TARGETS {
         for (text, p) in &problems {
             let mut line = format!("{} {text}", arch.name());
-            let choices = std::iter::once(ImplChoice::Auto)
-                .chain(Impl::ALL.into_iter().filter(|i| i.archs().contains(&arch)).map(ImplChoice::Fixed));
+            let choices = std::iter::once(Request::Auto)
+                .chain(Impl::ALL.into_iter().filter(|i| i.archs().contains(&arch)).map(Request::Family));
             for choice in choices {
-                let planned = plan(p, arch, sms, choice, None);
+                let planned = plan(p, arch, sms, choice);
                 line.push_str(&format!(" {choice}={}", planned.spec.name()));
                 kernels.insert(kernel_key(&planned.spec, arch), (planned.spec, arch));
             }
@@ -176,8 +176,8 @@ fn every_preset_problem_plans_the_recorded_kernels() {
         let problem = parse_problem(&fields[1..5]);
         for recorded in &fields[5..] {
             let (choice, name) = recorded.split_once('=').expect("choice=kernel");
-            let choice = ImplChoice::parse(choice).expect("a choice");
-            assert_eq!(plan(&problem, arch, sms, choice, None).spec.name(), name, "{line}: {choice}");
+            let choice = Request::parse(choice).expect("a choice");
+            assert_eq!(plan(&problem, arch, sms, choice).spec.name(), name, "{line}: {choice}");
             checked += 1;
         }
     }

@@ -14,10 +14,10 @@ use crate::record::{
 };
 use crate::stats::unsteady_drift;
 use anyhow::{bail, Context};
-use evoattn::plan::ImplChoice;
+use evoattn::plan::ConfigOrigin;
 use evoattn::reference::{compare, dense_o, tolerance};
 use evoattn::runtime::device::LaunchImage;
-use evoattn::{Arch, KernelConfig, Layout, Problem, TensorName};
+use evoattn::{Arch, Layout, Plan, Problem, Request, TensorName};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -93,7 +93,7 @@ pub struct Measured {
 
 /// Runs the measurement and returns the record; progress goes to stderr.
 pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
-    let choice = args.kernel.choice()?;
+    let request = args.kernel.request()?;
     if args.reps == 0 || args.block == 0 {
         bail!("--reps and --block must be at least 1");
     }
@@ -112,7 +112,7 @@ pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
                 eprintln!("evoattn: peers unavailable: {e:#}");
                 return measure_with(
                     args,
-                    choice,
+                    request,
                     arch,
                     &info,
                     backend.as_mut(),
@@ -124,7 +124,7 @@ pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
             }
         }
     };
-    let measured = measure_with(args, choice, arch, &info, backend.as_mut(), oracle.as_mut(), &peers, &cases, None)?;
+    let measured = measure_with(args, request, arch, &info, backend.as_mut(), oracle.as_mut(), &peers, &cases, None)?;
     if let Some(o) = oracle {
         o.shutdown()?;
     }
@@ -134,7 +134,7 @@ pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
 #[allow(clippy::too_many_arguments)]
 fn measure_with(
     args: &LabArgs,
-    choice: ImplChoice,
+    request: Request,
     arch: Arch,
     info: &BackendInfo,
     backend: &mut dyn Backend,
@@ -177,12 +177,15 @@ fn measure_with(
     for (i, (problem, layout)) in cases.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
-        let (choice, config, origin) = args.kernel.resolve(choice, (arch, info.sm_count), &problem, tuned.as_ref())?;
-        configs.push(format!("{}{}", origin.name(), config.map_or(String::new(), |c| format!(" ({c})"))));
+        let (plan, origin) = args.kernel.plan(request, (arch, info.sm_count), &problem, tuned.as_ref())?;
+        configs.push(match origin {
+            ConfigOrigin::Default => origin.name().to_string(),
+            _ => format!("{} ({})", origin.name(), plan.spec.config),
+        });
         let seed = args.seed + i as u64;
         let inputs = random_inputs(&problem, Distribution::Normal, seed);
         let case =
-            CaseContext { problem: &problem, seed, layout: *layout, inputs: &inputs, choice, config, dir: &dir, id: i };
+            CaseContext { problem: &problem, seed, layout: *layout, inputs: &inputs, plan: &plan, dir: &dir, id: i };
         let started = std::time::Instant::now();
         let result =
             measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes);
@@ -222,8 +225,7 @@ struct CaseContext<'a> {
     seed: u64,
     layout: Layout,
     inputs: &'a Inputs,
-    choice: ImplChoice,
-    config: Option<KernelConfig>,
+    plan: &'a Plan,
     dir: &'a Path,
     id: usize,
 }
@@ -236,7 +238,7 @@ struct TorchTimed {
 
 impl TorchTimed {
     fn prepare(case: &CaseContext, backend: &mut dyn Backend) -> anyhow::Result<Self> {
-        let image = backend.launch_image(case.problem, case.choice, case.config)?;
+        let image = backend.launch_image(case.plan)?;
         let cubin = case.dir.join(format!("case{}.cubin", case.id));
         std::fs::write(&cubin, &image.cubin).with_context(|| format!("writing {}", cubin.display()))?;
         Ok(TorchTimed { cubin, image })
@@ -304,14 +306,14 @@ fn measure_case(
         correct: None,
     };
 
-    let got = backend.forward(p, Kernel::Planned(case.choice, case.config), q, k, v)?;
+    let got = backend.forward(p, Kernel::Planned(case.plan), q, k, v)?;
     let mut ours = new_row(&got.kernel);
     set_status(&mut ours, STATUS_OK, None);
     judge(&mut ours, p, &got.o, &want);
     // As `check` does, ours must also be right on wide-range inputs that stress the softmax.
     let wide = random_inputs(p, Distribution::Wide, case.seed ^ WIDE_SEED);
     let wide_want = expected_o(backend, p, &wide)?;
-    let wide_got = backend.forward(p, Kernel::Planned(case.choice, case.config), &wide.q, &wide.k, &wide.v)?;
+    let wide_got = backend.forward(p, Kernel::Planned(case.plan), &wide.q, &wide.k, &wide.v)?;
     let mut wide_row = new_row(&got.kernel);
     judge(&mut wide_row, p, &wide_got.o, &wide_want);
     ours.correct = Some(ours.correct == Some(true) && wide_row.correct == Some(true));
@@ -382,9 +384,9 @@ fn measure_case(
                     continue;
                 }
                 match (index, row.name.as_str(), oracle.as_deref_mut(), &torch_timed) {
-                    (0, _, _, _) | (_, SELF_PEER, _, _) => row.samples_us.extend(
-                        backend.time(p, Kernel::Planned(case.choice, case.config), q, k, v, options)?.samples_us,
-                    ),
+                    (0, _, _, _) | (_, SELF_PEER, _, _) => {
+                        row.samples_us.extend(backend.time(p, Kernel::Planned(case.plan), q, k, v, options)?.samples_us)
+                    }
                     (_, TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
                         &id,
                         &t.launch(None),

@@ -3,10 +3,9 @@
 //! linked, so one abi3 wheel serves every PyTorch and Python >= 3.9. The Python layer
 //! (`python/evoattn/`) reads those from torch tensors and allocates the outputs.
 
-use evoattn::plan::ImplChoice;
 use evoattn::problem::{Causal, Dtype, Layout, StridedTensor, TensorName};
 use evoattn::runtime::dlpack::{self, DlpackTensor, DEVICE_CPU, DEVICE_CUDA};
-use evoattn::{Arch, Attention, Error, ExternalTensors, KernelConfig, Problem, ProblemError};
+use evoattn::{Arch, Attention, Error, ExternalTensors, Problem, ProblemError, Request};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
@@ -57,7 +56,7 @@ fn dims(t: TensorName, what: &str, tuple: &Bound<'_, PyTuple>) -> PyResult<Vec<u
 /// a GPU and `Library.forward` launches.
 struct Call {
     problem: Problem,
-    choice: ImplChoice,
+    request: Request,
     /// Lever overrides for a named impl, applied to the planner's config for the problem.
     config: Option<String>,
 }
@@ -69,8 +68,7 @@ struct Call {
 #[pyclass(frozen)]
 struct Prepared {
     problem: Problem,
-    choice: ImplChoice,
-    config: Option<KernelConfig>,
+    request: Request,
 }
 
 /// A tensor as the Python layer passes it: `(sizes, strides)` from `Tensor.shape` and
@@ -149,20 +147,20 @@ fn describe_parts(
         .with_scale(scale)
         .with_lse(with_lse);
     problem.validate().map_err(problem_err)?;
-    let choice = ImplChoice::parse(imp).map_err(value_err)?;
+    let request = Request::parse(imp).map_err(value_err)?;
     let config = config.filter(|c| !c.is_empty());
-    match (choice, &config) {
-        (ImplChoice::Auto, Some(_)) => {
+    match (request, &config) {
+        (Request::Auto, Some(_)) => {
             return Err(value_err("config= needs a named impl= (the levers belong to one kernel)".into()))
         }
-        (ImplChoice::Fixed(imp), Some(text)) => {
+        (Request::Family(imp), Some(text)) => {
             // The levers' names and values, against the kernel's default for this head dim on
             // its first arch; the per-GPU plan they apply to comes at the launch.
             evoattn::defaults::config(imp, imp.archs()[0], problem.shape.d).with_overrides(text).map_err(value_err)?;
         }
         _ => {}
     }
-    Ok(Call { problem, choice, config })
+    Ok(Call { problem, request, config })
 }
 
 /// A tensor exported by `torch._C._to_dlpack` (a `"dltensor"` capsule), copied out.
@@ -249,9 +247,7 @@ impl Library {
     /// on this GPU (a head dim or mask it does not take), as the `ValueError` a launch would
     /// raise says it. What `evoattn.torch`'s SDPA route asks before it takes a call.
     fn refusal(&self, call: &Prepared) -> Option<String> {
-        let plan = self.lock().plan(&call.problem, call.choice, call.config);
-        let unsupported = |reason| to_py(Error::Unsupported { imp: plan.spec.imp().to_string(), reason });
-        plan.spec.validate(plan.arch).err().map(|reason| unsupported(reason).to_string())
+        self.lock().plan(&call.problem, call.request).err().map(|e| to_py(e).to_string())
     }
 
     /// Describes a call (each tensor `(sizes, strides)` in `layout`'s axis order, o the output
@@ -263,8 +259,8 @@ impl Library {
     #[pyo3(signature = (*args))]
     fn prepare(&self, args: &Bound<'_, PyTuple>) -> PyResult<Prepared> {
         let call = describe(args)?;
-        let config = self.config_for(&call)?;
-        Ok(Prepared { problem: call.problem, choice: call.choice, config })
+        let request = self.request_for(&call)?;
+        Ok(Prepared { problem: call.problem, request })
     }
 
     /// Describes and launches one call on the CUDA stream `stream` (a raw handle): q, k, v and o
@@ -314,7 +310,7 @@ impl Library {
             dtype: &dtypes[i],
         });
         let call = describe_parts(layout, tensors, causal, scale, with_lse, imp, config)?;
-        let config = self.config_for(&call)?;
+        let request = self.request_for(&call)?;
         let [q, k, v, o] = read.each_ref().map(|t| t.addr);
         // Safety: the addresses come from the DLPack exports of CUDA tensors on this Library's
         // device (checked above) whose sizes, strides and dtypes the problem was described from
@@ -327,28 +323,28 @@ impl Library {
             // Safety: `stream` is PyTorch's current stream of this device (or a stream handle the
             // caller owns, kept alive across the call), in the primary context `Attention` opened.
             let stream = unsafe { attention.gpu().borrow_stream(stream) };
-            attention.forward_external(&stream, &call.problem, call.choice, config, tensors)
+            attention.call_external(&stream, &call.problem, request, tensors)
         })
         .map(|_| ())
         .map_err(to_py)
     }
 
     /// The kernel a prepared call runs with here (its name with every lever).
-    fn kernel(&self, call: &Prepared) -> String {
-        self.lock().plan(&call.problem, call.choice, call.config).spec.name()
+    fn kernel(&self, call: &Prepared) -> PyResult<String> {
+        self.lock().plan(&call.problem, call.request).map(|plan| plan.spec.name()).map_err(to_py)
     }
 }
 
 impl Library {
-    /// The call's lever overrides on the planner's config of the named impl for its problem on
-    /// this GPU.
-    fn config_for(&self, call: &Call) -> PyResult<Option<KernelConfig>> {
-        match (&call.config, call.choice) {
-            (Some(text), ImplChoice::Fixed(imp)) => {
+    /// The call's request: its lever overrides on the planner's config of the named impl for its
+    /// problem on this GPU, or the impl asked for.
+    fn request_for(&self, call: &Call) -> PyResult<Request> {
+        match (&call.config, call.request) {
+            (Some(text), Request::Family(imp)) => {
                 let base = evoattn::defaults::for_problem(imp, self.arch, &call.problem, self.sm_count);
-                base.with_overrides(text).map(Some).map_err(value_err)
+                base.with_overrides(text).map(Request::Config).map_err(value_err)
             }
-            _ => Ok(None),
+            _ => Ok(call.request),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The safe entry point: plan, compile (or fetch from the cache), load and launch.
 
-use crate::config::{KernelConfig, KernelSpec};
+use crate::config::KernelSpec;
 use crate::error::Result;
-use crate::plan::{plan, ImplChoice, Plan};
+use crate::plan::{plan, Plan, Request};
 use crate::problem::{Causal, Dtype, Problem, Shape, Strides};
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
@@ -13,7 +13,8 @@ use cudarc::driver::CudaStream;
 use std::collections::HashMap;
 
 /// What a prepared launch depends on: the problem signature (shape, strides, dtype, mask,
-/// scale, LSE) and the caller's choice of kernel. The device is the `Attention`'s own.
+/// scale, LSE) and the caller's request (a plan's is its config). The device is the
+/// `Attention`'s own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct LaunchKey {
     shape: Shape,
@@ -23,12 +24,11 @@ struct LaunchKey {
     /// The scale's bits (`None`: 1/sqrt(D)); equal bits, equal scale.
     scale_bits: Option<u32>,
     with_lse: bool,
-    choice: ImplChoice,
-    config: Option<KernelConfig>,
+    request: Request,
 }
 
 impl LaunchKey {
-    fn new(problem: &Problem, choice: ImplChoice, config: Option<KernelConfig>) -> Self {
+    fn new(problem: &Problem, request: Request) -> Self {
         LaunchKey {
             shape: problem.shape,
             strides: [problem.q_strides, problem.k_strides, problem.v_strides, problem.o_strides],
@@ -36,8 +36,7 @@ impl LaunchKey {
             causal: problem.causal,
             scale_bits: problem.scale.map(f32::to_bits),
             with_lse: problem.with_lse,
-            choice,
-            config,
+            request,
         }
     }
 }
@@ -101,9 +100,16 @@ impl Attention {
         &self.cache
     }
 
-    /// The kernel `choice` (and optional lever overrides) resolves to for `problem` here.
-    pub fn plan(&self, problem: &Problem, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
-        plan(problem, self.gpu.arch(), self.gpu.sm_count(), choice, config)
+    /// The kernel `request` resolves to for `problem` on this GPU, checked: the problem is
+    /// valid and the kernel runs it here. Plan once, then [`Attention::forward`] the plan as
+    /// often as needed.
+    pub fn plan(&self, problem: &Problem, request: Request) -> Result<Plan> {
+        problem.validate()?;
+        let plan = plan(problem, self.gpu.arch(), self.gpu.sm_count(), request);
+        plan.spec
+            .validate(plan.arch)
+            .map_err(|reason| crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;
+        Ok(plan)
     }
 
     /// Compiles (or loads from cache) and loads the planned kernel; it must pass the resource
@@ -142,56 +148,44 @@ impl Attention {
         crate::trace::decode_kernel(spec, &words)
     }
 
-    /// The planned kernel for `problem`, compiled and packed for a launch by another process.
-    pub fn launch_image(
-        &self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
-    ) -> Result<LaunchImage> {
-        let plan = self.plan(problem, choice, config);
+    /// The planned kernel, compiled and packed for a launch by another process.
+    pub fn launch_image(&self, plan: &Plan) -> Result<LaunchImage> {
         let compiled = compile(&plan.spec, plan.arch, Some(&self.cache))?;
         compiled.gate()?;
-        LaunchImage::new(&compiled, problem, self.gpu.sm_count(), self.gpu.l2_bytes())
+        LaunchImage::new(&compiled, &plan.problem, self.gpu.sm_count(), self.gpu.l2_bytes())
     }
 
-    /// Runs the forward pass on the GPU's own stream (asynchronously) and returns the kernel
-    /// that ran. Every input check happens before the launch.
-    pub fn forward(
-        &mut self,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
-        tensors: DeviceTensors<'_>,
-    ) -> Result<KernelSpec> {
+    /// Runs `plan` on the GPU's own stream (asynchronously). Every input check happens before
+    /// the launch.
+    pub fn forward(&mut self, plan: &Plan, tensors: DeviceTensors<'_>) -> Result<()> {
         let stream = self.gpu.stream().clone();
-        self.forward_on(&stream, problem, choice, config, tensors)
+        self.forward_on(&stream, plan, tensors)
     }
 
     /// As [`Attention::forward`], on the caller's `stream` (of this GPU's context), so the
     /// launch orders with the caller's other work without a synchronisation.
-    pub fn forward_on(
-        &mut self,
-        stream: &CudaStream,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
-        tensors: DeviceTensors<'_>,
-    ) -> Result<KernelSpec> {
-        self.forward_tensors(stream, problem, choice, config, Tensors::Views(tensors))
+    pub fn forward_on(&mut self, stream: &CudaStream, plan: &Plan, tensors: DeviceTensors<'_>) -> Result<()> {
+        self.launch(stream, Planned::Given(plan), Tensors::Views(tensors)).map(|_| ())
     }
 
     /// As [`Attention::forward_on`], on buffers given by address ([`ExternalTensors`], made for
-    /// this `problem`).
-    pub fn forward_external(
+    /// the plan's problem).
+    pub fn forward_external(&mut self, stream: &CudaStream, plan: &Plan, tensors: ExternalTensors) -> Result<()> {
+        self.launch(stream, Planned::Given(plan), Tensors::External(tensors)).map(|_| ())
+    }
+
+    /// Plans `request` for `problem` (on the first call of a signature only) and runs it on
+    /// `stream`, on buffers given by address: for callers that describe every call afresh (the
+    /// Python package), whose repeated call is then one lookup and the launch. Returns the
+    /// kernel that ran.
+    pub fn call_external(
         &mut self,
         stream: &CudaStream,
         problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
+        request: Request,
         tensors: ExternalTensors,
     ) -> Result<KernelSpec> {
-        self.forward_tensors(stream, problem, choice, config, Tensors::External(tensors))
+        self.launch(stream, Planned::OnMiss(problem, request), Tensors::External(tensors))
     }
 
     /// Runs a launch prepared by the caller (a kernel variant the planner would not choose) on
@@ -215,15 +209,11 @@ impl Attention {
         self.launches.len()
     }
 
-    fn forward_tensors(
-        &mut self,
-        stream: &CudaStream,
-        problem: &Problem,
-        choice: ImplChoice,
-        config: Option<KernelConfig>,
-        tensors: Tensors<'_>,
-    ) -> Result<KernelSpec> {
-        let key = LaunchKey::new(problem, choice, config);
+    fn launch(&mut self, stream: &CudaStream, planned: Planned<'_>, tensors: Tensors<'_>) -> Result<KernelSpec> {
+        let key = match planned {
+            Planned::Given(plan) => LaunchKey::new(&plan.problem, Request::Config(plan.spec.config)),
+            Planned::OnMiss(problem, request) => LaunchKey::new(problem, request),
+        };
         self.calls += 1;
         // The cached call: one hash lookup, the buffer checks, the launch.
         if let Some((launch, last_use)) = self.launches.get_mut(&key) {
@@ -231,11 +221,31 @@ impl Attention {
             run(launch, &self.gpu, &mut self.scratch, stream, tensors)?;
             return Ok(*launch.spec());
         }
-        problem.validate()?;
-        let plan = self.plan(problem, choice, config);
-        if let Err(reason) = plan.spec.validate(plan.arch) {
-            return Err(crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason });
-        }
+        let planned_here;
+        let plan = match planned {
+            Planned::Given(plan) => {
+                if plan.arch != self.gpu.arch() {
+                    return Err(crate::Error::Unsupported {
+                        imp: plan.spec.imp().to_string(),
+                        reason: format!(
+                            "{} was planned for {}, this GPU is {}",
+                            plan.spec.name(),
+                            plan.arch,
+                            self.gpu.arch()
+                        ),
+                    });
+                }
+                plan.problem.validate()?;
+                plan.spec
+                    .validate(plan.arch)
+                    .map_err(|reason| crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;
+                plan
+            }
+            Planned::OnMiss(problem, request) => {
+                planned_here = self.plan(problem, request)?;
+                &planned_here
+            }
+        };
         if !self.loaded.contains_key(&plan.spec) && is_capturing(stream)? {
             return Err(crate::Error::Unsupported {
                 imp: plan.spec.imp().to_string(),
@@ -246,8 +256,8 @@ impl Attention {
                 ),
             });
         }
-        self.prepare(&plan)?;
-        let mut launch = PreparedLaunch::new(&self.gpu, &self.loaded[&plan.spec], problem)?;
+        self.prepare(plan)?;
+        let mut launch = PreparedLaunch::new(&self.gpu, &self.loaded[&plan.spec], &plan.problem)?;
         run(&mut launch, &self.gpu, &mut self.scratch, stream, tensors)?;
         if self.launches.len() >= MAX_PREPARED_LAUNCHES {
             let oldest = self.launches.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
@@ -258,6 +268,13 @@ impl Attention {
         self.launches.insert(key, (launch, self.calls));
         Ok(plan.spec)
     }
+}
+
+/// How a launch gets its kernel: a plan the caller made, or one made here on a cache miss.
+#[derive(Clone, Copy)]
+enum Planned<'a> {
+    Given(&'a Plan),
+    OnMiss(&'a Problem, Request),
 }
 
 fn run(

@@ -28,6 +28,7 @@ pub use config::{
     Impl, KernelConfig, KernelSpec, Loads, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
+pub use plan::{Plan, Request};
 pub use problem::{Causal, Dtype, Layout, Problem, Shape, StridedTensor, Strides, TensorName};
 
 /// The CUDA bindings evoattn is built on: `DeviceTensors` holds their views.

@@ -9,47 +9,65 @@ use std::fmt;
 /// Environment variable that overrides `--impl auto`.
 pub const IMPL_ENV: &str = "EVOATTN_IMPL";
 
-/// What the user asked for: a named implementation, or the planner's choice.
+/// What the caller asks to run. It names at most one kernel, so it cannot contradict itself:
+/// the planner's choice, a family with the planner's levers, or one kernel exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ImplChoice {
+pub enum Request {
+    /// The planner's family and levers ([`choose_impl`]); `EVOATTN_IMPL` may name the family.
     Auto,
-    Fixed(Impl),
+    /// This family, with the planner's levers for the problem.
+    Family(Impl),
+    /// This kernel, as given.
+    Config(KernelConfig),
 }
 
-impl ImplChoice {
+impl Request {
+    /// `auto` or a family's name (a config is built from `--config` text by the caller, who
+    /// knows the problem its overrides apply to).
     pub fn parse(s: &str) -> Result<Self, String> {
         if s.eq_ignore_ascii_case("auto") {
-            return Ok(ImplChoice::Auto);
+            return Ok(Request::Auto);
         }
-        Impl::parse(s).map(ImplChoice::Fixed).ok_or_else(|| {
+        Impl::parse(s).map(Request::Family).ok_or_else(|| {
             let names: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
             format!("unknown implementation '{s}'; expected auto or one of: {}", names.join(", "))
         })
     }
 
-    /// `auto` becomes `EVOATTN_IMPL` when that is set; a named choice stays as it is.
+    /// `auto` becomes `EVOATTN_IMPL` when that is set; any other request stays as it is.
     pub fn with_env_override(self) -> Result<Self, String> {
         match (self, std::env::var(IMPL_ENV)) {
-            (ImplChoice::Auto, Ok(value)) if !value.is_empty() => {
-                ImplChoice::parse(&value).map_err(|e| format!("{IMPL_ENV}: {e}"))
+            (Request::Auto, Ok(value)) if !value.is_empty() => {
+                Request::parse(&value).map_err(|e| format!("{IMPL_ENV}: {e}"))
             }
             _ => Ok(self),
         }
     }
-}
 
-impl fmt::Display for ImplChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The family asked for; `None` for `auto`.
+    pub fn family(self) -> Option<Impl> {
         match self {
-            ImplChoice::Auto => f.write_str("auto"),
-            ImplChoice::Fixed(imp) => f.write_str(imp.name()),
+            Request::Auto => None,
+            Request::Family(imp) => Some(imp),
+            Request::Config(config) => Some(config.imp()),
         }
     }
 }
 
-/// The kernel a problem runs with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Request::Auto => f.write_str("auto"),
+            Request::Family(imp) => f.write_str(imp.name()),
+            Request::Config(config) => write!(f, "{}:{config}", config.imp().name()),
+        }
+    }
+}
+
+/// A problem and the kernel that runs it on one arch: what [`crate::Attention::forward`] takes.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
+    pub problem: Problem,
     pub spec: KernelSpec,
     pub arch: Arch,
 }
@@ -98,18 +116,17 @@ pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
 pub use crate::kernels::splitkv::plan::splits;
 pub use crate::kernels::wgmma::plan::head_group;
 
-/// Resolves a choice (and optional lever overrides) into a kernel for `problem` on `arch`
-/// with `sm_count` SMs; `auto` follows [`choose_impl`].
-pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, choice: ImplChoice, config: Option<KernelConfig>) -> Plan {
-    let imp = match choice {
-        ImplChoice::Fixed(imp) => imp,
-        ImplChoice::Auto => choose_impl(problem, arch, sm_count),
+/// The kernel `request` resolves to for `problem` on `arch` with `sm_count` SMs: `auto` follows
+/// [`choose_impl`], a family takes the planner's levers for the problem, a config is taken as
+/// given.
+pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, request: Request) -> Plan {
+    let config = match request {
+        Request::Config(config) => config,
+        Request::Family(imp) => crate::defaults::for_problem(imp, arch, problem, sm_count),
+        Request::Auto => crate::defaults::for_problem(choose_impl(problem, arch, sm_count), arch, problem, sm_count),
     };
-    let config = match config {
-        Some(c) if c.imp() == imp => c,
-        _ => crate::defaults::for_problem(imp, arch, problem, sm_count),
-    };
-    Plan { spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d }, arch }
+    let spec = KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d };
+    Plan { problem: problem.clone(), spec, arch }
 }
 
 // ---- tuned configurations (issue 6) ----
@@ -151,25 +168,24 @@ impl ConfigOrigin {
     }
 }
 
-/// As [`plan`], but without lever overrides a tuned config of the chosen kernel replaces the
-/// default when `source` has one that is valid on `arch`.
+/// As [`plan`], but for `auto` or a family a tuned config of the planned family replaces the
+/// default when `source` has one that is valid on `arch`; a config request is taken as given.
 pub fn plan_with(
     problem: &Problem,
     arch: Arch,
     sm_count: u32,
-    choice: ImplChoice,
-    config: Option<KernelConfig>,
+    request: Request,
     source: &dyn ConfigSource,
 ) -> (Plan, ConfigOrigin) {
-    let planned = plan(problem, arch, sm_count, choice, config);
-    if config.is_some_and(|c| c == planned.spec.config) {
+    let planned = plan(problem, arch, sm_count, request);
+    if let Request::Config(_) = request {
         return (planned, ConfigOrigin::Requested);
     }
     match source.tuned(problem, planned.spec.imp()) {
         Some(tuned) if tuned.imp() == planned.spec.imp() => {
             let spec = KernelSpec { config: tuned, ..planned.spec };
             match spec.validate(arch) {
-                Ok(()) => (Plan { spec, arch }, ConfigOrigin::Tuned),
+                Ok(()) => (Plan { spec, ..planned }, ConfigOrigin::Tuned),
                 Err(_) => (planned, ConfigOrigin::Default),
             }
         }
@@ -185,10 +201,26 @@ mod tests {
 
     #[test]
     fn parse_choices() {
-        assert_eq!(ImplChoice::parse("auto").unwrap(), ImplChoice::Auto);
-        assert_eq!(ImplChoice::parse("mma").unwrap(), ImplChoice::Fixed(Impl::Mma));
-        let err = ImplChoice::parse("cutlass").unwrap_err();
+        assert_eq!(Request::parse("auto").unwrap(), Request::Auto);
+        assert_eq!(Request::parse("mma").unwrap(), Request::Family(Impl::Mma));
+        let err = Request::parse("cutlass").unwrap_err();
         assert!(err.contains("reference, mma"), "{err}");
+    }
+
+    #[test]
+    fn a_request_names_at_most_one_kernel() {
+        let p = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        // A config is run as given, even where auto would pick another family.
+        let mma = crate::defaults::config(Impl::Mma, Arch::Sm90a, 64).with_overrides("stages=2").unwrap();
+        let given = plan(&p, Arch::Sm90a, H100_SMS, Request::Config(mma));
+        assert_eq!((given.spec.config, given.problem.clone()), (mma, p.clone()));
+        assert_eq!(Request::Config(mma).family(), Some(Impl::Mma));
+        assert_eq!(Request::Config(mma).to_string(), format!("mma:{mma}"));
+        // A family takes the planner's levers for the problem; auto also picks the family.
+        let family = plan(&p, Arch::Sm90a, H100_SMS, Request::Family(Impl::Wgmma));
+        assert_eq!(family.spec.config, crate::defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &p, H100_SMS));
+        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, Request::Auto).spec, family.spec);
+        assert_eq!((Request::Auto.family(), Request::Auto.to_string()), (None, "auto".to_string()));
     }
 
     /// An H100 SXM's SM count.
@@ -197,7 +229,7 @@ mod tests {
     #[test]
     fn auto_picks_mma_with_the_arch_default() {
         let p = Problem::dense(Shape::new(4, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
-        let plan = plan(&p, Arch::Sm89, H100_SMS, ImplChoice::Auto, None);
+        let plan = plan(&p, Arch::Sm89, H100_SMS, Request::Auto);
         assert_eq!(plan.spec.imp(), Impl::Mma);
         assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, 128));
         assert_eq!(plan.spec.head_dim, 128);
@@ -207,15 +239,15 @@ mod tests {
     fn auto_runs_a_problem_without_keys_on_mma_which_needs_no_tensor_map() {
         let s = Shape { b: 1, h: 2, hkv: 2, sq: 5, sk: 0, d: 64 };
         let p = Problem::dense(s, Dtype::F16, Layout::Bhsd);
-        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Mma);
+        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, Request::Auto).spec.imp(), Impl::Mma);
     }
 
     #[test]
     fn auto_picks_wgmma_on_hopper_only() {
         let p = Problem::dense(Shape::new(8, 16, 512, 64), Dtype::F16, Layout::Bhsd);
-        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Wgmma);
+        assert_eq!(plan(&p, Arch::Sm90a, H100_SMS, Request::Auto).spec.imp(), Impl::Wgmma);
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90] {
-            assert_eq!(plan(&p, arch, H100_SMS, ImplChoice::Auto, None).spec.imp(), Impl::Mma, "{arch}");
+            assert_eq!(plan(&p, arch, H100_SMS, Request::Auto).spec.imp(), Impl::Mma, "{arch}");
         }
     }
 
@@ -266,7 +298,7 @@ mod tests {
         // A full grid (16 x 16 heads x 16 tiles) never splits.
         let full = Problem::dense(Shape::new(16, 16, 2048, 64), Dtype::F16, Layout::Bhsd);
         assert_eq!(choose_impl(&full, Arch::Sm90a, H100_SMS), Impl::Wgmma);
-        let plan = plan(&decode(1, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS, ImplChoice::Auto, None);
+        let plan = plan(&decode(1, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS, Request::Auto);
         assert_eq!(plan.spec.config, crate::defaults::config(Impl::Splitkv, Arch::Sm90a, 128));
     }
 
@@ -315,19 +347,19 @@ mod tests {
             stages: 2,
             q_in_regs: false,
         });
-        let mma = ImplChoice::Fixed(Impl::Mma);
-        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, ImplChoice::Auto, None, &Fixed(tuned));
+        let mma = Request::Family(Impl::Mma);
+        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, Request::Auto, &Fixed(tuned));
         assert_eq!((got.spec.config, origin), (tuned, ConfigOrigin::Tuned));
-        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, mma, None, &Untuned);
+        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, mma, &Untuned);
         assert_eq!(
             (got.spec.config, origin),
             (crate::defaults::config(Impl::Mma, Arch::Sm80, 64), ConfigOrigin::Default)
         );
         let asked = crate::defaults::config(Impl::Mma, Arch::Sm80, 128);
-        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, mma, Some(asked), &Fixed(tuned));
+        let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, Request::Config(asked), &Fixed(tuned));
         assert_eq!((got.spec.config, origin), (asked, ConfigOrigin::Requested));
         // A tuned mma config does not apply where auto picks wgmma.
-        let (got, origin) = plan_with(&p, Arch::Sm90a, H100_SMS, ImplChoice::Auto, None, &Fixed(tuned));
+        let (got, origin) = plan_with(&p, Arch::Sm90a, H100_SMS, Request::Auto, &Fixed(tuned));
         assert_eq!((got.spec.imp(), origin), (Impl::Wgmma, ConfigOrigin::Default));
     }
 }

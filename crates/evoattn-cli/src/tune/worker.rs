@@ -10,7 +10,7 @@ use crate::backend::{open_on, Backend, Kernel, TimingOptions, Variant};
 use crate::correctness::{check_case, row, CheckOptions, ExpectedCache};
 use crate::inputs::{random_inputs, Distribution, Inputs};
 use anyhow::Context;
-use evoattn::plan::ImplChoice;
+use evoattn::plan::plan;
 use evoattn::runtime::compile::CompiledKernel;
 use evoattn::runtime::resources::ResourceReport;
 use evoattn::{Arch, Causal, Dtype, Impl, KernelSpec, Layout, Problem, Shape};
@@ -46,11 +46,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         &mut out,
         &Reply::Ready { gpu: machine.gpu, driver: machine.driver, arch: info.arch.clone(), sm_count: info.sm_count },
     )?;
+    let arch = Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    let target = (arch, info.sm_count);
     let mut inputs = WorkerInputs::default();
     for line in std::io::stdin().lock().lines() {
         let request: Request = serde_json::from_str(&line?).context("a tune-worker request")?;
         let id = request.id;
-        let reply = match evaluate(backend.as_mut(), &request, &mut inputs, &mut out) {
+        let reply = match evaluate(backend.as_mut(), target, &request, &mut inputs, &mut out) {
             Ok(Ok(medians_us)) => Reply::Passed { id, medians_us },
             Ok(Err((gate, error))) => Reply::Failed { id, gate: gate.name().to_string(), error },
             Err(e) => Reply::Failed { id, gate: Gate::Correctness.name().to_string(), error: format!("{e:#}") },
@@ -114,20 +116,21 @@ fn job(request: &Request) -> anyhow::Result<Job> {
 /// that failed with its error.
 fn evaluate(
     backend: &mut dyn Backend,
+    (arch, sm_count): (Arch, u32),
     request: &Request,
     cached: &mut WorkerInputs,
     out: &mut impl Write,
 ) -> anyhow::Result<Result<Vec<f64>, (Gate, String)>> {
     let job = job(request)?;
-    let kernel = match &job.variant {
-        Some(v) => Kernel::Variant(v),
-        None => Kernel::Planned(ImplChoice::Fixed(job.spec.imp()), Some(job.spec.config)),
-    };
+    // The candidate as the kernel that runs `problem`: its config planned as given, or its source.
+    let plan_of = |problem: &Problem| plan(problem, arch, sm_count, evoattn::Request::Config(job.spec.config));
     let id = request.id;
     send(out, &Reply::Gate { id, gate: Gate::Correctness.name().to_string() })?;
     for problem in &job.problems {
         // As `check` does: the LSE output is checked too.
         let problem = problem.clone().with_lse(true);
+        let plan = plan_of(&problem);
+        let kernel = job.variant.as_ref().map_or(Kernel::Planned(&plan), Kernel::Variant);
         let result = check_case(backend, &CheckOptions::TUNE, kernel, &problem, Layout::Bhsd, &mut cached.expected);
         if !result.passed {
             return Ok(Err((Gate::Correctness, row(&result))));
@@ -141,6 +144,8 @@ fn evaluate(
             .timing
             .entry(format!("{problem:?}"))
             .or_insert_with(|| random_inputs(problem, Distribution::Normal, TIMING_SEED));
+        let plan = plan_of(problem);
+        let kernel = job.variant.as_ref().map_or(Kernel::Planned(&plan), Kernel::Variant);
         let timed = backend.time(problem, kernel, &inputs.q, &inputs.k, &inputs.v, options);
         match timed.map(|t| crate::stats::summarize(&t.samples_us)) {
             Ok(Some(s)) => medians.push(s.median),
