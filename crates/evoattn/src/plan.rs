@@ -82,35 +82,76 @@ pub const SPLITKV_MIN_DECODE_KEYS: usize = 1024;
 /// Past this the whole-row kernel's tiles are full and it has blocks enough.
 pub const SPLITKV_MAX_PACKED_ROWS: usize = 64;
 
-/// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs: `splitkv` for
-/// decoding against many keys or grids that leave SMs idle, else `wgmma` on Hopper, `mma`
-/// elsewhere; `mma` when there are no keys (a TMA map cannot describe 0 keys). `reference` is
-/// never chosen: it is the oracle.
-/// Evidence: docs/decisions/planner.md#choose-impl
+/// What the family rules read of a problem on a GPU.
+struct Facts {
+    sk: usize,
+    sms: usize,
+    /// Hopper: the whole-row family is `wgmma` (else `mma`).
+    hopper: bool,
+    /// At most [`SPLITKV_MAX_PACKED_ROWS`] query rows per KV head.
+    decoding: bool,
+    /// Blocks the whole-row family's default launches.
+    whole_row_blocks: usize,
+    /// Blocks `splitkv` launches before splitting (its packed-row tiles).
+    split_tiles: usize,
+}
+
+impl Facts {
+    fn of(problem: &Problem, arch: Arch, sm_count: u32) -> Self {
+        let hopper = Impl::Wgmma.archs().contains(&arch);
+        let blocks = |imp: Impl, config: KernelConfig| -> usize {
+            let spec = KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d };
+            debug_assert_eq!(spec.imp(), imp);
+            spec.grid(&problem.shape, 1, sm_count).iter().product()
+        };
+        let whole_rows = if hopper { Impl::Wgmma } else { Impl::Mma };
+        Facts {
+            sk: problem.shape.sk,
+            sms: sm_count as usize,
+            hopper,
+            decoding: problem.shape.sq * problem.shape.group() <= SPLITKV_MAX_PACKED_ROWS,
+            whole_row_blocks: blocks(whole_rows, crate::defaults::config(whole_rows, arch, problem.shape.d)),
+            split_tiles: blocks(Impl::Splitkv, crate::defaults::for_problem(Impl::Splitkv, arch, problem, sm_count)),
+        }
+    }
+}
+
+/// One family rule: where it applies and the family it picks.
+struct FamilyRule {
+    /// Its section in docs/decisions/planner.md (a test checks that the section exists).
+    #[cfg_attr(not(test), allow(dead_code))]
+    evidence: &'static str,
+    applies: fn(&Facts) -> bool,
+    family: Impl,
+}
+
+/// The families `auto` picks, first applicable rule wins. `reference` is never picked: it is
+/// the oracle.
+const FAMILY_RULES: &[FamilyRule] = &[
+    // No keys: a TMA map cannot describe an empty K or V; `mma`'s loads need none.
+    FamilyRule { evidence: "no-keys", applies: |f| f.sk == 0, family: Impl::Mma },
+    // Decoding whose `splitkv` tiles alone leave SMs idle.
+    FamilyRule {
+        evidence: "sparse-decode",
+        applies: |f| f.decoding && f.split_tiles < f.sms && f.sk >= SPLITKV_MIN_DECODE_KEYS,
+        family: Impl::Splitkv,
+    },
+    // Long keys, and rows too few to fill tiles or blocks too few to fill the SMs.
+    FamilyRule {
+        evidence: "split-long-keys",
+        applies: |f| (f.decoding || f.whole_row_blocks < f.sms) && f.sk >= SPLITKV_MIN_KEYS,
+        family: Impl::Splitkv,
+    },
+    // Whole rows: `wgmma` on Hopper, `mma` elsewhere.
+    FamilyRule { evidence: "whole-rows", applies: |f| f.hopper, family: Impl::Wgmma },
+    FamilyRule { evidence: "whole-rows", applies: |_| true, family: Impl::Mma },
+];
+
+/// The implementation `auto` runs `problem` with on `arch` with `sm_count` SMs: the first of
+/// [`FAMILY_RULES`] that applies.
 pub fn choose_impl(problem: &Problem, arch: Arch, sm_count: u32) -> Impl {
-    if problem.shape.sk == 0 {
-        return Impl::Mma;
-    }
-    let whole_rows = if Impl::Wgmma.archs().contains(&arch) { Impl::Wgmma } else { Impl::Mma };
-    let spec = KernelSpec {
-        config: crate::defaults::config(whole_rows, arch, problem.shape.d),
-        dtype: problem.dtype,
-        head_dim: problem.shape.d,
-    };
-    let blocks: usize = spec.grid(&problem.shape, 1, sm_count).iter().product();
-    let decoding = problem.shape.sq * problem.shape.group() <= SPLITKV_MAX_PACKED_ROWS;
-    let split_spec = KernelSpec {
-        config: crate::defaults::for_problem(Impl::Splitkv, arch, problem, sm_count),
-        dtype: problem.dtype,
-        head_dim: problem.shape.d,
-    };
-    let split_tiles: usize = split_spec.grid(&problem.shape, 1, sm_count).iter().product();
-    let sparse_decode = decoding && split_tiles < sm_count as usize && problem.shape.sk >= SPLITKV_MIN_DECODE_KEYS;
-    if sparse_decode || ((decoding || blocks < sm_count as usize) && problem.shape.sk >= SPLITKV_MIN_KEYS) {
-        Impl::Splitkv
-    } else {
-        whole_rows
-    }
+    let facts = Facts::of(problem, arch, sm_count);
+    FAMILY_RULES.iter().find(|r| (r.applies)(&facts)).map_or(Impl::Mma, |r| r.family)
 }
 
 pub use crate::kernels::splitkv::plan::splits;
@@ -205,6 +246,14 @@ mod tests {
         assert_eq!(Request::parse("mma").unwrap(), Request::Family(Impl::Mma));
         let err = Request::parse("cutlass").unwrap_err();
         assert!(err.contains("reference, mma"), "{err}");
+    }
+
+    #[test]
+    fn every_family_rule_names_a_section_of_the_decisions() {
+        let doc = include_str!("../../../docs/decisions/planner.md");
+        for rule in FAMILY_RULES {
+            assert!(doc.contains(&format!("\n## {}\n", rule.evidence)), "no section {} in planner.md", rule.evidence);
+        }
     }
 
     #[test]
