@@ -144,7 +144,7 @@ fn print_table(record: &BenchRecord) {
         for p in &r.peers {
             let cell = match median(p) {
                 Some(m) => format!("{m:.2}"),
-                None => p.status.clone(),
+                None => p.status.to_string(),
             };
             line.push_str(&format!(" {cell:>14}"));
         }
@@ -178,7 +178,7 @@ fn print_table(record: &BenchRecord) {
                 c.d,
                 c.dtype,
                 c.causal,
-                p.reason.as_deref().unwrap_or(&p.status)
+                p.reason.clone().unwrap_or_else(|| p.status.to_string())
             )
         })
         .collect();

@@ -2,7 +2,7 @@
 //! samples. Pure: the same record and options always give the same report, so CI can re-gate a
 //! record taken on a GPU elsewhere.
 
-use crate::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, STATUS_OK};
+use crate::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, Status};
 use crate::stats::{
     bootstrap_median_diff, bootstrap_median_ratio, summarize, unsteady_drift, Interval, Summary, Verdict,
     DEFAULT_RESAMPLES, DEFAULT_SEED, DRIFT_TOLERANCE,
@@ -264,7 +264,7 @@ fn pick_peer<'a>(result: &'a ResultRecord, against: &Against) -> Result<&'a Meas
                 let why = peer.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
                 Err(format!(
                     "peer {name} {}{why}",
-                    if peer.status == STATUS_OK { "has no samples" } else { &peer.status }
+                    if peer.status == Status::Ok { "has no samples".to_string() } else { peer.status.to_string() }
                 ))
             }
         }
@@ -598,7 +598,7 @@ pub fn render_json(report: &GateReport) -> String {
 mod tests {
     use super::*;
     use crate::record::tests::{gate_case, ok_measurement};
-    use crate::record::{Environment, PYTHON_PEER, SCHEMA, SELF_PEER, STATUS_REFUSED, TORCH_TIMED_PEER};
+    use crate::record::{Environment, Status, PYTHON_PEER, SCHEMA, SELF_PEER, TORCH_TIMED_PEER};
     use crate::stats::tests::lognormal_samples;
 
     /// Samples per kernel, as `bench`'s default.
@@ -616,7 +616,7 @@ mod tests {
 
     fn refused(name: &str) -> Measurement {
         Measurement {
-            status: STATUS_REFUSED.into(),
+            status: Status::Refused,
             reason: Some("head dim 256 unsupported".into()),
             samples_us: Vec::new(),
             ..measurement(name, 1.0, 0)

@@ -349,7 +349,7 @@ pub fn save_or_warn(source: Source, record: &BenchRecord) -> Option<usize> {
 mod tests {
     use super::*;
     use crate::record::tests::ok_measurement;
-    use crate::record::{ResultRecord, SCHEMA, STATUS_MISSING};
+    use crate::record::{ResultRecord, Status, SCHEMA};
 
     const GPU: &str = "NVIDIA H100 80GB HBM3";
 
@@ -370,7 +370,7 @@ mod tests {
 
     /// One case measured by `kernel` at `median` (three samples around it) and a peer, at `date`.
     fn record(date: &str, commit: &str, kernel: &str, median: f64, correct: Option<bool>) -> BenchRecord {
-        let missing = Measurement { status: STATUS_MISSING.into(), ..ok_measurement("fa4", &[], None) };
+        let missing = Measurement { status: Status::Missing, ..ok_measurement("fa4", &[], None) };
         let env = Environment {
             gpu: GPU.into(),
             driver: "580.65".into(),

@@ -9,8 +9,7 @@ use crate::kernel_args::KernelArgs;
 use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
 use crate::presets::ProblemArgs;
 use crate::record::{
-    BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, SCHEMA, SELF_PEER, STATUS_MISSING,
-    STATUS_OK, STATUS_REFUSED, TORCH_TIMED_PEER,
+    BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, SCHEMA, SELF_PEER, TORCH_TIMED_PEER,
 };
 use crate::stats::unsteady_drift;
 use anyhow::{bail, Context};
@@ -265,8 +264,8 @@ impl TorchTimed {
     }
 }
 
-fn set_status(row: &mut Measurement, status: &str, reason: Option<String>) {
-    row.status = status.to_string();
+fn set_status(row: &mut Measurement, status: Status, reason: Option<String>) {
+    row.status = status;
     row.reason = reason;
 }
 
@@ -284,6 +283,8 @@ fn is_oracle_peer(name: &str) -> bool {
     name != SELF_PEER && name != TORCH_TIMED_PEER
 }
 
+/// One case: ours checked for correctness, each peer's output judged against the same answer,
+/// then every side timed in interleaved blocks.
 fn measure_case(
     args: &LabArgs,
     case: &CaseContext,
@@ -294,23 +295,49 @@ fn measure_case(
     flush_bytes: usize,
 ) -> anyhow::Result<ResultRecord> {
     let p = case.problem;
-    let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
     let want = expected_o(backend, p, case.inputs)?;
     let new_row = |name: &str| Measurement {
         name: name.to_string(),
-        status: STATUS_MISSING.into(),
+        status: Status::Missing,
         reason: oracle_error.map(str::to_string),
         samples_us: Vec::with_capacity(args.reps),
         max_abs: None,
         rel_l2: None,
         correct: None,
     };
+    let ours = check_ours(case, backend, &want, new_row)?;
+    let id = format!("case{}", case.id);
+    let mut peer_rows: Vec<Measurement> = peers.iter().map(|name| new_row(name)).collect();
+    for row in peer_rows.iter_mut().filter(|r| r.name == SELF_PEER) {
+        set_status(row, Status::Ok, None);
+        (row.max_abs, row.rel_l2, row.correct) = (ours.max_abs, ours.rel_l2, ours.correct);
+    }
+    let torch_timed = match oracle.as_deref_mut() {
+        Some(o) => check_peers(args, case, &id, backend, o, &mut peer_rows, &want, flush_bytes)?,
+        None => None,
+    };
+    let mut sides: Vec<Measurement> = std::iter::once(ours).chain(peer_rows).collect();
+    time_interleaved(args, case, &id, backend, oracle.as_deref_mut(), torch_timed.as_ref(), &mut sides, flush_bytes)?;
+    let ours = sides.remove(0);
+    if let Some(o) = oracle {
+        o.unload(&id)?;
+    }
+    Ok(ResultRecord { case: case_record(p, case.layout), ours, peers: sides })
+}
 
-    let got = backend.forward(p, Kernel::Planned(case.plan), q, k, v)?;
+/// Our kernel's row: its output judged on the case's inputs and, as `check` does, on wide-range
+/// inputs that stress the softmax (the worse of the two errors is kept).
+fn check_ours(
+    case: &CaseContext,
+    backend: &mut dyn Backend,
+    want: &[f64],
+    new_row: impl Fn(&str) -> Measurement,
+) -> anyhow::Result<Measurement> {
+    let p = case.problem;
+    let got = backend.forward(p, Kernel::Planned(case.plan), &case.inputs.q, &case.inputs.k, &case.inputs.v)?;
     let mut ours = new_row(&got.kernel);
-    set_status(&mut ours, STATUS_OK, None);
-    judge(&mut ours, p, &got.o, &want);
-    // As `check` does, ours must also be right on wide-range inputs that stress the softmax.
+    set_status(&mut ours, Status::Ok, None);
+    judge(&mut ours, p, &got.o, want);
     let wide = random_inputs(p, Distribution::Wide, case.seed ^ WIDE_SEED);
     let wide_want = expected_o(backend, p, &wide)?;
     let wide_got = backend.forward(p, Kernel::Planned(case.plan), &wide.q, &wide.k, &wide.v)?;
@@ -319,53 +346,77 @@ fn measure_case(
     ours.correct = Some(ours.correct == Some(true) && wide_row.correct == Some(true));
     let worse = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a.max(b));
     (ours.max_abs, ours.rel_l2) = (worse(ours.max_abs, wide_row.max_abs), worse(ours.rel_l2, wide_row.rel_l2));
+    Ok(ours)
+}
 
-    let id = format!("case{}", case.id);
-    let mut peer_rows: Vec<Measurement> = peers.iter().map(|name| new_row(name)).collect();
-    for row in peer_rows.iter_mut().filter(|r| r.name == SELF_PEER) {
-        set_status(row, STATUS_OK, None);
-        (row.max_abs, row.rel_l2, row.correct) = (ours.max_abs, ours.rel_l2, ours.correct);
-    }
+/// Loads the case into the oracle and has each peer write its output once, judged against
+/// `want`; a peer that refuses or is missing is marked so. Returns our kernel packed for the
+/// oracle's launch when `self-torch-events` is among the peers and it ran.
+#[allow(clippy::too_many_arguments)]
+fn check_peers(
+    args: &LabArgs,
+    case: &CaseContext,
+    id: &str,
+    backend: &mut dyn Backend,
+    o: &mut Oracle,
+    peer_rows: &mut [Measurement],
+    want: &[f64],
+    flush_bytes: usize,
+) -> anyhow::Result<Option<TorchTimed>> {
+    let p = case.problem;
+    let path = case.dir.join(format!("{id}.safetensors"));
+    crate::oracle::write_inputs(&path, p, case.layout, case.inputs)?;
+    o.load(id, &path, case.layout, p.causal, p.softmax_scale())?;
+    let _ = std::fs::remove_file(&path);
     let mut torch_timed = None;
-    if let Some(o) = oracle.as_deref_mut() {
-        let path = case.dir.join(format!("{id}.safetensors"));
-        crate::oracle::write_inputs(&path, p, case.layout, case.inputs)?;
-        o.load(&id, &path, case.layout, p.causal, p.softmax_scale())?;
-        let _ = std::fs::remove_file(&path);
-        for row in &mut peer_rows {
-            let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
-            if row.name == TORCH_TIMED_PEER {
-                // One launch through the oracle, output kept: the image must compute what ours does.
-                let prepared = TorchTimed::prepare(case, backend).and_then(|t| {
-                    o.time_kernel(&id, &t.launch(Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
-                    Ok(t)
-                });
-                match prepared {
-                    Ok(t) => {
-                        set_status(row, STATUS_OK, None);
-                        judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, &want);
-                        torch_timed = Some(t);
-                    }
-                    Err(e) => set_status(row, STATUS_MISSING, Some(format!("{e:#}"))),
+    for row in peer_rows {
+        let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
+        if row.name == TORCH_TIMED_PEER {
+            // One launch through the oracle, output kept: the image must compute what ours does.
+            let prepared = TorchTimed::prepare(case, backend).and_then(|t| {
+                o.time_kernel(id, &t.launch(Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
+                Ok(t)
+            });
+            match prepared {
+                Ok(t) => {
+                    set_status(row, Status::Ok, None);
+                    judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, want);
+                    torch_timed = Some(t);
                 }
-            } else if is_oracle_peer(&row.name) {
-                match o.output(&id, &row.name, &out_path)? {
-                    PeerOutput::Written(_) => {
-                        set_status(row, STATUS_OK, None);
-                        judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, &want);
-                    }
-                    PeerOutput::Refused(reason) => set_status(row, STATUS_REFUSED, Some(reason)),
-                    PeerOutput::Missing(reason) => set_status(row, STATUS_MISSING, Some(reason)),
-                }
+                Err(e) => set_status(row, Status::Missing, Some(format!("{e:#}"))),
             }
-            let _ = std::fs::remove_file(&out_path);
+        } else if is_oracle_peer(&row.name) {
+            match o.output(id, &row.name, &out_path)? {
+                PeerOutput::Written(_) => {
+                    set_status(row, Status::Ok, None);
+                    judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, want);
+                }
+                PeerOutput::Refused(reason) => set_status(row, Status::Refused, Some(reason)),
+                PeerOutput::Missing(reason) => set_status(row, Status::Missing, Some(reason)),
+            }
         }
+        let _ = std::fs::remove_file(&out_path);
     }
+    Ok(torch_timed)
+}
 
-    // Interleave blocks until every side has reps, reversing the order of the sides from one
-    // block to the next (ours, peers; then peers, ours) so that a position effect within a
-    // block cancels instead of favouring one side.
-    let mut sides: Vec<Measurement> = std::iter::once(ours).chain(peer_rows).collect();
+/// Times every side that ran (`sides[0]` is ours) in interleaved blocks until each has
+/// `args.reps` samples, reversing the order of the sides from one block to the next (ours,
+/// peers; then peers, ours) so that a position effect within a block cancels instead of
+/// favouring one side; measures all sides again, once, when a side's samples drift.
+#[allow(clippy::too_many_arguments)]
+fn time_interleaved(
+    args: &LabArgs,
+    case: &CaseContext,
+    id: &str,
+    backend: &mut dyn Backend,
+    mut oracle: Option<&mut Oracle>,
+    torch_timed: Option<&TorchTimed>,
+    sides: &mut [Measurement],
+    flush_bytes: usize,
+) -> anyhow::Result<()> {
+    let p = case.problem;
+    let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
     for attempt in 1..=MEASURE_ATTEMPTS {
         let mut remaining = args.reps;
         for block in 0.. {
@@ -380,15 +431,15 @@ fn measure_case(
             }
             for index in order {
                 let row = &mut sides[index];
-                if row.status != STATUS_OK {
+                if row.status != Status::Ok {
                     continue;
                 }
-                match (index, row.name.as_str(), oracle.as_deref_mut(), &torch_timed) {
+                match (index, row.name.as_str(), oracle.as_deref_mut(), torch_timed) {
                     (0, _, _, _) | (_, SELF_PEER, _, _) => {
                         row.samples_us.extend(backend.time(p, Kernel::Planned(case.plan), q, k, v, options)?.samples_us)
                     }
                     (_, TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
-                        &id,
+                        id,
                         &t.launch(None),
                         args.mode,
                         args.warmup,
@@ -396,10 +447,10 @@ fn measure_case(
                         flush_bytes,
                     )?),
                     (_, name, Some(o), _) if is_oracle_peer(name) => {
-                        match o.time(&id, name, args.mode, args.warmup, n, flush_bytes)? {
+                        match o.time(id, name, args.mode, args.warmup, n, flush_bytes)? {
                             PeerTiming::Samples(s) => row.samples_us.extend(s),
-                            PeerTiming::Refused(reason) => set_status(row, STATUS_REFUSED, Some(reason)),
-                            PeerTiming::Missing(reason) => set_status(row, STATUS_MISSING, Some(reason)),
+                            PeerTiming::Refused(reason) => set_status(row, Status::Refused, Some(reason)),
+                            PeerTiming::Missing(reason) => set_status(row, Status::Missing, Some(reason)),
                         }
                     }
                     _ => {}
@@ -431,27 +482,23 @@ fn measure_case(
             row.samples_us.clear();
         }
     }
-    let ours = sides.remove(0);
-    let peer_rows = sides;
-    if let Some(o) = oracle {
-        o.unload(&id)?;
+    Ok(())
+}
+
+/// The record's description of a case.
+fn case_record(p: &Problem, layout: Layout) -> CaseRecord {
+    CaseRecord {
+        b: p.shape.b,
+        h: p.shape.h,
+        hkv: p.shape.hkv,
+        sq: p.shape.sq,
+        sk: p.shape.sk,
+        d: p.shape.d,
+        dtype: p.dtype.name().into(),
+        causal: p.causal.name().into(),
+        layout: layout.name().into(),
+        flops: p.flops(),
     }
-    Ok(ResultRecord {
-        case: CaseRecord {
-            b: p.shape.b,
-            h: p.shape.h,
-            hkv: p.shape.hkv,
-            sq: p.shape.sq,
-            sk: p.shape.sk,
-            d: p.shape.d,
-            dtype: p.dtype.name().into(),
-            causal: p.causal.name().into(),
-            layout: case.layout.name().into(),
-            flops: p.flops(),
-        },
-        ours,
-        peers: peer_rows,
-    })
 }
 
 /// The current SM clock in MHz, if `nvidia-smi` answers.

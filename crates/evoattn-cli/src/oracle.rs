@@ -12,7 +12,7 @@
 // Its caller, `bench` (lab.rs), is not yet wired into main.rs; remove this once it is.
 
 use crate::inputs::Inputs;
-use crate::record::{Mode, STATUS_MISSING, STATUS_OK, STATUS_REFUSED};
+use crate::record::{Mode, Status};
 use crate::tensors_io::{bits, dtype_name, le_bytes, safetensors_dtype};
 use anyhow::{anyhow, bail, ensure, Context};
 use evoattn::{Causal, Layout, Problem, TensorName};
@@ -251,10 +251,10 @@ impl Oracle {
             "flush_bytes": flush_bytes
         });
         let reply: PeerReply = decode("time", &self.connection.request("time", fields)?)?;
-        Ok(match reply.status()? {
-            Status::Ran => PeerTiming::Samples(reply.samples_us.context("the oracle's 'time' reply has no samples")?),
-            Status::Refused(reason) => PeerTiming::Refused(reason),
-            Status::Missing(reason) => PeerTiming::Missing(reason),
+        Ok(match reply.outcome()? {
+            Outcome::Ran => PeerTiming::Samples(reply.samples_us.context("the oracle's 'time' reply has no samples")?),
+            Outcome::Refused(reason) => PeerTiming::Refused(reason),
+            Outcome::Missing(reason) => PeerTiming::Missing(reason),
         })
     }
 
@@ -262,10 +262,10 @@ impl Oracle {
     pub fn output(&mut self, id: &str, peer: &str, path: &Path) -> anyhow::Result<PeerOutput> {
         let fields = json!({ "id": id, "peer": peer, "path": utf8(path)? });
         let reply: PeerReply = decode("output", &self.connection.request("output", fields)?)?;
-        Ok(match reply.status()? {
-            Status::Ran => PeerOutput::Written(path.to_path_buf()),
-            Status::Refused(reason) => PeerOutput::Refused(reason),
-            Status::Missing(reason) => PeerOutput::Missing(reason),
+        Ok(match reply.outcome()? {
+            Outcome::Ran => PeerOutput::Written(path.to_path_buf()),
+            Outcome::Refused(reason) => PeerOutput::Refused(reason),
+            Outcome::Missing(reason) => PeerOutput::Missing(reason),
         })
     }
 
@@ -395,20 +395,21 @@ struct PeerReply {
     samples_us: Option<Vec<f64>>,
 }
 
-enum Status {
+/// What a peer did with a request.
+enum Outcome {
     Ran,
     Refused(String),
     Missing(String),
 }
 
 impl PeerReply {
-    fn status(&self) -> anyhow::Result<Status> {
+    fn outcome(&self) -> anyhow::Result<Outcome> {
         let reason = || self.reason.clone().unwrap_or_else(|| "no reason given".into());
-        Ok(match self.status.as_deref() {
-            Some(STATUS_OK) => Status::Ran,
-            Some(STATUS_REFUSED) => Status::Refused(reason()),
-            Some(STATUS_MISSING) => Status::Missing(reason()),
-            other => bail!("the oracle answered with status {other:?}"),
+        Ok(match self.status.as_deref().and_then(Status::parse) {
+            Some(Status::Ok) => Outcome::Ran,
+            Some(Status::Refused) => Outcome::Refused(reason()),
+            Some(Status::Missing) => Outcome::Missing(reason()),
+            None => bail!("the oracle answered with status {:?}", self.status),
         })
     }
 }

@@ -74,8 +74,7 @@ pub struct CaseRecord {
 pub struct Measurement {
     /// `evoattn` kernel name, or the peer's name (`sdpa-cudnn`, `fa4`, ...).
     pub name: String,
-    /// `ok`, `refused` (the peer does not run this case) or `missing` (not installed).
-    pub status: String,
+    pub status: Status,
     pub reason: Option<String>,
     /// Raw per-launch times in microseconds, in the order taken.
     pub samples_us: Vec<f64>,
@@ -88,7 +87,7 @@ pub struct Measurement {
 
 impl Measurement {
     pub fn is_ok(&self) -> bool {
-        self.status == STATUS_OK && !self.samples_us.is_empty()
+        self.status == Status::Ok && !self.samples_us.is_empty()
     }
 }
 
@@ -108,9 +107,39 @@ pub fn is_control(name: &str) -> bool {
     name == SELF_PEER || name == TORCH_TIMED_PEER || name == PYTHON_PEER
 }
 
-pub const STATUS_OK: &str = "ok";
-pub const STATUS_REFUSED: &str = "refused";
-pub const STATUS_MISSING: &str = "missing";
+/// Whether an implementation ran a case; written in records as `ok`, `refused` or `missing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// It ran (samples may still be empty when it then failed).
+    Ok,
+    /// The peer does not run this case (its own limits: head dim, mask, dtype).
+    Refused,
+    /// The peer is not installed, or the oracle could not start.
+    Missing,
+}
+
+impl Status {
+    const ALL: [Status; 3] = [Status::Ok, Status::Refused, Status::Missing];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Refused => "refused",
+            Status::Missing => "missing",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Status::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// One case: ours and every peer asked for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -155,7 +184,7 @@ pub(crate) mod tests {
     pub(crate) fn ok_measurement(name: &str, samples_us: &[f64], correct: Option<bool>) -> Measurement {
         Measurement {
             name: name.into(),
-            status: STATUS_OK.into(),
+            status: Status::Ok,
             reason: None,
             samples_us: samples_us.to_vec(),
             max_abs: None,

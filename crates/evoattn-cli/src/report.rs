@@ -486,7 +486,7 @@ pub fn build(records: &[NamedRecord]) -> anyhow::Result<Report> {
 mod tests {
     use super::*;
     use crate::record::tests::ok_measurement;
-    use crate::record::{Environment, Mode, SCHEMA, SELF_PEER, STATUS_MISSING};
+    use crate::record::{Environment, Mode, Status, SCHEMA, SELF_PEER};
 
     /// 1 TFLOP of work: TFLOP/s is 10⁶ / µs.
     const FLOPS: f64 = 1e12;
@@ -513,7 +513,7 @@ mod tests {
     /// Three cases: ours 100 µs vs best peer 150 (1.5×); ours 200 vs 100 (0.5×; the faster
     /// `self` control is ignored); ours 100 vs a missing peer and 300 → 3×.
     fn record() -> NamedRecord {
-        let missing = Measurement { status: STATUS_MISSING.into(), samples_us: vec![], ..measurement("fa4", &[]) };
+        let missing = Measurement { status: Status::Missing, samples_us: vec![], ..measurement("fa4", &[]) };
         let results = vec![
             ResultRecord {
                 case: case(1024, "none"),
