@@ -7,7 +7,7 @@
 //! produces. Regenerate both (only when a change is meant to alter kernels, and say so in the
 //! commit) with `EVOATTN_WRITE_INVARIANT=1 cargo test -p evoattn-cli --release kernel_invariant`.
 
-use crate::presets::{preset, HEAD_DIMS, NAMES};
+use crate::lab::presets::{preset, HEAD_DIMS, NAMES};
 use evoattn::plan::plan;
 use evoattn::runtime::compile::compile_parallel;
 use evoattn::runtime::nvrtc::Nvrtc;

@@ -3,41 +3,17 @@
 //! Exit codes: 0 success; 1 a check or gate failed; 2 could not run (bad input, no GPU,
 //! no driver, no NVRTC), with a one-line reason on stderr.
 
-mod backend;
-mod backend_gpu;
-mod backend_mock;
-mod ceilings;
-mod cmd_bench;
-mod cmd_check;
-mod cmd_compile;
-mod cmd_gate;
-mod cmd_info;
-mod cmd_profile;
-mod cmd_report;
-mod cmd_run;
-mod cmd_trace;
-mod cmd_tune;
-mod correctness;
-mod db;
-mod gate;
-mod gate_history;
-mod history;
-mod inputs;
-mod kernel_args;
+mod commands;
+mod exporters;
 #[cfg(test)]
 mod kernel_invariant;
 mod lab;
-mod ncu;
-mod oracle;
-mod presets;
-mod record;
-mod report;
-mod report_history;
-mod stats;
-mod tensors_io;
+mod stores;
 mod tune;
+mod verdicts;
 
 use clap::{Parser, Subcommand};
+use commands as cmd;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -61,29 +37,29 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// GPU, compute capability, driver, NVRTC version, kernels available, cache dir.
-    Info(cmd_info::Args),
+    Info(cmd::info::Args),
     /// Attention on tensors q, k, v from a safetensors file; writes o (and lse) to another.
-    Run(cmd_run::Args),
+    Run(cmd::run::Args),
     /// Correctness against the float64 / reference-kernel oracle on fresh random inputs.
-    Check(cmd_check::Args),
+    Check(cmd::check::Args),
     /// Time kernels with device events (median, p10, p90, TFLOP/s) on random inputs.
-    Bench(cmd_bench::Args),
+    Bench(cmd::bench::Args),
     /// Compile kernel variants for an arch (no GPU needed) and print their resource use.
-    Compile(cmd_compile::Args),
+    Compile(cmd::compile::Args),
     /// Pass/fail of ours against a peer, or the history, per case (exit 0 pass, 1 fail, 2 could
     /// not run); measures, or re-gates a recorded bench record with --samples (no GPU needed).
-    Gate(cmd_gate::Args),
+    Gate(cmd::gate::Args),
     /// Nsight Compute counters of our kernel, and whether it is compute-, memory- or
     /// latency-bound or under-occupied (needs ncu and counter access).
-    Profile(cmd_profile::Args),
+    Profile(cmd::profile::Args),
     /// Per-warp timeline of one launch of the warp-specialised wgmma kernel built with trace=1:
     /// cycles between its marks (data, turn, S, softmax, P·V, tile boundary, the producer's loads).
-    Trace(cmd_trace::Args),
+    Trace(cmd::trace::Args),
     /// Markdown tables, a CSV and SVG plots from bench records and the run history (no GPU needed).
-    Report(cmd_report::Args),
+    Report(cmd::report::Args),
     /// Search a kernel's levers on GPU workers (compile -> resources -> correctness ->
     /// timing); the planner then uses the best config per GPU and bucket. `--show` lists the store.
-    Tune(cmd_tune::Args),
+    Tune(cmd::tune::Args),
     /// One GPU's tuning worker (started by `tune`; JSON lines on stdin/stdout).
     #[command(name = "tune-worker", hide = true)]
     TuneWorker(tune::worker::Args),
@@ -92,16 +68,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Info(args) => cmd_info::run(args),
-        Command::Run(args) => cmd_run::run(args),
-        Command::Check(args) => cmd_check::run(args),
-        Command::Bench(args) => cmd_bench::run(args),
-        Command::Compile(args) => cmd_compile::run(args),
-        Command::Gate(args) => cmd_gate::run(args),
-        Command::Profile(args) => cmd_profile::run(args),
-        Command::Report(args) => cmd_report::run(args),
-        Command::Trace(args) => cmd_trace::run(args),
-        Command::Tune(args) => cmd_tune::run(args),
+        Command::Info(args) => cmd::info::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Check(args) => cmd::check::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Compile(args) => cmd::compile::run(args),
+        Command::Gate(args) => cmd::gate::run(args),
+        Command::Profile(args) => cmd::profile::run(args),
+        Command::Report(args) => cmd::report::run(args),
+        Command::Trace(args) => cmd::trace::run(args),
+        Command::Tune(args) => cmd::tune::run(args),
         Command::TuneWorker(args) => tune::worker::run(args),
     };
     match result {

@@ -16,7 +16,7 @@ pub const FILE_NAME: &str = "tune.sqlite";
 
 /// The default store: next to the compiled kernels it describes.
 pub fn default_path() -> PathBuf {
-    crate::db::default_path(FILE_NAME)
+    crate::stores::db::default_path(FILE_NAME)
 }
 
 /// Problems that share a best kernel: same compile-time traits and mask, sequence lengths in
@@ -69,7 +69,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    pub fn of(info: &crate::backend::BackendInfo) -> Self {
+    pub fn of(info: &crate::lab::backend::BackendInfo) -> Self {
         let (major, minor) = info.compute_capability;
         Machine { gpu: format!("{} (cc {major}.{minor})", info.gpu), driver: info.driver.clone() }
     }
@@ -141,7 +141,7 @@ fn shapes_text(shapes: &[Shape]) -> String {
 
 impl Store {
     pub fn open(path: &Path) -> Result<Self> {
-        let conn = crate::db::open(path, SCHEMA)?;
+        let conn = crate::stores::db::open(path, SCHEMA)?;
         let has_source: bool = conn.query_row(
             "SELECT COUNT(*) FROM pragma_table_info('evaluations') WHERE name = ?1",
             [SOURCE_COLUMN],

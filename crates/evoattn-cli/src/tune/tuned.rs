@@ -2,7 +2,7 @@
 //! handed to `evoattn::plan::plan_with` as a [`ConfigSource`] so the library needs no SQLite.
 
 use super::store::{self, Bucket, Store};
-use crate::backend::BackendInfo;
+use crate::lab::backend::BackendInfo;
 use evoattn::plan::{ConfigSource, Untuned};
 use evoattn::{Impl, KernelConfig, Problem};
 

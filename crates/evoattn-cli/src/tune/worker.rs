@@ -6,9 +6,10 @@
 
 use super::evolve::Gate;
 use super::protocol::{Reply, Request};
-use crate::backend::{open_on, Backend, Kernel, TimingOptions, Variant};
-use crate::correctness::{check_case, row, CheckOptions, ExpectedCache};
-use crate::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::backend::{Backend, Kernel, TimingOptions, Variant};
+use crate::lab::correctness::{check_case, row, CheckOptions, ExpectedCache};
+use crate::lab::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::open::open_on;
 use anyhow::Context;
 use evoattn::plan::plan;
 use evoattn::runtime::compile::CompiledKernel;
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 
 /// Timed launches are eager, as `evoattn bench` measures by default: the tuned config must win
 /// where the planner's users see it.
-const TIMING_MODE: crate::record::Mode = crate::record::Mode::Eager;
+const TIMING_MODE: crate::stores::record::Mode = crate::stores::record::Mode::Eager;
 /// Seed of the timing inputs; the correctness gate draws its own fresh ones.
 const TIMING_SEED: u64 = 0x7E57;
 
@@ -147,7 +148,7 @@ fn evaluate(
         let plan = plan_of(problem);
         let kernel = job.variant.as_ref().map_or(Kernel::Planned(&plan), Kernel::Variant);
         let timed = backend.time(problem, kernel, &inputs.q, &inputs.k, &inputs.v, options);
-        match timed.map(|t| crate::stats::summarize(&t.samples_us)) {
+        match timed.map(|t| crate::verdicts::stats::summarize(&t.samples_us)) {
             Ok(Some(s)) => medians.push(s.median),
             Ok(None) => return Ok(Err((Gate::Timing, "no samples".to_string()))),
             Err(e) => return Ok(Err((Gate::Timing, e.to_string()))),

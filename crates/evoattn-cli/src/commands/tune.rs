@@ -2,8 +2,8 @@
 //! worker processes on every GPU asked for, writes every evaluation to the store as it
 //! completes, and prints (and with `--json` writes) the elites. `--show` lists the store.
 
-use crate::backend::device_count;
-use crate::presets::ProblemArgs;
+use crate::lab::open::device_count;
+use crate::lab::presets::ProblemArgs;
 use crate::tune::evaluator::WorkerEvaluator;
 use crate::tune::evolve::{evolve, Candidate, Evaluation, Hooks, Params, Proposal, ELITES};
 use crate::tune::pool::Worker;

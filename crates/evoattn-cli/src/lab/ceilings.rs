@@ -2,7 +2,7 @@
 //! through the oracle and cached per GPU and driver in the kernel cache directory, so `info`
 //! and `bench` can state "% of peak" without re-measuring.
 
-use crate::oracle::Oracle;
+use crate::lab::oracle::Oracle;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

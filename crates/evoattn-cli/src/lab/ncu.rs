@@ -302,9 +302,9 @@ pub fn ncu_terms(p: &KernelProfile) -> NcuTerms {
 mod tests {
     use super::*;
 
-    const MMA: &str = include_str!("../tests/fixtures/ncu/h100-ncu-mma-metrics.csv");
-    const WGMMA: &str = include_str!("../tests/fixtures/ncu/h100-ncu-wgmma-metrics.csv");
-    const SECTIONS: &str = include_str!("../tests/fixtures/ncu/h100-ncu-mma-sections.csv");
+    const MMA: &str = include_str!("../../tests/fixtures/ncu/h100-ncu-mma-metrics.csv");
+    const WGMMA: &str = include_str!("../../tests/fixtures/ncu/h100-ncu-wgmma-metrics.csv");
+    const SECTIONS: &str = include_str!("../../tests/fixtures/ncu/h100-ncu-mma-sections.csv");
 
     fn profile(metrics: &[(&str, f64)]) -> KernelProfile {
         KernelProfile {

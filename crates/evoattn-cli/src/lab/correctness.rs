@@ -2,8 +2,8 @@
 //! (float64 on the CPU for small problems, the `reference` kernel, itself checked against
 //! float64, for large ones) and a kernel's check against it over several input sets.
 
-use crate::backend::{Backend, Kernel};
-use crate::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::backend::{Backend, Kernel};
+use crate::lab::inputs::{random_inputs, Distribution, Inputs};
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
 use evoattn::{Impl, Layout, Problem};
 use std::collections::HashMap;

@@ -176,6 +176,33 @@ impl BenchRecord {
     }
 }
 
+/// The commit the binary was built from (`build.rs`; `-dirty` when the tree had changes).
+pub fn git_commit() -> Option<String> {
+    option_env!("EVOATTN_GIT_COMMIT").map(str::to_string)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format_utc(secs)
+}
+
+fn format_utc(secs: u64) -> String {
+    const DAY: u64 = 86_400;
+    let (days, rem) = ((secs / DAY) as i64, secs % DAY);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -207,5 +234,14 @@ pub(crate) mod tests {
             layout: "bhsd".into(),
             flops: 4.0 * 8.0 * 512.0 * 512.0 * 64.0,
         }
+    }
+
+    #[test]
+    fn utc_formatting_matches_known_instants() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        // 2000-02-29 12:34:56 UTC, a leap day
+        assert_eq!(format_utc(951_827_696), "2000-02-29T12:34:56Z");
+        // 2026-11-22 00:00:00 UTC
+        assert_eq!(format_utc(1_795_305_600), "2026-11-22T00:00:00Z");
     }
 }

@@ -15,7 +15,7 @@ pub struct Args {
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     println!("evoattn {}", env!("CARGO_PKG_VERSION"));
-    let backend = crate::backend::open();
+    let backend = crate::lab::open::open();
     let arch = match &backend {
         Ok(b) => {
             let info = b.info();
@@ -68,7 +68,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 /// Prints what the oracle offers (versions, peers) and the GPU's measured ceilings, measuring
 /// (and caching) the ceilings when not cached or when asked.
 fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) {
-    let mut oracle = match crate::oracle::Oracle::start() {
+    let mut oracle = match crate::lab::oracle::Oracle::start() {
         Ok(o) => {
             let h = o.hello();
             let v = |x: &Option<String>| x.clone().unwrap_or_else(|| "none".into());
@@ -90,9 +90,9 @@ fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) {
             None
         }
     };
-    let found = match (crate::ceilings::cached(gpu, driver).filter(|_| !remeasure), oracle.as_mut()) {
+    let found = match (crate::lab::ceilings::cached(gpu, driver).filter(|_| !remeasure), oracle.as_mut()) {
         (Some(c), _) => Ok((c, "cached")),
-        (None, Some(o)) => crate::ceilings::measure(o, gpu, driver).map(|c| (c, "measured now")),
+        (None, Some(o)) => crate::lab::ceilings::measure(o, gpu, driver).map(|c| (c, "measured now")),
         (None, None) => Err(anyhow::anyhow!("the oracle is needed to measure them")),
     };
     match found {
@@ -100,7 +100,7 @@ fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) {
             "ceilings:   bf16 matmul {:.0} TFLOP/s ({n}^3), device copy {:.0} GB/s read+write ({how})",
             c.matmul_tflops,
             c.copy_gbps,
-            n = crate::ceilings::MATMUL_N
+            n = crate::lab::ceilings::MATMUL_N
         ),
         Err(e) => println!("ceilings:   not measured ({e:#})"),
     }

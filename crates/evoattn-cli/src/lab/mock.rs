@@ -3,8 +3,10 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
-use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant};
-use crate::inputs::nan_bits;
+use crate::lab::backend::{
+    Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
+};
+use crate::lab::inputs::nan_bits;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::plan;
 use evoattn::reference::{attention_f64, logical_offsets};
@@ -312,7 +314,7 @@ fn planted_faults(variant: &Variant) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::{random_inputs, Distribution};
+    use crate::lab::inputs::{random_inputs, Distribution};
     use evoattn::reference::dense_o;
     use evoattn::{Causal, Dtype, Layout, Shape};
 
@@ -403,7 +405,7 @@ mod tests {
     #[test]
     fn synthetic_timings_depend_on_the_config_and_leave_defaults_alone() {
         let p = Problem::dense(Shape::new(1, 4, 256, 64), Dtype::F16, Layout::Bhsd);
-        let options = TimingOptions { warmup: 0, samples: 4, mode: crate::record::Mode::Eager };
+        let options = TimingOptions { warmup: 0, samples: 4, mode: crate::stores::record::Mode::Eager };
         let time = |config: Option<KernelConfig>| {
             let request = config.map_or(Request::Family(Impl::Mma), Request::Config);
             let plan = mock_plan(&p, request);

@@ -1,8 +1,8 @@
 //! The benchmark report: bench records → Markdown tables, a CSV of every measurement and SVG
 //! plots. Pure: no files, no GPU; `cmd_report` reads the records and writes the outputs.
 
-use crate::record::{is_control, BenchRecord, CaseRecord, Measurement, ResultRecord};
-use crate::stats::{summarize, Verdict};
+use crate::stores::record::{is_control, BenchRecord, CaseRecord, Measurement, ResultRecord};
+use crate::verdicts::stats::{summarize, Verdict};
 use anyhow::anyhow;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::coord::types::RangedCoordf64;
@@ -485,8 +485,8 @@ pub fn build(records: &[NamedRecord]) -> anyhow::Result<Report> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::ok_measurement;
-    use crate::record::{Environment, Mode, Status, SCHEMA, SELF_PEER};
+    use crate::stores::record::tests::ok_measurement;
+    use crate::stores::record::{Environment, Mode, Status, SCHEMA, SELF_PEER};
 
     /// 1 TFLOP of work: TFLOP/s is 10⁶ / µs.
     const FLOPS: f64 = 1e12;

@@ -11,9 +11,9 @@
 
 // Its caller, `bench` (lab.rs), is not yet wired into main.rs; remove this once it is.
 
-use crate::inputs::Inputs;
-use crate::record::{Mode, Status};
-use crate::tensors_io::{bits, dtype_name, le_bytes, safetensors_dtype};
+use crate::lab::inputs::Inputs;
+use crate::lab::tensors_io::{bits, dtype_name, le_bytes, safetensors_dtype};
+use crate::stores::record::{Mode, Status};
 use anyhow::{anyhow, bail, ensure, Context};
 use evoattn::{Causal, Layout, Problem, TensorName};
 use safetensors::tensor::TensorView;
@@ -583,7 +583,7 @@ impl Drop for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::{random_inputs, Distribution};
+    use crate::lab::inputs::{random_inputs, Distribution};
     use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
     use evoattn::{Dtype, Shape};
 

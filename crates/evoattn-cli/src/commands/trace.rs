@@ -3,10 +3,10 @@
 //! data, for its ping-pong turn, for S, the softmax, for P·V), the tile boundary, and the
 //! producer's loads, as cycles of the SM's clock between consecutive marks.
 
-use crate::backend::TraceRun;
-use crate::kernel_args::KernelArgs;
-use crate::presets::ProblemArgs;
-use crate::stats::summarize;
+use crate::lab::backend::TraceRun;
+use crate::lab::kernel_args::KernelArgs;
+use crate::lab::presets::ProblemArgs;
+use crate::verdicts::stats::summarize;
 use anyhow::{bail, Context};
 use evoattn::plan::ConfigSource;
 use evoattn::trace::{periods, steps, Tag, WarpTrace};
@@ -135,7 +135,7 @@ fn write_json(path: &PathBuf, runs: &[(Problem, TraceRun)]) -> anyhow::Result<()
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let mut backend = crate::backend::open()?;
+    let mut backend = crate::lab::open::open()?;
     let info = backend.info();
     let arch = Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;
     let tuned = crate::tune::tuned::source(&info, args.kernel.no_tuned);
@@ -143,7 +143,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     for (i, (problem, _)) in args.problems.expand()?.into_iter().enumerate() {
         let problem = problem.with_lse(false);
         let plan = traced_plan(&args.kernel, (arch, info.sm_count), &problem, tuned.as_ref())?;
-        let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, args.seed + i as u64);
+        let inputs =
+            crate::lab::inputs::random_inputs(&problem, crate::lab::inputs::Distribution::Normal, args.seed + i as u64);
         let run = backend.trace(&plan, [&inputs.q, &inputs.k, &inputs.v], args.warmup)?;
         print_run(&problem, &run);
         runs.push((problem, run));

@@ -2,8 +2,8 @@
 //! samples. Pure: the same record and options always give the same report, so CI can re-gate a
 //! record taken on a GPU elsewhere.
 
-use crate::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, Status};
-use crate::stats::{
+use crate::stores::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, Status};
+use crate::verdicts::stats::{
     bootstrap_median_diff, bootstrap_median_ratio, summarize, unsteady_drift, Interval, Summary, Verdict,
     DEFAULT_RESAMPLES, DEFAULT_SEED, DRIFT_TOLERANCE,
 };
@@ -597,9 +597,9 @@ pub fn render_json(report: &GateReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::{gate_case, ok_measurement};
-    use crate::record::{Environment, Status, PYTHON_PEER, SCHEMA, SELF_PEER, TORCH_TIMED_PEER};
-    use crate::stats::tests::lognormal_samples;
+    use crate::stores::record::tests::{gate_case, ok_measurement};
+    use crate::stores::record::{Environment, Status, PYTHON_PEER, SCHEMA, SELF_PEER, TORCH_TIMED_PEER};
+    use crate::verdicts::stats::tests::lognormal_samples;
 
     /// Samples per kernel, as `bench`'s default.
     const N: usize = 100;

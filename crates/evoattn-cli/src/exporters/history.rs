@@ -3,13 +3,13 @@
 //! family and each peer, with the p10–p90 spread and the line `gate --against-history` fails
 //! above. Also `--since`: a date, or a commit resolved to the date of its first run.
 
-use crate::gate_history::{REGRESSION_TOLERANCE, SHORT_COMMIT};
-use crate::history::{CaseKey, Row, ROLE_OURS};
-use crate::record::is_control;
-use crate::report::{
+use crate::exporters::report::{
     draw_lines_with_legend, legend_series, plot_err, FONT, LABEL_PX, OURS, PLOT_HEIGHT, PLOT_WIDTH, SLOWER_COLOR,
 };
-use crate::stats::quantile;
+use crate::stores::history::{CaseKey, Row, ROLE_OURS};
+use crate::stores::record::is_control;
+use crate::verdicts::regression::{REGRESSION_TOLERANCE, SHORT_COMMIT};
+use crate::verdicts::stats::quantile;
 use anyhow::bail;
 use plotters::prelude::*;
 use std::fmt::Write as _;
@@ -298,7 +298,7 @@ mod tests {
                 dtype: "bf16".into(),
                 causal: "none".into(),
                 layout: "bhsd".into(),
-                family: crate::history::family(kernel).into(),
+                family: crate::stores::history::family(kernel).into(),
             },
             role: role.into(),
             kernel: kernel.into(),

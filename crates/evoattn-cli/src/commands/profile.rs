@@ -1,9 +1,9 @@
 //! `evoattn profile`: runs `evoattn bench` under Nsight Compute, parses the counters and
 //! says what bounds each kernel (see `ncu::classify`).
 
-use crate::kernel_args::KernelArgs;
-use crate::ncu::{classify, ncu_terms, parse_metrics_csv, KernelProfile, METRICS};
-use crate::presets::ProblemArgs;
+use crate::lab::kernel_args::KernelArgs;
+use crate::lab::ncu::{classify, ncu_terms, parse_metrics_csv, KernelProfile, METRICS};
+use crate::lab::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

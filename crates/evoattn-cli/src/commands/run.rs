@@ -2,8 +2,9 @@
 //! another. Every input problem is a typed error naming the tensor, raised before the backend
 //! is opened; `main` turns it into one line on stderr and exit 2.
 
-use crate::backend::{open, Forward, Kernel};
-use crate::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
+use crate::lab::backend::{Forward, Kernel};
+use crate::lab::open::open;
+use crate::lab::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
 use anyhow::{anyhow, Context};
 use evoattn::plan::plan;
 use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Request, Shape, TensorName};

@@ -2,10 +2,10 @@
 //! with `--json`, every raw sample and the environment. The run is added to the history (what
 //! `gate --against-history` and `report` read) unless `--no-history`.
 
-use crate::backend::HostCostRounds;
-use crate::lab::{measure, LabArgs};
-use crate::record::{is_control, BenchRecord, Measurement, ResultRecord};
-use crate::stats::{summarize, Verdict};
+use crate::lab::backend::HostCostRounds;
+use crate::lab::measure::{measure, LabArgs};
+use crate::stores::record::{is_control, BenchRecord, Measurement, ResultRecord};
+use crate::verdicts::stats::{summarize, Verdict};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -60,7 +60,7 @@ fn median(m: &Measurement) -> Option<f64> {
     m.is_ok().then(|| summarize(&m.samples_us).map(|s| s.median)).flatten()
 }
 
-fn case_shape(c: &crate::record::CaseRecord) -> evoattn::Shape {
+fn case_shape(c: &crate::stores::record::CaseRecord) -> evoattn::Shape {
     evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d }
 }
 
@@ -70,7 +70,7 @@ fn tflops(flops: f64, us: f64) -> f64 {
 
 /// GB/s of the K and V reads (every key of every KV head read once), the figure that bounds
 /// decoding.
-fn kv_gbps(c: &crate::record::CaseRecord, us: f64) -> f64 {
+fn kv_gbps(c: &crate::stores::record::CaseRecord, us: f64) -> f64 {
     let elem = evoattn::Dtype::parse(&c.dtype).map_or(2, evoattn::Dtype::size_bytes);
     let bytes = 2 * c.b * c.hkv * c.sk * c.d * elem;
     bytes as f64 / (us * 1e-6) / 1e9
@@ -201,8 +201,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         println!("config of ours for {} {} {}: {config}", case_shape(c), c.dtype, c.causal);
     }
     if !args.no_history {
-        if let Some(added) = crate::history::save_or_warn(crate::history::Source::Bench, &record) {
-            println!("history: {added} measurements added to {}", crate::history::default_path().display());
+        if let Some(added) = crate::stores::history::save_or_warn(crate::stores::history::Source::Bench, &record) {
+            println!("history: {added} measurements added to {}", crate::stores::history::default_path().display());
         }
     }
     if let Some(path) = &args.json {
@@ -217,9 +217,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints, per case, the host cost of one prepared call of the launch path ([`host_cost_figure`]).
-fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
+fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
     let request = lab.kernel.request()?;
-    let mut backend = crate::backend::open()?;
+    let mut backend = crate::lab::open::open()?;
     let info = backend.info();
     let arch = evoattn::Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;
     println!(
@@ -230,7 +230,8 @@ fn print_host_cost(lab: &crate::lab::LabArgs) -> anyhow::Result<()> {
         let problem = problem.clone().with_lse(false);
         // The planner's kernel, as a library caller gets it (no tuned store).
         let (plan, _) = lab.kernel.plan(request, (arch, info.sm_count), &problem, &evoattn::plan::Untuned)?;
-        let inputs = crate::inputs::random_inputs(&problem, crate::inputs::Distribution::Normal, lab.seed + i as u64);
+        let inputs =
+            crate::lab::inputs::random_inputs(&problem, crate::lab::inputs::Distribution::Normal, lab.seed + i as u64);
         let sampling = HostCostRounds { rounds: HOST_COST_ROUNDS, calls: HOST_COST_CALLS, pause: HOST_COST_PAUSE };
         let rounds = backend.host_cost(&plan, [&inputs.q, &inputs.k, &inputs.v], sampling)?;
         let c = host_cost_figure(&rounds).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;

@@ -54,7 +54,7 @@ pub struct Forward {
 pub struct TimingOptions {
     pub warmup: usize,
     pub samples: usize,
-    pub mode: crate::record::Mode,
+    pub mode: crate::stores::record::Mode,
 }
 
 /// Raw per-launch times of one kernel.
@@ -78,6 +78,15 @@ pub struct TraceRun {
     /// The kernel that ran (its symbol name).
     pub kernel: String,
     pub warps: Vec<evoattn::trace::WarpTrace>,
+}
+
+/// The L2 flush buffer is this many times the L2 size, so nothing of the last launch survives;
+/// ours and the peers flush the same amount.
+const FLUSH_L2_MULTIPLE: usize = 2;
+
+/// Bytes of the flush buffer on a GPU with `l2_bytes` of L2.
+pub fn flush_bytes(l2_bytes: usize) -> usize {
+    l2_bytes * FLUSH_L2_MULTIPLE
 }
 
 /// A place to run attention forward passes.
@@ -141,30 +150,5 @@ pub trait Backend {
     fn launch_image(&mut self, plan: &Plan) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {
         let _ = plan;
         Err(evoattn::Error::NoGpu(format!("the {} backend has no compiled kernels", self.info().gpu)))
-    }
-}
-
-/// The environment variable that selects the mock backend (tests only).
-pub const BACKEND_ENV: &str = "EVOATTN_BACKEND";
-
-/// Opens the backend the environment asks for: the GPU unless `EVOATTN_BACKEND=mock`.
-pub fn open() -> anyhow::Result<Box<dyn Backend>> {
-    open_on(0)
-}
-
-/// GPUs the backend can open: the driver's count, or one for the mock.
-pub fn device_count() -> anyhow::Result<usize> {
-    match std::env::var(BACKEND_ENV).as_deref() {
-        Ok("mock") => Ok(1),
-        _ => Ok(evoattn::runtime::device::Gpu::count()?),
-    }
-}
-
-/// As [`open`], on GPU `ordinal` (the mock has one "GPU" per ordinal, all alike).
-pub fn open_on(ordinal: usize) -> anyhow::Result<Box<dyn Backend>> {
-    match std::env::var(BACKEND_ENV).as_deref() {
-        Ok("mock") => Ok(Box::new(crate::backend_mock::MockBackend::from_env()?)),
-        Ok("gpu") | Err(_) => Ok(Box::new(crate::backend_gpu::GpuBackend::new(ordinal)?)),
-        Ok(other) => anyhow::bail!("{BACKEND_ENV}={other}: expected 'gpu' or 'mock'"),
     }
 }

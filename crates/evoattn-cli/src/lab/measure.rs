@@ -2,16 +2,18 @@
 //! requested peer on the same inputs, interleaved in blocks (ours, peers, ours, ...) so that
 //! drift hits both sides; record raw samples. `bench` prints the record, `gate` judges it.
 
-use crate::backend::{open, Backend, BackendInfo, Kernel, TimingOptions};
-use crate::correctness::expected_o;
-use crate::inputs::{random_inputs, Distribution, Inputs};
-use crate::kernel_args::KernelArgs;
-use crate::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
-use crate::presets::ProblemArgs;
-use crate::record::{
+use crate::lab::backend::{flush_bytes, Backend, BackendInfo, Kernel, TimingOptions};
+use crate::lab::correctness::expected_o;
+use crate::lab::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::kernel_args::KernelArgs;
+use crate::lab::open::open;
+use crate::lab::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
+use crate::lab::presets::ProblemArgs;
+use crate::stores::record::{git_commit, utc_now};
+use crate::stores::record::{
     BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, SCHEMA, SELF_PEER, TORCH_TIMED_PEER,
 };
-use crate::stats::unsteady_drift;
+use crate::verdicts::stats::unsteady_drift;
 use anyhow::{bail, Context};
 use evoattn::plan::ConfigOrigin;
 use evoattn::reference::{compare, dense_o, tolerance};
@@ -29,14 +31,6 @@ const MEASURE_ATTEMPTS: usize = 2;
 /// Mixed into a case's seed for its wide-range correctness inputs, so they differ from the
 /// timed (standard normal) ones.
 const WIDE_SEED: u64 = 0x57_1DE;
-/// The L2 flush buffer is this many times the L2 size, so nothing of the last launch survives;
-/// ours and the peers flush the same amount.
-const FLUSH_L2_MULTIPLE: usize = 2;
-
-pub fn flush_bytes(l2_bytes: usize) -> usize {
-    l2_bytes * FLUSH_L2_MULTIPLE
-}
-
 /// The flags of a measurement, shared by `bench` and `gate`.
 #[derive(clap::Args, Debug)]
 pub struct LabArgs {
@@ -207,10 +201,10 @@ fn measure_with(
     bar.finish_and_clear();
     let _ = std::fs::remove_dir_all(&dir);
     env.sm_clock_mhz.extend(sm_clock());
-    let ceilings = match (crate::ceilings::cached(&info.gpu, &info.driver), oracle) {
+    let ceilings = match (crate::lab::ceilings::cached(&info.gpu, &info.driver), oracle) {
         (Some(c), _) => Some(c),
         // A fake oracle's numbers are not a GPU's ceilings: never cache them.
-        (None, Some(o)) if !o.hello().fake => crate::ceilings::measure(o, &info.gpu, &info.driver).ok(),
+        (None, Some(o)) if !o.hello().fake => crate::lab::ceilings::measure(o, &info.gpu, &info.driver).ok(),
         (None, Some(_)) => None,
         (None, None) => None,
     };
@@ -365,7 +359,7 @@ fn check_peers(
 ) -> anyhow::Result<Option<TorchTimed>> {
     let p = case.problem;
     let path = case.dir.join(format!("{id}.safetensors"));
-    crate::oracle::write_inputs(&path, p, case.layout, case.inputs)?;
+    crate::lab::oracle::write_inputs(&path, p, case.layout, case.inputs)?;
     o.load(id, &path, case.layout, p.causal, p.softmax_scale())?;
     let _ = std::fs::remove_file(&path);
     let mut torch_timed = None;
@@ -380,7 +374,7 @@ fn check_peers(
             match prepared {
                 Ok(t) => {
                     set_status(row, Status::Ok, None);
-                    judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, want);
+                    judge(row, p, &crate::lab::oracle::read_output(&out_path, p, case.layout)?, want);
                     torch_timed = Some(t);
                 }
                 Err(e) => set_status(row, Status::Missing, Some(format!("{e:#}"))),
@@ -389,7 +383,7 @@ fn check_peers(
             match o.output(id, &row.name, &out_path)? {
                 PeerOutput::Written(_) => {
                     set_status(row, Status::Ok, None);
-                    judge(row, p, &crate::oracle::read_output(&out_path, p, case.layout)?, want);
+                    judge(row, p, &crate::lab::oracle::read_output(&out_path, p, case.layout)?, want);
                 }
                 PeerOutput::Refused(reason) => set_status(row, Status::Refused, Some(reason)),
                 PeerOutput::Missing(reason) => set_status(row, Status::Missing, Some(reason)),
@@ -508,45 +502,4 @@ fn sm_clock() -> Option<u32> {
         .output()
         .ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
-}
-
-/// The commit the binary was built from (`build.rs`; `-dirty` when the tree had changes).
-pub fn git_commit() -> Option<String> {
-    option_env!("EVOATTN_GIT_COMMIT").map(str::to_string)
-}
-
-/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
-pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    format_utc(secs)
-}
-
-fn format_utc(secs: u64) -> String {
-    const DAY: u64 = 86_400;
-    let (days, rem) = ((secs / DAY) as i64, secs % DAY);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_formatting_matches_known_instants() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        // 2000-02-29 12:34:56 UTC, a leap day
-        assert_eq!(format_utc(951_827_696), "2000-02-29T12:34:56Z");
-        // 2026-11-22 00:00:00 UTC
-        assert_eq!(format_utc(1_795_305_600), "2026-11-22T00:00:00Z");
-    }
 }

@@ -1,7 +1,9 @@
 //! The real backend: the library on GPU 0.
 
-use crate::backend::{Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant};
-use crate::record::Mode;
+use crate::lab::backend::{
+    Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
+};
+use crate::stores::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
 use evoattn::runtime::launch::PreparedLaunch;
@@ -40,7 +42,7 @@ impl GpuBackend {
         let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
         let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
         let o_len = problem.extent(TensorName::O);
-        let poison = vec![crate::inputs::nan_bits(problem.dtype); o_len.max(1)];
+        let poison = vec![crate::lab::inputs::nan_bits(problem.dtype); o_len.max(1)];
         let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
         let lse_len = problem.extent(TensorName::Lse).max(1);
         let mut lse_dev = if problem.with_lse {
@@ -84,7 +86,7 @@ impl GpuBackend {
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
         let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
-        let flush_len = crate::lab::flush_bytes(self.attention.gpu().l2_bytes());
+        let flush_len = crate::lab::backend::flush_bytes(self.attention.gpu().l2_bytes());
         let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
         let mut launch = |attention: &mut Attention| launch(attention, case.tensors());
         for _ in 0..options.warmup.max(1) {

@@ -1,12 +1,13 @@
 //! `evoattn check`: correctness of a kernel on fresh random inputs, against float64 on the CPU
 //! for small problems and the `reference` kernel (itself checked against float64) for large.
 
-use crate::backend::{open, Kernel};
-use crate::correctness::{
+use crate::lab::backend::Kernel;
+use crate::lab::correctness::{
     check_case, row, CaseResult, CheckOptions, ExpectedCache, CPU_REFERENCE_LIMIT, DEFAULT_SEEDS, ORACLE_CPU,
 };
-use crate::kernel_args::KernelArgs;
-use crate::presets::ProblemArgs;
+use crate::lab::kernel_args::KernelArgs;
+use crate::lab::open::open;
+use crate::lab::presets::ProblemArgs;
 use anyhow::{bail, Context};
 use evoattn::reference::tolerance;
 use evoattn::Dtype;

@@ -3,11 +3,11 @@
 //! `--samples` re-gates a recorded bench record without a GPU (what CI does). Either way the run
 //! is added to the history unless `--no-history`.
 
-use crate::gate::{evaluate, render_json, render_markdown, render_text, Against, GateOptions, Outcome};
-use crate::gate::{DEFAULT_CONFIDENCE, DEFAULT_SPEEDUP};
-use crate::gate_history::{self, HistoryOptions};
-use crate::history::{self, History, Source};
-use crate::record::BenchRecord;
+use crate::stores::history::{self, History, Source};
+use crate::stores::record::BenchRecord;
+use crate::verdicts::gate::{evaluate, render_json, render_markdown, render_text, Against, GateOptions, Outcome};
+use crate::verdicts::gate::{DEFAULT_CONFIDENCE, DEFAULT_SPEEDUP};
+use crate::verdicts::regression::{self, HistoryOptions};
 use anyhow::bail;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,7 +68,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE.json", conflicts_with = "samples")]
     record: Option<PathBuf>,
     #[command(flatten)]
-    lab: crate::lab::LabArgs,
+    lab: crate::lab::measure::LabArgs,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -82,7 +82,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let record = match &args.samples {
         Some(path) => BenchRecord::read(path)?,
         None => {
-            let record = crate::lab::measure(&args.lab)?.record;
+            let record = crate::lab::measure::measure(&args.lab)?.record;
             if let Some(path) = &args.record {
                 record.write(path)?;
             }
@@ -111,10 +111,10 @@ fn gate_against_history(args: &Args, record: &BenchRecord) -> anyhow::Result<Out
     let path = history::default_path();
     let store = History::open(&path)?;
     // The run being gated may already be stored (a re-gated record): never its own baseline.
-    let report = gate_history::evaluate(record, &HistoryOptions::new(args.confidence), |key| {
+    let report = regression::evaluate(record, &HistoryOptions::new(args.confidence), |key| {
         store.best(key, &record.env.date_utc)
     })?;
-    print(args.format, &report, [gate_history::render_text, gate_history::render_markdown, gate_history::render_json]);
+    print(args.format, &report, [regression::render_text, regression::render_markdown, regression::render_json]);
     if report.outcome == Outcome::CouldNotRun {
         eprintln!("evoattn: gate could not run: {}", report.could_not_run_reason());
     }

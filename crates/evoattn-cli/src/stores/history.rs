@@ -4,7 +4,7 @@
 //! (`gate --against-history`, which needs the samples for its bootstrap) and the report can
 //! draw a case's median across commits.
 
-use crate::record::{BenchRecord, CaseRecord, Environment, Measurement, Mode};
+use crate::stores::record::{BenchRecord, CaseRecord, Environment, Measurement, Mode};
 use crate::tune::store::Machine;
 use anyhow::{Context, Result};
 use evoattn::Shape;
@@ -17,7 +17,7 @@ pub const FILE_NAME: &str = "history.sqlite";
 
 /// The default history: `history.sqlite` in the kernel cache dir (`EVOATTN_CACHE_DIR`).
 pub fn default_path() -> PathBuf {
-    crate::db::default_path(FILE_NAME)
+    crate::stores::db::default_path(FILE_NAME)
 }
 
 /// The command that took a measurement.
@@ -217,7 +217,7 @@ pub struct History {
 /// Stores one measurement; `false` when it is no result (refused, missing, no samples) or the
 /// run already holds it.
 fn insert(conn: &Connection, run: &Run, case: &CaseRecord, role: &str, m: &Measurement) -> Result<bool> {
-    let Some(summary) = m.is_ok().then(|| crate::stats::summarize(&m.samples_us)).flatten() else {
+    let Some(summary) = m.is_ok().then(|| crate::verdicts::stats::summarize(&m.samples_us)).flatten() else {
         return Ok(false);
     };
     let key = CaseKey::of(&run.gpu, run.mode, case, &m.name);
@@ -245,7 +245,7 @@ fn insert(conn: &Connection, run: &Run, case: &CaseRecord, role: &str, m: &Measu
 
 impl History {
     pub fn open(path: &Path) -> Result<Self> {
-        Ok(History { conn: crate::db::open(path, SCHEMA)? })
+        Ok(History { conn: crate::stores::db::open(path, SCHEMA)? })
     }
 
     /// Stores every measurement of a bench record (ours and the peers) in one transaction, so
@@ -277,8 +277,8 @@ impl History {
     ) -> Result<bool> {
         let run = Run {
             source: Source::Tune,
-            date_utc: crate::lab::utc_now(),
-            git_commit: crate::lab::git_commit(),
+            date_utc: crate::stores::record::utc_now(),
+            git_commit: crate::stores::record::git_commit(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             gpu: machine.gpu.clone(),
             driver: machine.driver.clone(),
@@ -348,8 +348,8 @@ pub fn save_or_warn(source: Source, record: &BenchRecord) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::ok_measurement;
-    use crate::record::{ResultRecord, Status, SCHEMA};
+    use crate::stores::record::tests::ok_measurement;
+    use crate::stores::record::{ResultRecord, Status, SCHEMA};
 
     const GPU: &str = "NVIDIA H100 80GB HBM3";
 

@@ -1,11 +1,11 @@
 //! `evoattn report`: bench records → report.md, results.csv and SVG plots in one directory
 //! (see `report::build`), and from the run history a section with each problem's median across
-//! runs (`report_history::build`). No GPU needed.
+//! runs (`crate::exporters::history::build`). No GPU needed.
 
-use crate::history::{self, History, Row};
-use crate::record::BenchRecord;
-use crate::report::{build, NamedRecord};
-use crate::report_history::{self, Since};
+use crate::exporters::history::Since;
+use crate::exporters::report::{build, NamedRecord};
+use crate::stores::history::{self, History, Row};
+use crate::stores::record::BenchRecord;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -54,7 +54,7 @@ fn records_in(dir: &Path) -> anyhow::Result<Vec<NamedRecord>> {
     let records: Vec<NamedRecord> =
         paths.iter().filter_map(|p| BenchRecord::read(p).ok().map(|r| named(p, r))).collect();
     if records.is_empty() {
-        bail!("no bench record (*.json with schema {}) in {}", crate::record::SCHEMA, dir.display());
+        bail!("no bench record (*.json with schema {}) in {}", crate::stores::record::SCHEMA, dir.display());
     }
     Ok(records)
 }
@@ -67,8 +67,10 @@ fn history_csv(rows: &[Row]) -> String {
     let mut out = format!("{HISTORY_CSV_HEADER}\n");
     for r in rows {
         let k = &r.key;
-        let s = crate::stats::summarize(&r.samples_us);
-        let q = |f: fn(&crate::stats::Summary) -> f64| s.as_ref().map_or(String::new(), |s| format!("{:.3}", f(s)));
+        let s = crate::verdicts::stats::summarize(&r.samples_us);
+        let q = |f: fn(&crate::verdicts::stats::Summary) -> f64| {
+            s.as_ref().map_or(String::new(), |s| format!("{:.3}", f(s)))
+        };
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{}\n",
             r.date_utc,
@@ -127,7 +129,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if let Some(rows) = &history_rows {
-        let (markdown, plots) = report_history::build(rows)?;
+        let (markdown, plots) = crate::exporters::history::build(rows)?;
         report.markdown.push_str(&markdown);
         report.plots.extend(plots);
     }

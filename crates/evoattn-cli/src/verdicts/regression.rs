@@ -2,10 +2,10 @@
 //! problem and kernel family (see `history::CaseKey`), per case. Pure: the history is reached
 //! through a lookup function, so the rule and the report are tested without a database.
 
-use crate::gate::{aligned, markdown_table, Outcome, Tally};
-use crate::history::{CaseKey, Row};
-use crate::record::{BenchRecord, Mode, ResultRecord};
-use crate::stats::{bootstrap_median_change, summarize, Interval, Summary, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use crate::stores::history::{CaseKey, Row};
+use crate::stores::record::{BenchRecord, Mode, ResultRecord};
+use crate::verdicts::gate::{aligned, markdown_table, Outcome, Tally};
+use crate::verdicts::stats::{bootstrap_median_change, summarize, Interval, Summary, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -284,9 +284,9 @@ pub fn render_json(report: &HistoryReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::{gate_case, ok_measurement};
-    use crate::record::{Environment, SCHEMA};
-    use crate::stats::tests::lognormal_samples;
+    use crate::stores::record::tests::{gate_case, ok_measurement};
+    use crate::stores::record::{Environment, SCHEMA};
+    use crate::verdicts::stats::tests::lognormal_samples;
 
     fn interval(estimate: f64, lo: f64, hi: f64) -> Interval {
         Interval { lo, hi, estimate }
@@ -353,7 +353,7 @@ mod tests {
         let r = &rec.results[0];
         Row {
             key: CaseKey::of(&rec.env.gpu, rec.env.mode, &r.case, &r.ours.name),
-            role: crate::history::ROLE_OURS.into(),
+            role: crate::stores::history::ROLE_OURS.into(),
             kernel: "evoattn_mma_f16_d64_bm64_bn64_s2_qr1".into(),
             source: "bench".into(),
             date_utc: "2026-11-20T10:00:00Z".into(),
