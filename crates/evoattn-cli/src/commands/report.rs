@@ -1,10 +1,9 @@
-//! `evoattn report`: bench records → report.md, results.csv and SVG plots in one directory
-//! (see `report::build`), and from the run history a section with each problem's median across
-//! runs (`crate::exporters::history::build`). No GPU needed.
+//! `evoattn report`: bench records → report.md, results.csv and SVG plots in one directory, and
+//! from the run history a section with each problem's median across runs and history.csv
+//! (`exporters`, one per format). No GPU needed.
 
-use crate::exporters::history::Since;
-use crate::exporters::report::{build, NamedRecord};
-use crate::stores::history::{self, History, Row};
+use crate::exporters::{NamedRecord, Sources, ALL};
+use crate::stores::history::{self, History};
 use crate::stores::record::BenchRecord;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
@@ -59,46 +58,6 @@ fn records_in(dir: &Path) -> anyhow::Result<Vec<NamedRecord>> {
     Ok(records)
 }
 
-const HISTORY_CSV_HEADER: &str = "date_utc,git_commit,gpu,driver,mode,b,h,hkv,sq,sk,d,dtype,causal,layout,role,kernel,\
-                                  source,n,median_us,p10_us,p90_us";
-
-/// One line per stored measurement, oldest first.
-fn history_csv(rows: &[Row]) -> String {
-    let mut out = format!("{HISTORY_CSV_HEADER}\n");
-    for r in rows {
-        let k = &r.key;
-        let s = crate::verdicts::stats::summarize(&r.samples_us);
-        let q = |f: fn(&crate::verdicts::stats::Summary) -> f64| {
-            s.as_ref().map_or(String::new(), |s| format!("{:.3}", f(s)))
-        };
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{}\n",
-            r.date_utc,
-            r.git_commit.as_deref().unwrap_or(""),
-            k.gpu,
-            r.driver,
-            k.mode,
-            k.shape.b,
-            k.shape.h,
-            k.shape.hkv,
-            k.shape.sq,
-            k.shape.sk,
-            k.shape.d,
-            k.dtype,
-            k.causal,
-            k.layout,
-            r.role,
-            r.kernel,
-            r.source,
-            r.samples_us.len(),
-            r.median_us,
-            q(|s| s.p10),
-            q(|s| s.p90),
-        ));
-    }
-    out
-}
-
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut records = match &args.dir {
         Some(dir) => records_in(dir)?,
@@ -123,35 +82,90 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(since) = &since {
         records.retain(|r| r.record.env.date_utc.as_str() >= since.as_str());
     }
-    let mut report = build(&records)?;
     let history_rows = match &store {
         Some(h) => Some(h.rows(since.as_deref())?),
         None => None,
     };
-    if let Some(rows) = &history_rows {
-        let (markdown, plots) = crate::exporters::history::build(rows)?;
-        report.markdown.push_str(&markdown);
-        report.plots.extend(plots);
-    }
+    let sources = Sources { records: &records, history: history_rows.as_deref() };
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let write = |name: &str, text: &str| {
-        let path = args.out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
-    write("report.md", &report.markdown)?;
-    write("results.csv", &report.csv)?;
-    if let Some(rows) = &history_rows {
-        write("history.csv", &history_csv(rows))?;
-    }
-    for (name, svg) in &report.plots {
-        write(name, svg)?;
+    let mut plots = 0;
+    for exporter in ALL {
+        for (name, text) in exporter.export(&sources)? {
+            let path = args.out.join(&name);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            plots += usize::from(name.ends_with(".svg"));
+        }
     }
     let history_note = history_rows.map_or(String::new(), |rows| format!(" and {} history rows", rows.len()));
     println!(
-        "report of {} record(s){history_note}: {} (report.md, results.csv, {} plots)",
+        "report of {} record(s){history_note}: {} (report.md, results.csv, {plots} plots)",
         records.len(),
         args.out.display(),
-        report.plots.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Hex digits a commit prefix needs to name one commit in practice (`git`'s own minimum).
+const MIN_COMMIT_PREFIX: usize = 4;
+/// Hex digits of a whole (SHA-1) commit hash.
+const FULL_COMMIT: usize = 40;
+
+/// What `--since` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Since {
+    /// `YYYY-MM-DD` or a full `YYYY-MM-DDTHH:MM:SSZ`, UTC: runs dated then or later.
+    Date(String),
+    /// A commit hash or prefix: runs from the first run at that commit on.
+    Commit(String),
+}
+
+impl std::str::FromStr for Since {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let b = s.as_bytes();
+        let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+        let is_date =
+            digits(0..4) && b.get(4) == Some(&b'-') && digits(5..7) && b.get(7) == Some(&b'-') && digits(8..10);
+        if is_date && (b.len() == 10 || b.get(10) == Some(&b'T')) {
+            Ok(Since::Date(s.to_string()))
+        } else if s.len() >= MIN_COMMIT_PREFIX && s.len() <= FULL_COMMIT && s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            Ok(Since::Commit(s.to_ascii_lowercase()))
+        } else {
+            Err(format!("'{s}' is neither a date (YYYY-MM-DD[THH:MM:SSZ]) nor a commit hash (at least {MIN_COMMIT_PREFIX} hex digits)"))
+        }
+    }
+}
+
+impl Since {
+    /// The earliest date (`date_utc` text, which sorts in time order) to keep. `first_run`
+    /// finds the date of a commit's first run, in the history and the records.
+    pub fn resolve(&self, first_run: impl FnOnce(&str) -> anyhow::Result<Option<String>>) -> anyhow::Result<String> {
+        match self {
+            Since::Date(date) => Ok(date.clone()),
+            Since::Commit(commit) => match first_run(commit)? {
+                Some(date) => Ok(date),
+                None => bail!("--since {commit}: no run in the history or the records was measured at that commit"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_parses_dates_and_commits() {
+        assert_eq!("2026-11-21".parse(), Ok(Since::Date("2026-11-21".into())));
+        assert_eq!("2026-11-21T10:00:00Z".parse(), Ok(Since::Date("2026-11-21T10:00:00Z".into())));
+        assert_eq!("B4F86E8".parse(), Ok(Since::Commit("b4f86e8".into())));
+        for bad in ["yesterday", "2026-1-2", "abc", "2026-11-21 10:00"] {
+            assert!(bad.parse::<Since>().is_err(), "{bad}");
+        }
+        let date = Since::Commit("bbbb".into()).resolve(|c| Ok((c == "bbbb").then(|| "2026-11-21T10:00:00Z".into())));
+        assert_eq!(date.unwrap(), "2026-11-21T10:00:00Z");
+        let err = Since::Commit("ffff".into()).resolve(|_| Ok(None)).unwrap_err();
+        assert!(err.to_string().contains("no run in the history"), "{err}");
+    }
 }
