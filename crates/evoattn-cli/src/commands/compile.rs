@@ -11,7 +11,8 @@ use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile_parallel, CompiledKernel};
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{defaults, Arch, Dtype, Impl, KernelSpec};
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -54,6 +55,13 @@ pub struct Args {
     levers: bool,
 }
 
+/// A variant to compile, with `validate`'s verdict on it.
+type Variant = (KernelSpec, Arch, Result<(), String>);
+
+/// Variants compiled and printed per batch with `--space`: rows stream out as they are done,
+/// and memory holds one batch of CUBINs (a batch is a few seconds of NVRTC on a few cores).
+const SPACE_BATCH: usize = 64;
+
 /// What became of one variant.
 enum Outcome<'a> {
     /// `validate` refused it, so it was not compiled.
@@ -84,76 +92,100 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         bail!("--config needs a single --impl: each kernel has its own levers");
     }
 
-    // Every variant with `validate`'s verdict on it.
-    let mut variants: Vec<(KernelSpec, Arch, Result<(), String>)> = Vec::new();
-    for &arch in &archs {
-        // `--arch all` means every arch the kernel runs on; a named arch it does not run on is
-        // shown as rejected by `validate`.
-        for imp in imps.iter().copied().filter(|imp| args.arch != ALL || imp.archs().contains(&arch)) {
-            for &dtype in &dtypes {
-                let dims = head_dim.map_or_else(|| imp.head_dims().to_vec(), |d| vec![d]);
-                for head_dim in dims {
-                    let specs: Vec<KernelSpec> = if args.space {
-                        KernelSpec::space(imp, dtype, head_dim).collect()
-                    } else {
-                        let mut config = defaults::config(imp, arch, head_dim);
-                        if let Some(text) = &args.config {
-                            config = config.with_overrides(text).map_err(|e| anyhow!("--config {text}: {e}"))?;
+    // Every variant, lazily (a family's whole space with --space), with `validate`'s verdict.
+    let variants = || -> anyhow::Result<Box<dyn Iterator<Item = Variant> + '_>> {
+        let mut lists: Vec<Box<dyn Iterator<Item = Variant> + '_>> = Vec::new();
+        for &arch in &archs {
+            // `--arch all` means every arch the kernel runs on; a named arch it does not run on
+            // is shown as rejected by `validate`.
+            for imp in imps.iter().copied().filter(|imp| args.arch != ALL || imp.archs().contains(&arch)) {
+                for &dtype in &dtypes {
+                    for head_dim in head_dim.map_or_else(|| imp.head_dims().to_vec(), |d| vec![d]) {
+                        if args.space {
+                            let specs = KernelSpec::space(imp, dtype, head_dim);
+                            lists.push(Box::new(specs.map(move |spec| (spec, arch, spec.validate(arch)))));
+                        } else {
+                            let mut config = defaults::config(imp, arch, head_dim);
+                            if let Some(text) = &args.config {
+                                config = config.with_overrides(text).map_err(|e| anyhow!("--config {text}: {e}"))?;
+                            }
+                            let spec = KernelSpec { config, dtype, head_dim };
+                            lists.push(Box::new(std::iter::once((spec, arch, spec.validate(arch)))));
                         }
-                        vec![KernelSpec { config, dtype, head_dim }]
-                    };
-                    variants.extend(specs.into_iter().map(|spec| (spec, arch, spec.validate(arch))));
+                    }
                 }
             }
         }
-    }
-
-    let jobs: Vec<(KernelSpec, Arch)> =
-        variants.iter().filter(|(_, _, valid)| valid.is_ok()).map(|&(spec, arch, _)| (spec, arch)).collect();
-    let nvrtc = if jobs.is_empty() { None } else { Some(Nvrtc::get()?) };
+        Ok(Box::new(lists.into_iter().flatten()))
+    };
+    // A first walk counts what will compile, for the progress bar's ETA; the second compiles
+    // and prints batch by batch, so rows appear as they are done and memory holds one batch.
+    let (total, to_compile) = variants()?.fold((0, 0), |(n, ok), v| (n + 1, ok + usize::from(v.2.is_ok())));
+    let nvrtc = if to_compile == 0 { None } else { Some(Nvrtc::get()?) };
     let cache = if args.no_cache { None } else { Some(CubinCache::open(CubinCache::default_dir())?) };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let bar = ProgressBar::new(jobs.len() as u64);
-    let results = compile_parallel(&jobs, cache.as_ref(), threads, || bar.inc(1));
-    bar.finish_and_clear();
-
-    let mut table = vec![HEADER.map(str::to_string)];
-    let mut tally = Tally::default();
-    let mut errors = Vec::new();
-    let mut compiled = results.iter();
-    for (spec, arch, valid) in &variants {
-        let outcome = match valid {
-            Err(reason) => Outcome::Rejected(reason),
-            Ok(()) => match compiled.next().ok_or_else(|| anyhow!("a compile result is missing"))? {
-                Ok(kernel) => Outcome::Compiled(kernel),
-                Err(err) => {
-                    errors.push(err);
-                    Outcome::Failed(err)
-                }
-            },
-        };
-        table.push(row(*arch, spec, outcome, &mut tally));
-    }
-    print_table(&table);
+    let bar = ProgressBar::new(to_compile as u64).with_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} compiled, {elapsed} elapsed, eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     if let Some(dir) = &args.cubin_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let batch = if args.space { SPACE_BATCH } else { usize::MAX };
+    let mut widths = HEADER.map(|h| h.chars().count());
+    let mut header = Some(HEADER.map(str::to_string));
+    let mut tally = Tally::default();
+    let mut errors = Vec::new();
+    let mut logs = Vec::new();
+    let mut all = variants()?.peekable();
+    while all.peek().is_some() {
+        let chunk: Vec<Variant> = all.by_ref().take(batch).collect();
+        let jobs: Vec<(KernelSpec, Arch)> =
+            chunk.iter().filter(|(_, _, valid)| valid.is_ok()).map(|&(spec, arch, _)| (spec, arch)).collect();
+        let results = compile_parallel(&jobs, cache.as_ref(), threads, || bar.inc(1));
+        let mut compiled = results.iter();
+        let mut rows: Vec<[String; 8]> = header.take().into_iter().collect();
+        for (spec, arch, valid) in &chunk {
+            let outcome = match valid {
+                Err(reason) => Outcome::Rejected(reason),
+                Ok(()) => match compiled.next().ok_or_else(|| anyhow!("a compile result is missing"))? {
+                    Ok(kernel) => Outcome::Compiled(kernel),
+                    Err(err) => {
+                        errors.push(err.to_string());
+                        Outcome::Failed(err)
+                    }
+                },
+            };
+            rows.push(row(*arch, spec, outcome, &mut tally));
+        }
+        bar.suspend(|| print_rows(&rows, &mut widths));
+        if args.space && !std::io::stderr().is_terminal() {
+            // No bar off a terminal (a log, CI): a progress line per batch instead.
+            let done = bar.position();
+            let elapsed = start.elapsed().as_secs_f64();
+            let eta = elapsed / done.max(1) as f64 * (to_compile as u64 - done) as f64;
+            eprintln!("compile: {done}/{to_compile} variants compiled, {elapsed:.0} s elapsed, eta {eta:.0} s");
+        }
         for kernel in results.iter().flatten() {
-            let path = dir.join(format!("{}_{}.cubin", kernel.spec.name(), kernel.arch));
-            std::fs::write(&path, &kernel.cubin).with_context(|| format!("writing {}", path.display()))?;
+            if let Some(dir) = &args.cubin_dir {
+                let path = dir.join(format!("{}_{}.cubin", kernel.spec.name(), kernel.arch));
+                std::fs::write(&path, &kernel.cubin).with_context(|| format!("writing {}", path.display()))?;
+            }
+            if args.log {
+                logs.push(format!("\n== {} ({})\n{}", kernel.spec.name(), kernel.arch, kernel.log.trim_end()));
+            }
         }
     }
-    if args.log {
-        for kernel in results.iter().flatten() {
-            println!("\n== {} ({})\n{}", kernel.spec.name(), kernel.arch, kernel.log.trim_end());
-        }
+    bar.finish_and_clear();
+    for log in logs {
+        println!("{log}");
     }
     for err in errors {
         eprintln!("\n{err}");
     }
     let nvrtc_text = nvrtc.map(|n| format!("; NVRTC {}.{}", n.version().0, n.version().1)).unwrap_or_default();
     println!(
-        "{} variants: {} compiled ({} from cache), {} pass the gate, {} fail it, {} compile errors, {} rejected{nvrtc_text}; {:.1} s",
-        variants.len(),
+        "{total} variants: {} compiled ({} from cache), {} pass the gate, {} fail it, {} compile errors, {} rejected{nvrtc_text}; {:.1} s",
         tally.pass + tally.fail,
         tally.cached,
         tally.pass,
@@ -242,8 +274,9 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [S
     [arch.name().to_string(), spec.name(), regs, spill, stack, smem, time, verdict]
 }
 
-fn print_table(rows: &[[String; 8]]) {
-    let mut widths = [0usize; 8];
+/// Prints `rows` aligned in columns at least `widths` wide, widening them for these rows
+/// (a streamed table keeps its columns from batch to batch as far as the names allow).
+fn print_rows(rows: &[[String; 8]], widths: &mut [usize; 8]) {
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -252,7 +285,7 @@ fn print_table(rows: &[[String; 8]]) {
     for row in rows {
         let cells: Vec<String> = row
             .iter()
-            .zip(widths)
+            .zip(*widths)
             .zip(NUMERIC)
             .map(|((cell, w), numeric)| if numeric { format!("{cell:>w$}") } else { format!("{cell:<w$}") })
             .collect();
