@@ -60,7 +60,8 @@ pub struct Args {
     /// GPUs to evaluate on, one worker process each: all, or ordinals like 0,1.
     #[arg(long, default_value = "all")]
     gpus: String,
-    /// Wall-clock budget, e.g. 90s, 10m, 1h: no generation starts after it.
+    /// Wall-clock budget, e.g. 90s, 10m, 1h: no group, generation, compile round or candidate
+    /// starts after it (candidates already on a GPU finish; a later run resumes from the store).
     #[arg(long, value_parser = parse_duration)]
     budget: Option<Duration>,
     /// Reuse the evaluations stored for this GPU, bucket, shapes and kernel instead of
@@ -375,7 +376,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let deadline = args.budget.map(|b| started + b);
     let mut eval = WorkerEvaluator::new(workers, arch)?;
     let mut runs = Vec::new();
+    let mut not_started = Vec::new();
     for group in groups {
+        if crate::tune::evolve::past(deadline) {
+            let ((dtype, head_dim, causal), _) = &group;
+            not_started.push(format!("{dtype} D={head_dim} {causal}"));
+            continue;
+        }
         let setup = RunSetup {
             machine: &machine,
             arch,
@@ -389,6 +396,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     for run in &runs {
         print_run(run, started.elapsed());
+    }
+    if !not_started.is_empty() {
+        println!(
+            "budget spent before {} of the groups started ({}): run again with the same store to go on",
+            not_started.len(),
+            not_started.join(", ")
+        );
     }
     println!("store: {} (the planner uses its best config per GPU and problem bucket)", path.display());
     if let Some(json) = &args.json {

@@ -2,7 +2,7 @@
 //! needs no GPU, and the worker processes then find lever configs in the disk cache), then
 //! correctness and timing in the worker processes, one per GPU, fed from one work queue.
 
-use super::evolve::{Child, Evaluation, Evaluator, Gate};
+use super::evolve::{past, Child, Evaluation, Evaluator, Gate};
 use super::pool::Worker;
 use super::protocol::{Request, VariantFile};
 use super::store::shape_text;
@@ -14,6 +14,7 @@ use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Arch, Causal, Shape};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 /// File name NVRTC reports for a proposed source.
 const VARIANT_SOURCE_NAME: &str = "proposed.cu";
@@ -109,15 +110,33 @@ fn compile_variant(child: &Child, source: &str, arch: Arch) -> evoattn::Result<C
 }
 
 impl Evaluator for WorkerEvaluator {
-    fn evaluate_batch(&mut self, children: &[Child], shapes: &[Shape], done: &mut dyn FnMut(usize, Evaluation)) {
-        // Compile gate: lever configs in parallel through the cache, proposed sources after.
-        let jobs: Vec<_> = children.iter().filter(|c| c.source.is_none()).map(|c| (c.spec, self.arch)).collect();
+    fn evaluate_batch(
+        &mut self,
+        children: &[Child],
+        shapes: &[Shape],
+        deadline: Option<Instant>,
+        done: &mut dyn FnMut(usize, Evaluation),
+    ) {
+        // Compile gate: lever configs in parallel through the cache (a round of one per thread
+        // at a time, so a spent budget stops the compiles too), proposed sources after.
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let mut levers = compile_parallel(&jobs, Some(&self.cache), threads, || {}).into_iter();
+        let mut compiled_levers = Vec::new();
+        for round in children.iter().filter(|c| c.source.is_none()).collect::<Vec<_>>().chunks(threads) {
+            if past(deadline) {
+                break;
+            }
+            let jobs: Vec<_> = round.iter().map(|c| (c.spec, self.arch)).collect();
+            compiled_levers.extend(compile_parallel(&jobs, Some(&self.cache), threads, || {}));
+        }
+        let mut levers = compiled_levers.into_iter();
         let mut queue = Vec::new();
         for (i, child) in children.iter().enumerate() {
             let compiled = match &child.source {
-                None => levers.next().expect("one compile per lever child"),
+                None => match levers.next() {
+                    Some(c) => c,
+                    None => break, // the budget ran out before this one compiled
+                },
+                Some(_) if past(deadline) => break,
                 Some(source) => compile_variant(child, source, self.arch),
             };
             let compiled = match compiled {
@@ -144,6 +163,9 @@ impl Evaluator for WorkerEvaluator {
                 let (tx, queue, next) = (tx.clone(), &queue, &next);
                 s.spawn(move || {
                     while let Some((i, request)) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if past(deadline) {
+                            return;
+                        }
                         if tx.send((*i, worker.evaluate(request))).is_err() {
                             return;
                         }

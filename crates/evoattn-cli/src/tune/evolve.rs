@@ -105,13 +105,34 @@ impl Child {
 /// GPUs. Anything with the four [`Gates`] is one, evaluating in order.
 pub trait Evaluator {
     /// Evaluates a generation, calling `done(i, evaluation)` as each child completes (in any
-    /// order) so the caller can store it at once.
-    fn evaluate_batch(&mut self, children: &[Child], shapes: &[Shape], done: &mut dyn FnMut(usize, Evaluation));
+    /// order) so the caller can store it at once. No child starts after `deadline`: those are
+    /// not reported (a resumed run evaluates them).
+    fn evaluate_batch(
+        &mut self,
+        children: &[Child],
+        shapes: &[Shape],
+        deadline: Option<Instant>,
+        done: &mut dyn FnMut(usize, Evaluation),
+    );
+}
+
+/// Whether `deadline` has passed.
+pub fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 impl<T: Gates> Evaluator for T {
-    fn evaluate_batch(&mut self, children: &[Child], shapes: &[Shape], done: &mut dyn FnMut(usize, Evaluation)) {
+    fn evaluate_batch(
+        &mut self,
+        children: &[Child],
+        shapes: &[Shape],
+        deadline: Option<Instant>,
+        done: &mut dyn FnMut(usize, Evaluation),
+    ) {
         for (i, child) in children.iter().enumerate() {
+            if past(deadline) {
+                return;
+            }
             let eval = self.evaluate(child, shapes);
             done(i, eval);
         }
@@ -230,7 +251,8 @@ pub fn evolve(
         Some(eval) => eval.clone(),
         None => {
             let mut eval = None;
-            evaluator.evaluate_batch(std::slice::from_ref(&base_child), shapes, &mut |_, e| eval = Some(e));
+            // The baseline is what every fitness is relative to: it runs whatever the budget.
+            evaluator.evaluate_batch(std::slice::from_ref(&base_child), shapes, None, &mut |_, e| eval = Some(e));
             evaluated += 1;
             let eval = eval.ok_or("the evaluator returned no result for the baseline")?;
             record(&base_child, &eval, eval.failure.is_none().then_some(1.0), false);
@@ -262,7 +284,7 @@ pub fn evolve(
     sort_best_first(&mut elites, params.elites);
     let mut generations = 0;
     for generation in 0..params.generations {
-        if params.deadline.is_some_and(|d| Instant::now() >= d) {
+        if past(params.deadline) {
             break;
         }
         hooks.generation(generation, &elites);
@@ -303,8 +325,8 @@ pub fn evolve(
             children.into_iter().partition(|c| c.source.is_none() && known.contains_key(&c.spec.config));
         let mut results: Vec<(Child, Evaluation)> =
             reused.into_iter().map(|c| (c.clone(), known[&c.spec.config].clone())).collect();
-        evaluated += fresh.len();
-        evaluator.evaluate_batch(&fresh, shapes, &mut |i, eval| {
+        evaluator.evaluate_batch(&fresh, shapes, params.deadline, &mut |i, eval| {
+            evaluated += 1;
             let (fitness, dropped) = score(&base_us, &eval);
             record(&fresh[i], &eval, fitness, dropped);
             results.push((fresh[i].clone(), eval));
@@ -572,5 +594,37 @@ pub(crate) mod tests {
         let mut mock = Mock::new();
         let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
         assert_eq!((out.generations, out.evaluated, mock.calls.len()), (0, 1, 1), "the baseline only");
+    }
+
+    #[test]
+    fn no_child_starts_once_the_budget_is_spent() {
+        // A budget that runs out while the first generation's children are evaluated: the rest
+        // of that generation is not started, and no later one.
+        struct Slow(Mock);
+        impl Gates for Slow {
+            fn compile(&mut self, child: &Child) -> Result<(), String> {
+                std::thread::sleep(std::time::Duration::from_millis(40));
+                self.0.compile(child)
+            }
+            fn resources(&mut self, child: &Child) -> Result<(), String> {
+                self.0.resources(child)
+            }
+            fn correctness(&mut self, child: &Child, shapes: &[Shape]) -> Result<(), String> {
+                self.0.correctness(child, shapes)
+            }
+            fn timing(&mut self, child: &Child, shapes: &[Shape]) -> Result<Vec<f64>, String> {
+                self.0.timing(child, shapes)
+            }
+        }
+        let p = Params { deadline: Some(Instant::now() + std::time::Duration::from_millis(100)), ..params() };
+        let mut slow = Slow(Mock::new());
+        let mut recorded = 0;
+        let out =
+            evolve(&mut slow, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| recorded += 1)
+                .unwrap();
+        // The baseline (40 ms) and one or two children fit before 100 ms; a generation has 8.
+        assert!((2..=4).contains(&slow.0.calls.len()), "{} evaluations", slow.0.calls.len());
+        assert_eq!((out.evaluated, recorded), (slow.0.calls.len(), slow.0.calls.len()));
+        assert_eq!(out.generations, 1);
     }
 }
