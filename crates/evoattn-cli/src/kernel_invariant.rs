@@ -20,7 +20,7 @@ use std::path::PathBuf;
 const TARGETS: [(Arch, u32); 2] = [(Arch::Sm90a, 132), (Arch::Sm89, 58)];
 /// Tuning-space samples per family (every valid variant when a family has fewer).
 const SPACE_SAMPLES: usize = 300;
-const WRITE_ENV: &str = "EVOATTN_WRITE_INVARIANT";
+use crate::kernel_invariant_env::WRITE_ENV;
 
 fn data_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernel-invariant")

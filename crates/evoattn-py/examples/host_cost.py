@@ -25,7 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import evoattn
 
-# ANCHORS.md's seed shapes (fp16, S = 512, D = 64), with and without the causal mask.
+# docs/anchors.md's seed shapes (fp16, S = 512, D = 64), with and without the causal mask.
 SEED = [(1, 8, 512, 64), (2, 8, 512, 64), (4, 8, 512, 64), (4, 16, 512, 64), (8, 16, 512, 64)]
 BATCH = 100  # calls per timed batch, well under the launch queue's depth
 ROUNDS = 40

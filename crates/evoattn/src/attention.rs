@@ -105,6 +105,9 @@ impl Attention {
     /// often as needed.
     pub fn plan(&self, problem: &Problem, request: Request) -> Result<Plan> {
         problem.validate()?;
+        if request == Request::Auto {
+            crate::plan::auto_covers_head_dim(problem.shape.d)?;
+        }
         let plan = plan(problem, self.gpu.arch(), self.gpu.sm_count(), request);
         plan.spec
             .validate(plan.arch)

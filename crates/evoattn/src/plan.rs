@@ -64,6 +64,22 @@ impl fmt::Display for Request {
     }
 }
 
+/// `auto` has a kernel for head dim `d`; else the error names the head dims there are (rather
+/// than blaming the family `auto` would have picked).
+pub fn auto_covers_head_dim(d: usize) -> crate::Result<()> {
+    let mut dims: Vec<usize> = Impl::ALL.iter().flat_map(|i| i.head_dims().iter().copied()).collect();
+    dims.sort_unstable();
+    dims.dedup();
+    if dims.contains(&d) {
+        return Ok(());
+    }
+    let names: Vec<String> = dims.iter().map(usize::to_string).collect();
+    Err(crate::Error::Unsupported {
+        imp: "auto".into(),
+        reason: format!("no kernel is built for head dim {d} (head dims: {})", names.join(", ")),
+    })
+}
+
 /// A problem and the kernel that runs it on one arch: what [`crate::Attention::forward`] takes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
@@ -254,6 +270,13 @@ mod tests {
         for rule in FAMILY_RULES {
             assert!(doc.contains(&format!("\n## {}\n", rule.evidence)), "no section {} in planner.md", rule.evidence);
         }
+    }
+
+    #[test]
+    fn auto_names_the_head_dims_it_has_instead_of_blaming_a_family() {
+        assert!(auto_covers_head_dim(128).is_ok());
+        let err = auto_covers_head_dim(96).unwrap_err().to_string();
+        assert!(err.contains("'auto'") && err.contains("head dim 96 (head dims: 64, 128, 256)"), "{err}");
     }
 
     #[test]

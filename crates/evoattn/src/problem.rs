@@ -187,7 +187,7 @@ pub struct Shape {
     pub d: usize,
 }
 
-/// Tokens (B·S) of every shape of ANCHORS.md's fa3 grid.
+/// Tokens (B·S) of every shape of docs/anchors.md's fa3 grid.
 pub const FA3_TOKENS: usize = 16 * 1024;
 /// Model width (H·D) of every shape of the fa3 grid.
 pub const FA3_WIDTH: usize = 2048;

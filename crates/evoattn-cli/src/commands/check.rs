@@ -74,11 +74,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     let mut results = Vec::with_capacity(cases.len());
     for (problem, layout) in &cases {
-        let (plan, _) = args.kernel.plan(request, (arch, info.sm_count), problem, tuned.as_ref())?;
         // A fresh cache per case: `check` meets each problem once, and keeping its inputs would only
         // hold memory.
         let mut cache = ExpectedCache::default();
-        let r = check_case(backend.as_mut(), &options, Kernel::Planned(&plan), problem, *layout, &mut cache);
+        let r = match args.kernel.plan(request, (arch, info.sm_count), problem, tuned.as_ref()) {
+            Ok((plan, _)) => {
+                check_case(backend.as_mut(), &options, Kernel::Planned(&plan), problem, *layout, &mut cache)
+            }
+            Err(e) => CaseResult::unplanned(problem, *layout, format!("{e:#}")),
+        };
         if !args.quiet || !r.passed {
             bar.suspend(|| println!("{}", row(&r)));
         }

@@ -23,7 +23,7 @@ with a one-line reason naming the tensor.")]
 pub struct Args {
     /// Safetensors file with tensors q, k, v: rank 4, all f16 or all bf16, row-major in
     /// --layout order. BHSD: q [B, H, Sq, D], k and v [B, Hkv, Sk, D]; Hkv must divide H
-    /// (GQA/MQA), D a multiple of 8 up to 256; Sq and Sk may differ.
+    /// (GQA/MQA), D 64, 128 or 256; Sq and Sk may differ.
     #[arg(long, value_name = "IN.safetensors")]
     input: PathBuf,
     /// File to write: o with q's dtype and shape, plus lse with --lse.
@@ -77,6 +77,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut backend = open()?;
     let info = backend.info();
     let arch = Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    if request == Request::Auto {
+        evoattn::plan::auto_covers_head_dim(problem.shape.d)?;
+    }
     let mut plan = plan(&problem, arch, info.sm_count, request);
     if let Some(text) = &args.config {
         // The levers apply to the planned kernel, whichever family `auto` picked.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// The matmul that defines "peak" (ANCHORS.md: an 8192³ bf16 product).
+/// The matmul that defines "peak" (docs/anchors.md: an 8192³ bf16 product).
 pub const MATMUL_N: usize = 8192;
 /// Bytes copied to measure bandwidth: 4 GB, far beyond any L2.
 pub const COPY_BYTES: usize = 4 << 30;

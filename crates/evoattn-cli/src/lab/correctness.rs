@@ -105,6 +105,22 @@ pub struct CaseResult {
     pub passed: bool,
 }
 
+impl CaseResult {
+    /// A case that failed before any kernel ran (no kernel can run it), with the reason.
+    pub fn unplanned(problem: &Problem, layout: Layout, error: String) -> Self {
+        CaseResult {
+            problem: problem.clone(),
+            layout,
+            kernel: String::new(),
+            oracle: ORACLE_CPU,
+            worst: None,
+            lse_err: 0.0,
+            error: Some(error),
+            passed: false,
+        }
+    }
+}
+
 /// Checks `kernel` on `problem` over the option's seeds; never fails, the result says why.
 /// `cache` keeps the inputs and the oracle's answers for later calls on the same problem.
 pub fn check_case(

@@ -49,6 +49,9 @@ impl KernelArgs {
         problem: &Problem,
         tuned: &dyn ConfigSource,
     ) -> anyhow::Result<(Plan, ConfigOrigin)> {
+        if request == Request::Auto {
+            evoattn::plan::auto_covers_head_dim(problem.shape.d)?;
+        }
         let request = match (&self.config, request) {
             (Some(text), Request::Family(imp)) => {
                 let base = if self.config_on_plan {

@@ -9,8 +9,6 @@
 //! current directory), `EVOATTN_ORACLE_FAKE=1` (synthetic answers without torch or a GPU, for
 //! tests), `EVOATTN_ORACLE_TIMEOUT` (seconds a request may take, default 300).
 
-// Its caller, `bench` (lab.rs), is not yet wired into main.rs; remove this once it is.
-
 use crate::lab::inputs::Inputs;
 use crate::lab::tensors_io::{bits, dtype_name, le_bytes, safetensors_dtype};
 use crate::stores::record::{Mode, Status};

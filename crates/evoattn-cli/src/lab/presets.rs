@@ -24,7 +24,7 @@ pub const NAMES: [&str; 10] =
     ["mission", "small", "long", "wide", "stress", "seed", "fa3-grid", "grid", "sanitize", "decode"];
 
 /// The FlashAttention-3 paper's grid: 16k tokens (B·S) and a model width H·D of 2048.
-/// ../shared/ANCHORS.md's `seed` rows: fp16, S=512, D=64, these (B, H).
+/// docs/anchors.md's `seed` rows: fp16, S=512, D=64, these (B, H).
 const SEED_BATCH_HEADS: [(usize, usize); 5] = [(1, 8), (2, 8), (4, 8), (4, 16), (8, 16)];
 
 /// The decode preset's key lengths, query lengths, batches and (H, Hkv): GQA 8:1 and none.
@@ -90,7 +90,7 @@ pub fn preset(name: &str) -> Result<Preset, String> {
         },
         "seed" => Preset {
             name: "seed",
-            about: "the 10 fp16 S=512 D=64 shapes of ANCHORS.md (B,H in 1,8 2,8 4,8 4,16 8,16; causal and not)",
+            about: "the 10 fp16 S=512 D=64 shapes of docs/anchors.md (B,H in 1,8 2,8 4,8 4,16 8,16; causal and not)",
             shapes: SEED_BATCH_HEADS.iter().map(|&(b, h)| Shape::new(b, h, 512, 64)).collect(),
             dtypes: vec![Dtype::F16],
             causal: vec![Causal::None, Causal::TopLeft],
@@ -100,7 +100,7 @@ pub fn preset(name: &str) -> Result<Preset, String> {
             let shapes = HEAD_DIMS.into_iter().flat_map(Shape::fa3_grid).collect();
             Preset {
                 name: "fa3-grid",
-                about: "the 36 large bf16 shapes of ANCHORS.md: B*S = 16k, H*D = 2048, S 512..16k, D 64/128/256, causal and not",
+                about: "the 36 large bf16 shapes of docs/anchors.md: B*S = 16k, H*D = 2048, S 512..16k, D 64/128/256, causal and not",
                 shapes,
                 dtypes: vec![Dtype::Bf16],
                 causal: vec![Causal::None, Causal::TopLeft],
@@ -175,7 +175,7 @@ pub fn preset(name: &str) -> Result<Preset, String> {
 /// The problem-selection flags `check` and `bench` share.
 #[derive(clap::Args, Debug, Default)]
 pub struct ProblemArgs {
-    /// A named problem set (repeatable): mission, small, long, wide, stress, seed (ANCHORS.md's
+    /// A named problem set (repeatable): mission, small, long, wide, stress, seed (docs/anchors.md's
     /// 10 fp16 shapes), fa3-grid (its 36 large bf16 shapes), grid (the full correctness grid),
     /// sanitize (a small grid for compute-sanitizer), decode (Sq 1 and 4 against long Sk).
     #[arg(long = "preset", value_name = "NAME")]
