@@ -12,22 +12,14 @@ pub use crate::kernels::splitkv::plan::default as splitkv;
 pub use crate::kernels::wgmma::plan::{default as wgmma, SCHEDULER_L2_KV_PERCENT};
 
 /// The default configuration of `imp` for one problem on a GPU with `sm_count` SMs: the head
-/// dim's [`config`], which `wgmma` adapts to the problem.
+/// dim's [`config`], which a family may adapt to the problem (`wgmma`'s rules).
 pub fn for_problem(imp: Impl, arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> KernelConfig {
-    match imp {
-        Impl::Wgmma => KernelConfig::Wgmma(crate::kernels::wgmma::plan::for_problem(problem, sm_count)),
-        _ => config(imp, arch, problem.shape.d),
-    }
+    imp.config_for_problem(arch, problem, sm_count)
 }
 
 /// The default configuration of `imp` for a head dim on an arch.
 pub fn config(imp: Impl, arch: Arch, head_dim: usize) -> KernelConfig {
-    match imp {
-        Impl::Reference => KernelConfig::Reference(REFERENCE),
-        Impl::Mma => KernelConfig::Mma(mma(arch, head_dim)),
-        Impl::Wgmma => KernelConfig::Wgmma(wgmma(head_dim)),
-        Impl::Splitkv => KernelConfig::Splitkv(splitkv(arch, head_dim)),
-    }
+    imp.default_config(arch, head_dim)
 }
 
 #[cfg(test)]

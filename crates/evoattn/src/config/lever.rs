@@ -91,6 +91,23 @@ impl<C> Lever<C> {
 /// implementation per family, in its folder under `kernels/`.
 pub trait Family: Copy + Sized + 'static {
     const IMPL: Impl;
+    /// What the family is, in one line (`info`, `compile --levers`).
+    const ABOUT: &'static str;
+    /// Head dims the kernel is instantiated for.
+    const HEAD_DIMS: &'static [usize];
+    /// Architectures the kernel compiles for.
+    const ARCHS: &'static [Arch];
+    /// The family's translation unit (its headers are `kernels::HEADERS`).
+    const SOURCE: crate::kernels::SourceFile;
+
+    /// The family's default for a head dim on an arch.
+    fn default_for(arch: Arch, head_dim: usize) -> Self;
+    /// The default adapted to `problem` on a GPU with `sm_count` SMs; most families take the
+    /// head dim's.
+    fn for_problem(arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> Self {
+        let _ = sm_count;
+        Self::default_for(arch, problem.shape.d)
+    }
     /// Every lever, in the order names and `--config` text list them.
     const LEVERS: &'static [Lever<Self>];
 

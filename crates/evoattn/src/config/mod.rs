@@ -85,26 +85,12 @@ impl Impl {
     }
 
     pub fn describe(self) -> &'static str {
-        match self {
-            Impl::Reference => "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes",
-            Impl::Mma => "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)",
-            Impl::Wgmma => {
-                "Hopper: wgmma from 128B-swizzled shared memory, TMA producer warpgroup, ping-pong consumers (sm_90a)"
-            }
-            Impl::Splitkv => {
-                "keys split across blocks, query heads of a KV head packed into one tile, last block combines (sm_80+)"
-            }
-        }
+        family_type!(self, C => C::ABOUT)
     }
 
     /// Head dims the kernel is instantiated for.
     pub fn head_dims(self) -> &'static [usize] {
-        match self {
-            Impl::Reference => &[64, 128, 256],
-            Impl::Mma => &[64, 128, 256],
-            Impl::Wgmma => &[64, 128, 256],
-            Impl::Splitkv => &[64, 128, 256],
-        }
+        family_type!(self, C => C::HEAD_DIMS)
     }
 
     /// Each lever's name (as `--config` takes it) and what it does, in the family's table order.
@@ -124,11 +110,22 @@ impl Impl {
 
     /// Architectures the kernel compiles for.
     pub fn archs(self) -> &'static [Arch] {
-        match self {
-            Impl::Reference | Impl::Mma | Impl::Splitkv => &Arch::ALL,
-            // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
-            Impl::Wgmma => &[Arch::Sm90a],
-        }
+        family_type!(self, C => C::ARCHS)
+    }
+
+    /// The family's default for a head dim on an arch.
+    pub fn default_config(self, arch: Arch, head_dim: usize) -> KernelConfig {
+        family_type!(self, C => C::default_for(arch, head_dim).into_config())
+    }
+
+    /// The family's default adapted to `problem` on a GPU with `sm_count` SMs.
+    pub fn config_for_problem(self, arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> KernelConfig {
+        family_type!(self, C => C::for_problem(arch, problem, sm_count).into_config())
+    }
+
+    /// The family's translation unit.
+    pub fn source(self) -> crate::kernels::SourceFile {
+        family_type!(self, C => C::SOURCE)
     }
 }
 

@@ -52,14 +52,9 @@ pub const HOLD: SourceFile = source!("hold.cu");
 /// Its symbol.
 pub const HOLD_KERNEL: &str = "evoattn_hold";
 
-/// The translation unit of a kernel family.
+/// The translation unit of a kernel family (each family names its own).
 pub fn main_source(imp: Impl) -> SourceFile {
-    match imp {
-        Impl::Reference => source!("reference" / "reference.cu"),
-        Impl::Mma => source!("mma" / "mma.cu"),
-        Impl::Wgmma => source!("wgmma" / "wgmma.cu"),
-        Impl::Splitkv => source!("splitkv" / "splitkv.cu"),
-    }
+    imp.source()
 }
 
 /// FNV-1a over the main source and every header: changes whenever any kernel text changes.

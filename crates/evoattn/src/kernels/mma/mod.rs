@@ -4,6 +4,7 @@
 use crate::arch::Arch;
 use crate::config::lever::{flag, num, one_of, Family, Lever};
 use crate::config::Impl;
+use crate::kernels::SourceFile;
 use crate::problem::{Dtype, Shape};
 
 /// Levers of the `mma` kernel.
@@ -67,6 +68,14 @@ pub fn default(arch: Arch, head_dim: usize) -> MmaConfig {
 
 impl Family for MmaConfig {
     const IMPL: Impl = Impl::Mma;
+    const ABOUT: &'static str = "FlashAttention-2 style: mma.sync m16n8k16, ldmatrix, cp.async pipeline (sm_80+)";
+    const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
+    const ARCHS: &'static [Arch] = &Arch::ALL;
+    const SOURCE: SourceFile = SourceFile { name: "mma.cu", text: include_str!("mma.cu") };
+
+    fn default_for(arch: Arch, head_dim: usize) -> Self {
+        default(arch, head_dim)
+    }
 
     fn into_config(self) -> crate::config::KernelConfig {
         crate::config::KernelConfig::Mma(self)

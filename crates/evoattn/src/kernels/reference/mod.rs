@@ -4,6 +4,7 @@
 use crate::arch::Arch;
 use crate::config::lever::{num, Family, Lever};
 use crate::config::Impl;
+use crate::kernels::SourceFile;
 use crate::problem::{Dtype, Shape};
 
 /// Levers of the `reference` kernel.
@@ -19,6 +20,14 @@ pub const DEFAULT: ReferenceConfig = ReferenceConfig { threads: 128 };
 
 impl Family for ReferenceConfig {
     const IMPL: Impl = Impl::Reference;
+    const ABOUT: &'static str = "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes";
+    const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
+    const ARCHS: &'static [Arch] = &Arch::ALL;
+    const SOURCE: SourceFile = SourceFile { name: "reference.cu", text: include_str!("reference.cu") };
+
+    fn default_for(_arch: Arch, _head_dim: usize) -> Self {
+        DEFAULT
+    }
 
     fn into_config(self) -> crate::config::KernelConfig {
         crate::config::KernelConfig::Reference(self)

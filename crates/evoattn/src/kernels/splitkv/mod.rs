@@ -8,6 +8,7 @@ use crate::arch::Arch;
 use crate::config::lever::{choice, flag, num, one_of, Family, Lever};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES};
 use crate::kernels::mma::{kv_ring_bytes, q_tile_bytes, MmaConfig, MMA_K, MMA_ROWS_PER_WARP};
+use crate::kernels::SourceFile;
 use crate::problem::{Dtype, Shape};
 
 /// Levers of the `splitkv` kernel: the `mma` main loop's tile levers plus the split count.
@@ -80,6 +81,15 @@ impl SplitkvConfig {
 
 impl Family for SplitkvConfig {
     const IMPL: Impl = Impl::Splitkv;
+    const ABOUT: &'static str =
+        "keys split across blocks, query heads of a KV head packed into one tile, last block combines (sm_80+)";
+    const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
+    const ARCHS: &'static [Arch] = &Arch::ALL;
+    const SOURCE: SourceFile = SourceFile { name: "splitkv.cu", text: include_str!("splitkv.cu") };
+
+    fn default_for(arch: Arch, head_dim: usize) -> Self {
+        plan::default(arch, head_dim)
+    }
 
     fn into_config(self) -> crate::config::KernelConfig {
         crate::config::KernelConfig::Splitkv(self)

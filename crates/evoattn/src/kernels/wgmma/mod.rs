@@ -7,6 +7,7 @@ pub mod plan;
 use crate::arch::Arch;
 use crate::config::lever::{choice, flag, num, one_of, Family, Kind, Lever};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES, SWIZZLE_ROW_ELEMS, WARPGROUP_THREADS};
+use crate::kernels::SourceFile;
 use crate::problem::{Dtype, Shape};
 
 /// Levers of the `wgmma` kernel. Query rows per block are derived: 64 per consumer warpgroup
@@ -203,6 +204,20 @@ impl WgmmaConfig {
 
 impl Family for WgmmaConfig {
     const IMPL: Impl = Impl::Wgmma;
+    const ABOUT: &'static str =
+        "Hopper: wgmma from 128B-swizzled shared memory, TMA producer warpgroup, ping-pong consumers (sm_90a)";
+    const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
+    // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
+    const ARCHS: &'static [Arch] = &[Arch::Sm90a];
+    const SOURCE: SourceFile = SourceFile { name: "wgmma.cu", text: include_str!("wgmma.cu") };
+
+    fn default_for(_arch: Arch, head_dim: usize) -> Self {
+        plan::default(head_dim)
+    }
+
+    fn for_problem(_arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> Self {
+        plan::for_problem(problem, sm_count)
+    }
 
     fn into_config(self) -> crate::config::KernelConfig {
         crate::config::KernelConfig::Wgmma(self)
