@@ -43,7 +43,7 @@ fn traced_config(
     let (choice, config, _) = args.resolve(args.choice()?, target, problem, tuned)?;
     let config = config.unwrap_or_else(|| plan(problem, target.0, target.1, choice, None).spec.config);
     match config {
-        KernelConfig::Wgmma(c) if c.warp_specialized => {
+        KernelConfig::Wgmma(c) if c.pipeline.warp_specialized() => {
             Ok(config.with_overrides("trace=1").map_err(anyhow::Error::msg)?)
         }
         other => bail!(
