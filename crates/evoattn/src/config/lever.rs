@@ -42,6 +42,13 @@ pub struct Retired {
     pub names: &'static [&'static str],
 }
 
+impl Retired {
+    /// An on/off or numeric lever that set the define of its own name.
+    pub const fn same(key: &'static str) -> Retired {
+        Retired { key, define: key, names: &[] }
+    }
+}
+
 /// One lever of a kernel family.
 pub struct Lever<C> {
     /// As `--config` takes it.
@@ -111,17 +118,14 @@ impl<C> Lever<C> {
 
     /// Sets the lever from `--config` text (`item` is the whole `key=value`, for messages).
     fn set(&self, c: &mut C, item: &str, value: &str) -> Result<(), String> {
-        let name_index = |names: &mut dyn Iterator<Item = &'static str>| {
-            let names: Vec<&str> = names.collect();
-            names.iter().position(|n| *n == value.to_ascii_lowercase()).ok_or_else(|| {
-                format!("config item '{item}': {} is one of {}, not '{value}'", self.name, names.join(", "))
-            })
-        };
         match &self.kind {
             Kind::Num { set, .. } => set(c, number(item, value)?),
             Kind::Flag { set, .. } => set(c, number(item, value)? != 0),
-            Kind::Choice { names, set, .. } => set(c, name_index(&mut names.iter().copied())?),
-            Kind::Axis { variants, set, .. } => set(c, name_index(&mut variants.iter().map(|v| v.name))?),
+            Kind::Choice { names, set, .. } => set(c, name_index(item, self.name, names, value)?),
+            Kind::Axis { variants, set, .. } => {
+                let names: Vec<&str> = variants.iter().map(|v| v.name).collect();
+                set(c, name_index(item, self.name, &names, value)?)
+            }
         }
         Ok(())
     }
@@ -134,6 +138,14 @@ fn number(item: &str, value: &str) -> Result<u32, String> {
         "false" => Ok(0),
         v => v.parse().map_err(|_| format!("config item '{item}': '{v}' is not a number")),
     }
+}
+
+/// The index of `value` among a lever's `names`.
+fn name_index(item: &str, lever: &str, names: &[&str], value: &str) -> Result<usize, String> {
+    names
+        .iter()
+        .position(|n| *n == value.to_ascii_lowercase())
+        .ok_or_else(|| format!("config item '{item}': {lever} is one of {}, not '{value}'", names.join(", ")))
 }
 
 impl<C> Lever<C> {
@@ -211,9 +223,7 @@ pub fn with_overrides<C: Family>(mut c: C, text: &str) -> Result<C, String> {
         } else if let Some(old) = C::RETIRED.iter().find(|r| r.key == key) {
             let v = match old.names {
                 [] => number(item, value)?,
-                names => names.iter().position(|n| *n == value.to_ascii_lowercase()).ok_or_else(|| {
-                    format!("config item '{item}': {key} is one of {}, not '{value}'", names.join(", "))
-                })? as u32,
+                names => name_index(item, key, names, value)? as u32,
             };
             retired.push((old, v));
         } else {
@@ -230,17 +240,14 @@ pub fn with_overrides<C: Family>(mut c: C, text: &str) -> Result<C, String> {
 /// Applies retired levers' values: each axis they touch takes the value whose defines are
 /// the config's with theirs over them, or the text is refused (no value of the axis sets them).
 fn with_retired<C: Family>(c: &mut C, items: &[(&Retired, u32)]) -> Result<(), String> {
+    let ours = |define: &str| items.iter().rev().find(|(r, _)| r.define == define).map(|&(_, v)| v);
     for lever in C::LEVERS {
-        let Kind::Axis { variants, set, .. } = &lever.kind else { continue };
-        let ours = |define: &str| items.iter().rev().find(|(r, _)| r.define == define);
-        if !lever.defines(c).iter().any(|(define, _)| ours(define).is_some()) {
+        let Kind::Axis { variants, get, set } = &lever.kind else { continue };
+        let now = variants[get(c)].defines;
+        if now.iter().all(|(define, _)| ours(define).is_none()) {
             continue;
         }
-        let wanted: Vec<(&str, u32)> = lever
-            .defines(c)
-            .into_iter()
-            .map(|(define, now)| (define, ours(define).map_or_else(|| now.parse().unwrap_or(0), |(_, v)| *v)))
-            .collect();
+        let wanted: Vec<(&str, u32)> = now.iter().map(|&(define, v)| (define, ours(define).unwrap_or(v))).collect();
         let Some(index) = variants.iter().position(|v| v.defines == wanted.as_slice()) else {
             // In the old form, so that the message names what the text said.
             let old = |defines: &[(&str, u32)]| {
@@ -288,7 +295,7 @@ pub fn defines<C: Family>(c: &C) -> Vec<(String, String)> {
 /// The tuning space at `head_dim`: every combination of the tuning levers' values that
 /// `tuned_at` keeps, the other levers as in `base`; lazily, the first lever varying slowest.
 pub fn product<C: Family>(base: C, head_dim: usize) -> impl Iterator<Item = C> + Clone {
-    let axes: Vec<(&'static Lever<C>, Vec<usize>)> = C::LEVERS
+    let levers: Vec<(&'static Lever<C>, Vec<usize>)> = C::LEVERS
         .iter()
         .filter(|l| !l.shown_only_when_on)
         .map(|l| {
@@ -300,10 +307,10 @@ pub fn product<C: Family>(base: C, head_dim: usize) -> impl Iterator<Item = C> +
             (l, kept.collect())
         })
         .collect();
-    let total: usize = axes.iter().map(|(_, kept)| kept.len()).product();
+    let total: usize = levers.iter().map(|(_, kept)| kept.len()).product();
     (0..total).map(move |mut i| {
         let mut c = base;
-        for (lever, kept) in axes.iter().rev() {
+        for (lever, kept) in levers.iter().rev() {
             lever.set_index(&mut c, kept[i % kept.len()]);
             i /= kept.len();
         }

@@ -181,7 +181,7 @@ pub struct TensorMapRows {
     pub q: Option<u32>,
     /// K's and V's box.
     pub kv: u32,
-    /// O's box when O is stored by TMA: one consumer warpgroup's rows (`tma_store`).
+    /// O's box when O is stored by TMA (`wgmma`'s staged `o_staging`): one consumer warpgroup's rows.
     pub o: Option<u32>,
 }
 
@@ -903,7 +903,8 @@ mod tests {
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,pipeline=tma,schedule=grid,o_staging=registers,exp2_poly=0,lazy_rescale=0,ring_test=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,pipeline=tma,schedule=grid,o_staging=registers,exp2_poly=0,\
+             lazy_rescale=0,ring_test=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0"
         );
         assert_eq!(
             one.with_overrides("pipeline=cp-async").unwrap(),

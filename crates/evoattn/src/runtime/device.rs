@@ -465,7 +465,7 @@ mod tests {
     #[test]
     fn tensor_map_params_match_tma_map() {
         // After `AttnParams` (192 bytes) a TMA kernel takes three `TmaMap`s (four with
-        // `tma_store`): 128 bytes each, `__align__(64)` in kernels/ptx_sm90.cuh; each is its own
+        // `o_staging`): 128 bytes each, `__align__(64)` in kernels/ptx_sm90.cuh; each is its own
         // parameter, so the driver places it by the kernel's parameter layout and the host value
         // only needs its size.
         assert_eq!(std::mem::size_of::<TensorMap>(), 128);

@@ -61,7 +61,7 @@ fn split_tail_need(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNe
     ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
 }
 
-/// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
+/// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with O staged for TMA stores, O for
 /// `wgmma`; K and V for `splitkv`), in its parameter order: the geometry is fixed by the
 /// problem, and a map is re-encoded only when a call brings its tensor at another address (a
 /// caller that allocates a fresh O per call re-encodes O's map alone).
@@ -189,7 +189,8 @@ impl PreparedLaunch {
                 if c.schedule == Schedule::SplitTail && !c.split_tail_fits(problem.shape.sk, grid[0]) =>
             {
                 return Err(unsupported(format!(
-                    "schedule=split-tail counts a tail's key blocks times the {} blocks in 32 bits: {} keys are too many",
+                    "schedule=split-tail counts a tail's key blocks times the {} blocks in 32 bits: {} keys are \
+                     too many",
                     grid[0], problem.shape.sk
                 )))
             }

@@ -3,6 +3,8 @@
 //! sm_90a only.
 
 pub mod plan;
+#[cfg(test)]
+mod tests;
 
 use crate::arch::Arch;
 use crate::config::lever::{axis, flag, num, one_of, product, Family, Kind, Lever, Retired, Variant};
@@ -423,15 +425,15 @@ impl Family for WgmmaConfig {
     /// and `o_in_q`. Each sets the define of its name (`loads`: `loads_tma`).
     const RETIRED: &'static [Retired] = &[
         Retired { key: "loads", define: "loads_tma", names: &Loads::NAMES },
-        Retired { key: "warp_specialized", define: "warp_specialized", names: &[] },
-        Retired { key: "overlap", define: "overlap", names: &[] },
-        Retired { key: "pingpong", define: "pingpong", names: &[] },
-        Retired { key: "persistent", define: "persistent", names: &[] },
-        Retired { key: "dynamic_tiles", define: "dynamic_tiles", names: &[] },
-        Retired { key: "split_tail", define: "split_tail", names: &[] },
-        Retired { key: "tma_store", define: "tma_store", names: &[] },
-        Retired { key: "o_passes", define: "o_passes", names: &[] },
-        Retired { key: "o_in_q", define: "o_in_q", names: &[] },
+        Retired::same("warp_specialized"),
+        Retired::same("overlap"),
+        Retired::same("pingpong"),
+        Retired::same("persistent"),
+        Retired::same("dynamic_tiles"),
+        Retired::same("split_tail"),
+        Retired::same("tma_store"),
+        Retired::same("o_passes"),
+        Retired::same("o_in_q"),
     ];
 
     fn threads(&self) -> u32 {
