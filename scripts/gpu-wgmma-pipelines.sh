@@ -15,9 +15,8 @@ LOGS="$OUT/logs"
 mkdir -p "$LOGS"
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export EVOATTN_CACHE_DIR=${EVOATTN_CACHE_DIR:-$OUT/cache}
-PIPE="loads=tma,warp_specialized=1,overlap=1"
-VARIANTS=${VARIANTS:-"128:$PIPE,pingpong=1"}
-SANITIZE=${SANITIZE:-"$PIPE,pingpong=1"}
+VARIANTS=${VARIANTS:-"128:pipeline=pingpong"}
+SANITIZE=${SANITIZE:-"pipeline=pingpong"}
 STEPS=${STEPS:-"check sass time sanitize"}
 REPS=${REPS:-30}
 SEQS=${SEQS:-"4096 16384"}

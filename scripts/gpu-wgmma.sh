@@ -20,7 +20,6 @@ steps=${*:-correct scale sanitize}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 
 seed_big=(--shape 4,8,512,64 --shape 4,16,512,64 --shape 8,16,512,64)
-OFF="warp_specialized=0,overlap=0,pingpong=0,persistent=0"
 PEERS=${PEERS:-sdpa-cudnn,sdpa-flash}
 
 for step_name in $steps; do
@@ -34,7 +33,7 @@ for step_name in $steps; do
       for scale in -0.3 0.7; do
         step "scale $scale wgmma" 60 "scale$scale-wgmma.txt" "$BIN" check --preset sanitize --impl wgmma --scale "$scale" --quiet
         step "scale $scale wgmma tma-loop" 60 "scale$scale-wgmma-loop.txt" \
-          "$BIN" check --preset sanitize --impl wgmma --config "loads=tma,$OFF" --scale "$scale" --quiet
+          "$BIN" check --preset sanitize --impl wgmma --config "pipeline=tma" --scale "$scale" --quiet
         for imp in mma splitkv; do
           step "scale $scale $imp" 60 "scale$scale-$imp.txt" "$BIN" check --preset sanitize --impl $imp --scale "$scale" --quiet
         done
@@ -56,15 +55,15 @@ for step_name in $steps; do
       # The seed shapes with B*H >= 32 (one or more full waves of 128-row tiles), where the
       # planner's default trails cuDNN; lever sets written out in full (an override applies to
       # the head dim's default, not to the planner's choice).
-      P="block_n=128,stages=3,persistent=1"
-      W1="consumer_warpgroups=1,pingpong=0,block_n=128"
-      configs=${SEED_CONFIGS:-"default persistent=1 persistent=0 $P block_n=128,persistent=1 $W1 $W1,persistent=1 $W1,stages=3,persistent=1 block_n=64,persistent=1"}
+      P="block_n=128,stages=3,schedule=persistent"
+      W1="consumer_warpgroups=1,pipeline=overlap,block_n=128"
+      configs=${SEED_CONFIGS:-"default schedule=persistent schedule=grid $P block_n=128,schedule=persistent $W1 $W1,schedule=persistent $W1,stages=3,schedule=persistent block_n=64,schedule=persistent"}
       CONFIGS=$configs step seedsweep 200 seedsweep.txt scripts/gpu-config-sweep.sh seedsweep "${seed_big[@]}" \
         --dtype f16 --causal none,top-left ;;
     shortsweep)
       # Unmasked fa3-grid rows at 512 and 1k keys (hd64, hd128): does the seed sweep's 128-key
       # block on persistent blocks carry over to many heads?
-      configs="default block_n=128,persistent=1 block_n=128,stages=3,persistent=1 block_n=192,persistent=1"
+      configs="default block_n=128,schedule=persistent block_n=128,stages=3,schedule=persistent block_n=192,schedule=persistent"
       for d in 64 128; do
         CONFIGS=$configs step "shortsweep hd$d" 120 "shortsweep-d$d.txt" scripts/gpu-config-sweep.sh "shortsweep-d$d" \
           $(fa3_rows $d 512 1024) --dtype bf16

@@ -183,13 +183,11 @@ fn config_on_plan_changes_one_lever_of_the_planners_choice() {
         assert!(out.status.success(), "{}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let on_plan = bench(&["--config", "tma_store=1", "--config-on-plan"]);
-    let planned = "block_n=128,stages=2,consumer_warpgroups=2,loads=tma,warp_specialized=1,overlap=1,pingpong=1,\
-                   persistent=1,dynamic_tiles=0,tma_store=1";
+    let on_plan = bench(&["--config", "o_staging=tile", "--config-on-plan"]);
+    let planned = "block_n=128,stages=2,consumer_warpgroups=2,pipeline=pingpong,schedule=persistent,o_staging=tile";
     assert!(on_plan.contains(planned), "{on_plan}");
-    let on_default = bench(&["--config", "tma_store=1"]);
-    let default = "block_n=176,stages=2,consumer_warpgroups=2,loads=tma,warp_specialized=1,overlap=1,pingpong=1,\
-                   persistent=0,dynamic_tiles=0,tma_store=1";
+    let on_default = bench(&["--config", "o_staging=tile"]);
+    let default = "block_n=176,stages=2,consumer_warpgroups=2,pipeline=pingpong,schedule=grid,o_staging=tile";
     assert!(on_default.contains(default), "{on_default}");
     let out = evoattn(&["bench", "--shape", "1,2,64,64", "--peers", "none", "--config-on-plan"], &[]);
     assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{}", stderr(&out));
@@ -199,8 +197,8 @@ fn config_on_plan_changes_one_lever_of_the_planners_choice() {
 #[test]
 fn the_planner_splits_the_tail_of_long_unmasked_persistent_problems_only() {
     // On the (H100) mock: 2048 keys make 16 key blocks of 128 a tile, where the split tail starts;
-    // 1024 keys and causal problems keep whole tiles. (`tma_store=1` on the plan changes nothing
-    // but makes the bench print the planned levers.)
+    // 1024 keys and causal problems keep whole tiles. (`o_staging=tile` on these plans changes
+    // nothing but makes the bench print the planned levers.)
     let cache = tempfile::tempdir().unwrap();
     let env = [("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap())];
     let bench = |extra: &[&str]| {
@@ -209,19 +207,18 @@ fn the_planner_splits_the_tail_of_long_unmasked_persistent_problems_only() {
         evoattn(&args, &env)
     };
     let planned = |shape: &[&str]| {
-        let out = bench(&[shape, &["--config", "tma_store=1", "--config-on-plan"][..]].concat());
+        let out = bench(&[shape, &["--config", "o_staging=tile", "--config-on-plan"][..]].concat());
         assert!(out.status.success(), "{shape:?}: {}", stderr(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert!(planned(&["--shape", "1,2,128,128,2,2048"])
-        .contains("persistent=1,dynamic_tiles=0,tma_store=1,exp2_poly=0,lazy_rescale=0,split_tail=1"));
-    assert!(planned(&["--shape", "1,2,128,128,2,1024"])
-        .contains("persistent=1,dynamic_tiles=0,tma_store=1,exp2_poly=0,lazy_rescale=0,split_tail=0"));
-    assert!(planned(&["--shape", "1,2,128,128,2,2048", "--causal", "top-left"]).contains("split_tail=0"));
-    // Forced on one tile per block (hd256's plan), it is refused before anything is timed.
+    assert!(planned(&["--shape", "1,2,128,128,2,2048"]).contains("schedule=split-tail,o_staging=tile"));
+    assert!(planned(&["--shape", "1,2,128,128,2,1024"]).contains("schedule=persistent,o_staging=tile"));
+    assert!(planned(&["--shape", "1,2,128,128,2,2048", "--causal", "top-left"]).contains("schedule=claimed"));
+    // The old switch forced on one tile per block (hd256's plan) is no schedule: refused before
+    // anything is timed.
     let out = bench(&["--shape", "1,2,128,256,2,4096", "--config", "split_tail=1", "--config-on-plan"]);
     assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{}", stderr(&out));
-    assert!(stderr(&out).contains("split_tail=1 needs persistent=1"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("split_tail=1 is no schedule of wgmma"), "{}", stderr(&out));
 }
 
 #[test]

@@ -101,10 +101,13 @@ fn levers_lists_every_lever_config_takes_and_compiles_nothing() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     assert!(stdout.starts_with("wgmma: Hopper"), "{stdout}");
-    // Every lever a wgmma config renders, and the instrumentation lever it renders only when on.
-    for lever in ["block_n", "loads", "warp_specialized", "multicast", "q_in_regs", "trace"] {
+    // Every lever a wgmma config renders, each value of its typed axes, and the instrumentation
+    // lever it renders only when on.
+    for lever in
+        ["block_n", "pipeline", "pipeline=pingpong", "schedule=claimed", "o_staging=q-rows", "q_in_regs", "trace"]
+    {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(lever)), "no {lever} in:\n{stdout}");
     }
-    assert_eq!(stdout.lines().count(), 1 + 21, "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 14 + (5 + 4 + 4), "{stdout}");
     assert!(std::fs::read_dir(cache.path()).expect("cache dir").next().is_none(), "--levers compiled something");
 }

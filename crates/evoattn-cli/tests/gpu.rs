@@ -204,7 +204,7 @@ fn wgmma_lazy_rescale_is_correct_on_hopper() {
     for (config, extra) in [
         ("lazy_rescale=1", &["--config-on-plan"][..]),
         ("lazy_rescale=1", &["--config-on-plan", "--scale", "-0.3"][..]),
-        ("lazy_rescale=1,warp_specialized=0,overlap=0,pingpong=0,persistent=0,tma_store=0", &[][..]),
+        ("lazy_rescale=1,pipeline=tma,schedule=grid,o_staging=registers", &[][..]),
     ] {
         let out = check_all("wgmma", &shapes, &[&["--config", config][..], extra].concat());
         assert_passed_with(&out, "_lr1", &format!("{config} {extra:?}"));
@@ -226,9 +226,9 @@ fn wgmma_rowsum_mma_is_correct_on_hopper() {
     let out = check_all("wgmma", &shapes, &["--config", "rowsum_mma=1", "--config-on-plan"]);
     assert_passed_with(&out, "_rs1", "rowsum_mma=1 on the planner's configs");
     let split = ["1,8,4000,64", "3,3,2100,64,1,1500"];
-    let config = ["--config", "persistent=1,block_n=128,split_tail=1,rowsum_mma=1"];
-    assert_passed_with(&check_unmasked(&split, &config), "_st1_rt0_op1_oq0_rs1", "split tail");
-    let plain = ["--config", "rowsum_mma=1,overlap=0,pingpong=0"];
+    let config = ["--config", "schedule=split-tail,block_n=128,rowsum_mma=1"];
+    assert_passed_with(&check_unmasked(&split, &config), "_scst_ostl_xp0_lr0_rt0_rs1", "split tail");
+    let plain = ["--config", "rowsum_mma=1,pipeline=specialized"];
     assert_passed_with(&check_unmasked(&split, &plain), "_rs1", "no overlap");
     let out = check_planned(&["16,32,1024,64", "4,8,2048,64"]);
     assert_passed_with(&out, "_rs1", "the planner's hd64 three-consumer configs");
@@ -250,11 +250,7 @@ fn wgmma_half_last_is_correct_on_hopper() {
     let out = check_all("wgmma", &shapes, &["--config", "half_last=1", "--config-on-plan"]);
     assert_passed_with(&out, "_hl1", "half_last=1 on the planner's configs");
     let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
-    assert_passed_with(
-        &out,
-        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1_op1_oq0_rs1_hl1_mc0_qr0",
-        "the planner's hd64 causal 2k config",
-    );
+    assert_passed_with(&out, "_wg3_plpp_sccl_ostl_xp0_lr0_rt1_rs1_hl1_mc0_qr0", "the planner's hd64 causal 2k config");
 }
 
 #[test]
@@ -274,11 +270,7 @@ fn wgmma_ring_test_is_correct_on_hopper() {
     let out = check_planned(&["32,8,512,64", "16,8,1024,64"]);
     assert_passed_with(&out, "_rt1", "the planner's hd64 short configs test the ring");
     let out = evoattn(&["check", "--impl", "wgmma", "--causal", "top-left,bottom-right", "--shape", "4,8,2048,64"]);
-    assert_passed_with(
-        &out,
-        "_wg3_ldtma_ws1_ov1_pp1_pe1_dt1_ts1_xp0_lr0_st0_rt1",
-        "the planner's hd64 causal 2k config",
-    );
+    assert_passed_with(&out, "_wg3_plpp_sccl_ostl_xp0_lr0_rt1", "the planner's hd64 causal 2k config");
 }
 
 #[test]
@@ -293,19 +285,19 @@ fn wgmma_o_passes_are_correct_on_hopper() {
     // own choices that take it (hd256 short problems, both masks).
     let both = ["4,16,300,128,16,517", "1,4,700,128,1,300", "2,8,1000,256,2,1100", "2,2,130,256,1,77"];
     for (config, shapes) in [
-        ("persistent=1,block_n=64,o_passes=2", &both[..]),
-        ("persistent=1,block_n=64,o_passes=2,dynamic_tiles=1", &both[..]),
+        ("schedule=persistent,block_n=64,o_staging=half-tile", &both[..]),
+        ("schedule=claimed,block_n=64,o_staging=half-tile", &both[..]),
         // One consumer's 128-key ring fits only at hd128.
-        ("persistent=1,block_n=128,o_passes=2,consumer_warpgroups=1,pingpong=0", &both[..2]),
+        ("schedule=persistent,block_n=128,o_staging=half-tile,consumer_warpgroups=1,pipeline=overlap", &both[..2]),
     ] {
         let out = check_all("wgmma", shapes, &["--config", config]);
-        assert_passed_with(&out, "_op2", config);
+        assert_passed_with(&out, "_osht", config);
     }
-    let config = ["--config", "persistent=1,block_n=64,o_passes=2,split_tail=1"];
+    let config = ["--config", "schedule=split-tail,block_n=64,o_staging=half-tile"];
     let out = check_unmasked(&["1,8,4000,128", "3,3,700,256,1,1500"], &config);
-    assert_passed_with(&out, "_st1_rt0_op2_oq0", "split tail");
+    assert_passed_with(&out, "_scst_osht", "split tail");
     let out = check_planned(&["16,8,512,256", "4,8,1024,256"]);
-    assert_passed_with(&out, "_op2", "the planner's hd256 short configs");
+    assert_passed_with(&out, "_osht", "the planner's hd256 short configs");
 }
 
 #[test]
@@ -321,13 +313,13 @@ fn wgmma_o_in_q_is_correct_on_hopper() {
     // choice (hd256 unmasked from 1k keys).
     let shapes =
         ["2,8,1000,256,2,1100", "4,4,600,256", "1,2,129,256,1,300", "4,16,300,128,16,517", "8,16,1000,64,4,1023"];
-    for (levers, tag) in [("persistent=1,o_in_q=1", "_dt0_"), ("persistent=1,o_in_q=1,dynamic_tiles=1", "_dt1_")] {
+    for levers in ["schedule=persistent,o_staging=q-rows", "schedule=claimed,o_staging=q-rows"] {
         let out = check_all("wgmma", &shapes, &["--config", levers]);
+        let tag = if levers.contains("claimed") { "_sccl_osqr_" } else { "_scpe_osqr_" };
         assert_passed_with(&out, tag, levers);
-        assert_passed_with(&out, "_oq1", levers);
     }
     let out = evoattn(&["check", "--impl", "wgmma", "--shape", "16,8,1024,256", "--dtype", "all"]);
-    assert_passed_with(&out, "_oq1", "the planner's hd256 1k unmasked config");
+    assert_passed_with(&out, "_osqr", "the planner's hd256 1k unmasked config");
 }
 
 #[test]
@@ -343,12 +335,15 @@ fn wgmma_split_tail_is_correct_on_hopper() {
     let small_heads = ["3,5,1000,64", "2,8,2000,64,2,1500", "1,4,130,64,1,77", "4,16,1000,128,4,300", "1,2,4000,128"];
     let hd256 = ["2,2,130,256,1,77", "1,16,2048,256", "3,3,700,256,1,1500"];
     for (config, shapes) in [
-        ("persistent=1,split_tail=1,block_n=128", &small_heads[..]),
-        ("persistent=1,split_tail=1,block_n=64,consumer_warpgroups=2", &small_heads[..]),
-        ("persistent=1,split_tail=1,block_n=128,consumer_warpgroups=1,pingpong=0,tma_store=0", &small_heads[..]),
-        ("persistent=1,split_tail=1,tma_store=0", &hd256[..]),
+        ("schedule=split-tail,block_n=128", &small_heads[..]),
+        ("schedule=split-tail,block_n=64,consumer_warpgroups=2", &small_heads[..]),
+        (
+            "schedule=split-tail,block_n=128,consumer_warpgroups=1,pipeline=overlap,o_staging=registers",
+            &small_heads[..],
+        ),
+        ("schedule=split-tail,o_staging=registers", &hd256[..]),
     ] {
-        assert_passed_with(&check_unmasked(shapes, &["--layout", "all", "--config", config]), "_st1", config);
+        assert_passed_with(&check_unmasked(shapes, &["--layout", "all", "--config", config]), "_scst", config);
     }
     // Causal tiles differ in length: refused, not run unbalanced.
     let out = evoattn(&[
@@ -360,7 +355,7 @@ fn wgmma_split_tail_is_correct_on_hopper() {
         "--causal",
         "top-left",
         "--config",
-        "persistent=1,split_tail=1",
+        "schedule=split-tail",
     ]);
     let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
     assert!(!out.status.success() && text.contains("causal tiles differ in length"), "{text}");
@@ -379,7 +374,7 @@ fn wgmma_q_in_regs_is_correct_on_hopper() {
     let shapes = ["2,4,512,128", "1,8,1000,128,2,1100", "4,8,2048,128", "1,4,130,64,1,77", "2,4,512,64"];
     let out = check_all("wgmma", &shapes, &["--config", "q_in_regs=1", "--config-on-plan"]);
     assert_passed_with(&out, "_qr1", "q_in_regs=1 on the planner's configs");
-    let config = "persistent=1,block_n=64,consumer_warpgroups=1,pingpong=0,q_in_regs=1";
+    let config = "schedule=persistent,block_n=64,consumer_warpgroups=1,pipeline=overlap,q_in_regs=1";
     assert_passed_with(&check_all("wgmma", &["1,8,384,64,2,500"], &["--config", config]), "_qr1", config);
     // The planner's own hd128 pick up to 4k keys unmasked.
     let out = evoattn(&["check", "--impl", "wgmma", "--shape", "8,16,2048,128", "--dtype", "bf16"]);
@@ -400,16 +395,16 @@ fn wgmma_multicast_is_correct_on_hopper() {
     let shapes = ["2,8,1000,64,2,1100", "4,4,512,128,4,77", "1,8,256,128,2,1500"];
     let with_hd256 = [&shapes[..], &["3,2,512,256,1,300"]].concat();
     for (config, shapes) in [
-        ("persistent=1,block_n=128,consumer_warpgroups=2,multicast=1", &shapes[..]),
-        ("persistent=1,block_n=64,consumer_warpgroups=1,pingpong=0,multicast=1", &shapes[..]),
-        ("persistent=0,multicast=1", &with_hd256[..]),
+        ("schedule=persistent,block_n=128,consumer_warpgroups=2,multicast=1", &shapes[..]),
+        ("schedule=persistent,block_n=64,consumer_warpgroups=1,pipeline=overlap,multicast=1", &shapes[..]),
+        ("schedule=grid,multicast=1", &with_hd256[..]),
     ] {
         assert_passed_with(&check_unmasked(shapes, &["--layout", "all", "--config", config]), "_mc1", config);
     }
     let wide = ["3,4,768,64,2,1000", "2,2,384,64"];
-    let config = "persistent=1,block_n=128,consumer_warpgroups=3,rowsum_mma=1,multicast=1";
+    let config = "schedule=persistent,block_n=128,consumer_warpgroups=3,rowsum_mma=1,multicast=1";
     assert_passed_with(&check_unmasked(&wide, &["--config", config]), "_mc1", config);
-    let config = "persistent=1,block_n=80,o_in_q=1,multicast=1";
+    let config = "schedule=persistent,block_n=80,o_staging=q-rows,multicast=1";
     assert_passed_with(&check_unmasked(&["2,8,1024,256", "1,4,256,256,2,300"], &["--config", config]), "_mc1", config);
     // A cluster's tiles must see the same key blocks, and pair up within a head: refused, with
     // the reason, not run.
@@ -426,7 +421,7 @@ fn wgmma_multicast_is_correct_on_hopper() {
             "--causal",
             causal,
             "--config",
-            "persistent=1,block_n=128,consumer_warpgroups=2,multicast=1",
+            "schedule=persistent,block_n=128,consumer_warpgroups=2,multicast=1",
         ]);
         let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
         assert!(!out.status.success() && text.contains(reason), "{shape} {causal}: {text}");

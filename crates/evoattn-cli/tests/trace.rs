@@ -54,7 +54,7 @@ fn config_levers_reach_the_traced_kernel() {
 fn kernels_without_marks_are_refused_with_one_line() {
     for (args, says) in [
         (&["--impl", "mma"][..], "trace instruments the warp-specialised wgmma kernel"),
-        (&["--impl", "wgmma", "--config", "warp_specialized=0,overlap=0,pingpong=0"][..], "trace instruments"),
+        (&["--impl", "wgmma", "--config", "pipeline=tma"][..], "trace instruments"),
     ] {
         let out = trace(&[&["--shape", "2,4,256,64"][..], args].concat());
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -25,7 +25,8 @@ pub mod trace;
 pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors, ExternalTensors};
 pub use config::{
-    Impl, KernelConfig, KernelSpec, Loads, MmaConfig, ReferenceConfig, SplitkvCombine, SplitkvConfig, WgmmaConfig,
+    Impl, KernelConfig, KernelSpec, Loads, MmaConfig, OStaging, Pipeline, ReferenceConfig, Schedule, SplitkvCombine,
+    SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
 pub use plan::{Plan, Request};

@@ -12,7 +12,9 @@ use common::nvrtc_or_skip;
 use evoattn::kernels::{SourceFile, HEADERS};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile, compile_parallel, options, CompiledKernel};
-use evoattn::{defaults, Arch, Causal, Dtype, Error, Impl, KernelConfig, KernelSpec, Layout, Problem, Shape};
+use evoattn::{
+    defaults, Arch, Causal, Dtype, Error, Impl, KernelConfig, KernelSpec, Layout, OStaging, Problem, Schedule, Shape,
+};
 use std::time::Instant;
 
 /// SMs of the H100 the planner's configs are taken for.
@@ -260,24 +262,26 @@ fn the_wgmma_space_compiles_for_sm90a() {
             // Off the 2-stage MUFU ring of these key blocks.
             let off_ring = |blocks: &[u32]| c.stages != 2 || c.exp2_poly != 0 || !blocks.contains(&c.block_n);
             let narrow = off_ring(&[64, 128]);
-            let left_out = (c.tma_store && c.stages != 2)
+            let tma_store = c.o_staging.tma_store();
+            let split_tail = c.schedule == Schedule::SplitTail;
+            let (halves, o_in_q) = (c.o_staging == OStaging::HalfTile, c.o_staging == OStaging::QRows);
+            let left_out = (tma_store && c.stages != 2)
                 || (c.lazy_rescale && narrow)
-                || (c.split_tail && (narrow || c.lazy_rescale))
-                || (c.ring_test && (narrow || c.lazy_rescale || c.split_tail))
-                || (c.o_passes > 1 && (off_ring(&[64, 128, 176]) || c.lazy_rescale || c.ring_test))
-                || (c.o_in_q && (off_ring(&[64, 80, 128, 176]) || c.lazy_rescale || c.ring_test))
-                || (c.rowsum_mma && (narrow || c.lazy_rescale || c.o_in_q))
-                || (c.half_last && (narrow || c.lazy_rescale || c.split_tail || c.o_passes > 1 || c.o_in_q))
-                || (c.multicast
-                    && (narrow || c.lazy_rescale || c.ring_test || c.rowsum_mma || c.half_last || c.o_passes > 1))
+                || (split_tail && (narrow || c.lazy_rescale))
+                || (c.ring_test && (narrow || c.lazy_rescale || split_tail))
+                || (halves && (off_ring(&[64, 128, 176]) || c.lazy_rescale || c.ring_test))
+                || (o_in_q && (off_ring(&[64, 80, 128, 176]) || c.lazy_rescale || c.ring_test))
+                || (c.rowsum_mma && (narrow || c.lazy_rescale || o_in_q))
+                || (c.half_last && (narrow || c.lazy_rescale || split_tail || halves || o_in_q))
+                || (c.multicast && (narrow || c.lazy_rescale || c.ring_test || c.rowsum_mma || c.half_last || halves))
                 || (c.q_in_regs
                     && (narrow
                         || c.lazy_rescale
                         || c.ring_test
                         || c.rowsum_mma
                         || c.half_last
-                        || c.o_passes > 1
-                        || c.o_in_q
+                        || halves
+                        || o_in_q
                         || c.multicast
                         || c.consumer_warpgroups > 2
                         || s.head_dim > 128));

@@ -77,7 +77,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         for imp in imps {
             println!("{imp}: {}", imp.describe());
             for (name, about) in imp.lever_docs() {
-                println!("  {name:<20} {about}");
+                println!("  {name:<21} {about}");
             }
         }
         return Ok(ExitCode::SUCCESS);

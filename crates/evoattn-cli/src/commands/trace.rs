@@ -42,7 +42,7 @@ fn traced_plan(
 ) -> anyhow::Result<Plan> {
     let (plan, _) = args.plan(args.request()?, target, problem, tuned)?;
     match plan.spec.config {
-        config @ KernelConfig::Wgmma(c) if c.warp_specialized => {
+        config @ KernelConfig::Wgmma(c) if c.pipeline.warp_specialized() => {
             let traced = config.with_overrides("trace=1").map_err(anyhow::Error::msg)?;
             Ok(evoattn::plan::plan(problem, target.0, target.1, Request::Config(traced)))
         }

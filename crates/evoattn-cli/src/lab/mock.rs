@@ -124,7 +124,7 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
             1.0 + 0.1 * log2_dist(c.block_n, 128.0)
                 + 0.05 * (f64::from(c.stages) - 3.0).abs()
                 + off(c.consumer_warpgroups == 2, 0.2)
-                + off(c.loads == evoattn::Loads::Tma, 0.3)
+                + off(c.pipeline.loads() == evoattn::Loads::Tma, 0.3)
         }
         KernelConfig::Splitkv(c) => 1.0 + 0.1 * log2_dist(c.block_n, 64.0) + off(c.block_m == 64, 0.1),
     }

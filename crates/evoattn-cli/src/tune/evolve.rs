@@ -361,7 +361,7 @@ fn sort_best_first(elites: &mut Vec<Candidate>, keep: usize) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use evoattn::config::{Impl, Loads, WgmmaConfig};
+    use evoattn::config::{Impl, Loads, Pipeline, Schedule, WgmmaConfig};
     use evoattn::problem::Dtype;
 
     /// Speed is a known function of the levers: fastest at block_n=128, stages=3, two
@@ -388,11 +388,11 @@ pub(crate) mod tests {
 
     const VARIANT_SPEEDUP: f64 = 10.0;
 
-    /// The mock's optimum, with every pipeline switch, the polynomial exponential and the lazy
-    /// rescale off.
-    const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,loads=tma";
+    /// The mock's optimum: TMA loads with no pipeline beyond them, one tile per block, O from
+    /// registers, the polynomial exponential and the lazy rescale off.
+    const OPTIMUM: &str = "block_n=128,stages=3,consumer_warpgroups=2,pipeline=tma";
     const SWITCHES_OFF: &str =
-        "warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0";
+        "schedule=grid,o_staging=registers,exp2_poly=0,lazy_rescale=0,ring_test=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0";
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
@@ -400,15 +400,20 @@ pub(crate) mod tests {
         t += (c.block_n as f64 - 128.0).abs() / 32.0 * 20.0;
         t += (c.stages as f64 - 3.0).abs() * 15.0;
         t += if c.consumer_warpgroups == 2 { 0.0 } else { 30.0 };
-        t += if c.loads == Loads::Tma { 0.0 } else { 40.0 };
-        // Each pipeline switch, the polynomial exponential and the lazy rescale cost more than
-        // the 10% discard margin, so the optimum is unique (all off) and every neighbour of it
-        // is discarded.
-        t += 15.0
-            * [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles, c.tma_store]
-                .iter()
-                .filter(|on| **on)
-                .count() as f64;
+        t += if c.pipeline.loads() == Loads::Tma { 0.0 } else { 40.0 };
+        // Each of the kernel's switches the axes turn on, the polynomial exponential and the
+        // lazy rescale cost more than the 10% discard margin, so the optimum is unique (all off)
+        // and every neighbour of it is discarded.
+        let (p, s) = (c.pipeline, c.schedule);
+        let switches = [
+            p.warp_specialized(),
+            p.overlap(),
+            p == Pipeline::PingPong,
+            s.persistent(),
+            s == Schedule::Claimed,
+            c.o_staging.tma_store(),
+        ];
+        t += 15.0 * switches.iter().filter(|on| **on).count() as f64;
         t += if c.exp2_poly == 0 { 0.0 } else { 15.0 };
         t += if c.lazy_rescale { 15.0 } else { 0.0 };
         t
@@ -448,10 +453,11 @@ pub(crate) mod tests {
     }
 
     /// Generations enough for the seeded one-lever walk to reach the mock optimum over the
-    /// wgmma levers (each lever dilutes the one-lever draws: with 18, 10 to 14 generations stopped
-    /// at block_n=96).
+    /// wgmma levers (each lever dilutes the one-lever draws, and each value of a lever its draws:
+    /// over the typed axes 24 generations stopped at pipeline=overlap, one value of five from
+    /// the optimum's tma).
     pub(crate) fn params() -> Params {
-        Params { arch: Arch::Sm90a, generations: 16, seed: 42, elites: ELITES, deadline: None }
+        Params { arch: Arch::Sm90a, generations: 28, seed: 42, elites: ELITES, deadline: None }
     }
 
     #[test]
@@ -566,7 +572,7 @@ pub(crate) mod tests {
 
     #[test]
     fn proposals_go_through_the_gates_and_sources_never_become_parents() {
-        let optimum = space::parse(Impl::Wgmma, "block_n=128,stages=3,consumer_warpgroups=2,loads=tma").unwrap();
+        let optimum = space::parse(Impl::Wgmma, OPTIMUM).unwrap();
         let proposals = vec![Proposal::Config(optimum), Proposal::Source("// a variant".into())];
         let mut hooks = Scripted { proposals, generations: Vec::new() };
         let mut mock = Mock::new();

@@ -1,6 +1,7 @@
 //! The lever table: each kernel family declares its levers once (name, short key, what it does,
 //! how to read and write it), and everything a lever appears in is derived from that table: the
-//! `--config` text and its parsing, the kernel's name, its `-D` defines and the lever docs.
+//! `--config` text and its parsing, the kernel's name, its `-D` defines, the tuner's space and
+//! the lever docs.
 
 use super::{Impl, TensorMapRows};
 use crate::arch::Arch;
@@ -16,6 +17,36 @@ pub enum Kind<C> {
     /// One of `names` (`loads=tma`); the preprocessor compares numbers, not names, so its
     /// define is `define` set to the name's index.
     Choice { names: &'static [&'static str], define: &'static str, get: fn(&C) -> usize, set: fn(&mut C, usize) },
+    /// One value of a typed axis (`pipeline=pingpong`), which sets several of the kernel's
+    /// defines at once: a combination of them that no value sets cannot be written.
+    Axis { variants: &'static [Variant], get: fn(&C) -> usize, set: fn(&mut C, usize) },
+}
+
+/// One value of a typed axis.
+pub struct Variant {
+    /// As `--config` writes it.
+    pub name: &'static str,
+    /// Its key in the kernel's name, after the lever's short key.
+    pub key: &'static str,
+    /// What it does, in one line.
+    pub about: &'static str,
+    /// The defines it sets (lower case, without `EVOATTN_`), in order.
+    pub defines: &'static [(&'static str, u32)],
+}
+
+/// A lever that a typed axis replaced, as older `--config` text writes it (`overlap=1`,
+/// `loads=tma`): it sets one define of an axis, to its number or (with `names`) its name's index.
+pub struct Retired {
+    pub key: &'static str,
+    pub define: &'static str,
+    pub names: &'static [&'static str],
+}
+
+impl Retired {
+    /// An on/off or numeric lever that set the define of its own name.
+    pub const fn same(key: &'static str) -> Retired {
+        Retired { key, define: key, names: &[] }
+    }
 }
 
 /// One lever of a kernel family.
@@ -29,6 +60,9 @@ pub struct Lever<C> {
     /// Rendered (in `--config` text and the name) only when on: instrumentation, not tuning,
     /// so that every other kernel keeps its name.
     pub shown_only_when_on: bool,
+    /// Whether the tuner's space at a head dim (the second argument) holds this lever's value
+    /// in the config.
+    pub tuned_at: fn(&C, usize) -> bool,
     pub kind: Kind<C>,
 }
 
@@ -40,38 +74,78 @@ impl<C> Lever<C> {
             Kind::Flag { get, .. } if self.shown_only_when_on && !get(c) => None,
             Kind::Flag { get, .. } => Some(u32::from(get(c)).to_string()),
             Kind::Choice { names, get, .. } => Some(names[get(c)].to_string()),
+            Kind::Axis { variants, get, .. } => Some(variants[get(c)].name.to_string()),
         }
     }
 
-    /// The `-D` define's name (without `EVOATTN_`, lower case) and value.
-    pub fn define(&self, c: &C) -> Option<(&'static str, String)> {
+    /// Its part of the kernel's name (`_bn128`); `None` when it is not rendered.
+    fn name_part(&self, c: &C) -> Option<String> {
         match &self.kind {
-            Kind::Choice { define, get, .. } => Some((define, get(c).to_string())),
-            _ => self.value(c).map(|v| (self.name, v)),
+            Kind::Axis { variants, get, .. } => Some(format!("_{}{}", self.short, variants[get(c)].key)),
+            _ => self.value(c).map(|v| format!("_{}{v}", self.short)),
+        }
+    }
+
+    /// The `-D` defines' names (without `EVOATTN_`, lower case) and values.
+    pub fn defines(&self, c: &C) -> Vec<(&'static str, String)> {
+        match &self.kind {
+            Kind::Choice { define, get, .. } => vec![(define, get(c).to_string())],
+            Kind::Axis { variants, get, .. } => {
+                variants[get(c)].defines.iter().map(|(name, value)| (*name, value.to_string())).collect()
+            }
+            _ => self.value(c).map(|v| (self.name, v)).into_iter().collect(),
+        }
+    }
+
+    /// How many values it takes (its tuning values, or its names).
+    fn count(&self) -> usize {
+        match &self.kind {
+            Kind::Num { values, .. } => values.len(),
+            Kind::Flag { .. } => 2,
+            Kind::Choice { names, .. } => names.len(),
+            Kind::Axis { variants, .. } => variants.len(),
+        }
+    }
+
+    /// Sets its `i`-th value (of [`Self::count`]).
+    fn set_index(&self, c: &mut C, i: usize) {
+        match &self.kind {
+            Kind::Num { values, set, .. } => set(c, values[i]),
+            Kind::Flag { set, .. } => set(c, i != 0),
+            Kind::Choice { set, .. } | Kind::Axis { set, .. } => set(c, i),
         }
     }
 
     /// Sets the lever from `--config` text (`item` is the whole `key=value`, for messages).
     fn set(&self, c: &mut C, item: &str, value: &str) -> Result<(), String> {
-        let number = || -> Result<u32, String> {
-            match value {
-                "true" => Ok(1),
-                "false" => Ok(0),
-                v => v.parse().map_err(|_| format!("config item '{item}': '{v}' is not a number")),
-            }
-        };
         match &self.kind {
-            Kind::Num { set, .. } => set(c, number()?),
-            Kind::Flag { set, .. } => set(c, number()? != 0),
-            Kind::Choice { names, set, .. } => {
-                let index = names.iter().position(|n| *n == value.to_ascii_lowercase()).ok_or_else(|| {
-                    format!("config item '{item}': {} is one of {}, not '{value}'", self.name, names.join(", "))
-                })?;
-                set(c, index);
+            Kind::Num { set, .. } => set(c, number(item, value)?),
+            Kind::Flag { set, .. } => set(c, number(item, value)? != 0),
+            Kind::Choice { names, set, .. } => set(c, name_index(item, self.name, names, value)?),
+            Kind::Axis { variants, set, .. } => {
+                let names: Vec<&str> = variants.iter().map(|v| v.name).collect();
+                set(c, name_index(item, self.name, &names, value)?)
             }
         }
         Ok(())
     }
+}
+
+/// A number as `--config` writes it (`true` and `false` are 1 and 0).
+fn number(item: &str, value: &str) -> Result<u32, String> {
+    match value {
+        "true" => Ok(1),
+        "false" => Ok(0),
+        v => v.parse().map_err(|_| format!("config item '{item}': '{v}' is not a number")),
+    }
+}
+
+/// The index of `value` among a lever's `names`.
+fn name_index(item: &str, lever: &str, names: &[&str], value: &str) -> Result<usize, String> {
+    names
+        .iter()
+        .position(|n| *n == value.to_ascii_lowercase())
+        .ok_or_else(|| format!("config item '{item}': {lever} is one of {}, not '{value}'", names.join(", ")))
 }
 
 impl<C> Lever<C> {
@@ -83,7 +157,19 @@ impl<C> Lever<C> {
             Kind::Num { values, .. } => values.iter().map(u32::to_string).collect(),
             Kind::Flag { .. } => vec!["0".into(), "1".into()],
             Kind::Choice { names, .. } => names.iter().map(|n| n.to_string()).collect(),
+            Kind::Axis { variants, .. } => variants.iter().map(|v| v.name.to_string()).collect(),
         }
+    }
+
+    /// Its name and what it does, then for an axis each value's (`pipeline=pingpong`).
+    pub fn docs(&self) -> Vec<(String, &'static str)> {
+        let values: &[Variant] = match &self.kind {
+            Kind::Axis { variants, .. } => variants,
+            _ => &[],
+        };
+        std::iter::once((self.name.to_string(), self.about))
+            .chain(values.iter().map(|v| (format!("{}={}", self.name, v.name), v.about)))
+            .collect()
     }
 }
 
@@ -110,6 +196,8 @@ pub trait Family: Copy + Sized + 'static {
     }
     /// Every lever, in the order names and `--config` text list them.
     const LEVERS: &'static [Lever<Self>];
+    /// Levers that typed axes replaced, which older `--config` text still sets.
+    const RETIRED: &'static [Retired] = &[];
 
     /// This config as the family-agnostic [`KernelConfig`](super::KernelConfig).
     fn into_config(self) -> super::KernelConfig;
@@ -140,32 +228,111 @@ pub fn levers<C: Family>(c: &C) -> Vec<(&'static str, String)> {
     C::LEVERS.iter().filter_map(|l| l.value(c).map(|v| (l.name, v))).collect()
 }
 
-/// `c` with `key=value[,key=value]` overrides applied.
+/// `c` with `key=value[,key=value]` overrides applied. Items of retired levers are applied
+/// together, after the others ([`with_retired`]).
 pub fn with_overrides<C: Family>(mut c: C, text: &str) -> Result<C, String> {
+    let mut retired = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("config item '{item}' is not key=value"))?;
-        let key = key.trim();
-        let lever = C::LEVERS.iter().find(|l| l.name == key).ok_or_else(|| {
+        let (key, value) = (key.trim(), value.trim());
+        if let Some(lever) = C::LEVERS.iter().find(|l| l.name == key) {
+            lever.set(&mut c, item, value)?;
+        } else if let Some(old) = C::RETIRED.iter().find(|r| r.key == key) {
+            let v = match old.names {
+                [] => number(item, value)?,
+                names => name_index(item, key, names, value)? as u32,
+            };
+            retired.push((old, v));
+        } else {
             let known: Vec<&str> = C::LEVERS.iter().map(|l| l.name).collect();
-            format!("'{key}' is not a lever of {}; levers: {}", C::IMPL, known.join(", "))
-        })?;
-        lever.set(&mut c, item, value.trim())?;
+            return Err(format!("'{key}' is not a lever of {}; levers: {}", C::IMPL, known.join(", ")));
+        }
+    }
+    if !retired.is_empty() {
+        with_retired(&mut c, &retired)?;
     }
     Ok(c)
 }
 
+/// Applies retired levers' values: each axis they touch takes the value whose defines are
+/// the config's with theirs over them, or the text is refused (no value of the axis sets them).
+fn with_retired<C: Family>(c: &mut C, items: &[(&Retired, u32)]) -> Result<(), String> {
+    let ours = |define: &str| items.iter().rev().find(|(r, _)| r.define == define).map(|&(_, v)| v);
+    for lever in C::LEVERS {
+        let Kind::Axis { variants, get, set } = &lever.kind else { continue };
+        let now = variants[get(c)].defines;
+        if now.iter().all(|(define, _)| ours(define).is_none()) {
+            continue;
+        }
+        let wanted: Vec<(&str, u32)> = now.iter().map(|&(define, v)| (define, ours(define).unwrap_or(v))).collect();
+        let Some(index) = variants.iter().position(|v| v.defines == wanted.as_slice()) else {
+            // In the old form, so that the message names what the text said.
+            let old = |defines: &[(&str, u32)]| {
+                let items: Vec<String> = defines.iter().map(|&(d, v)| retired_item::<C>(d, v)).collect();
+                items.join(",")
+            };
+            let values: Vec<String> = variants.iter().map(|v| format!("{} ({})", v.name, old(v.defines))).collect();
+            return Err(format!(
+                "{} is no {} of {}: {} is one of {}",
+                old(&wanted),
+                lever.name,
+                C::IMPL,
+                lever.name,
+                values.join(", ")
+            ));
+        };
+        set(c, index);
+    }
+    Ok(())
+}
+
+/// `key=value` of the retired lever that sets `define` to `value`.
+fn retired_item<C: Family>(define: &str, value: u32) -> String {
+    match C::RETIRED.iter().find(|r| r.define == define) {
+        Some(Retired { key, names: [], .. }) => format!("{key}={value}"),
+        Some(Retired { key, names, .. }) => format!("{key}={}", names.get(value as usize).unwrap_or(&"?")),
+        None => format!("{define}={value}"),
+    }
+}
+
 /// `_<short><value>` for every rendered lever: the part of the kernel's name its levers make.
 pub fn name_suffix<C: Family>(c: &C) -> String {
-    C::LEVERS.iter().filter_map(|l| l.value(c).map(|v| format!("_{}{v}", l.short))).collect()
+    C::LEVERS.iter().filter_map(|l| l.name_part(c)).collect()
 }
 
 /// The levers' `-D` defines, in table order.
 pub fn defines<C: Family>(c: &C) -> Vec<(String, String)> {
     C::LEVERS
         .iter()
-        .filter_map(|l| l.define(c))
+        .flat_map(|l| l.defines(c))
         .map(|(name, value)| (format!("EVOATTN_{}", name.to_ascii_uppercase()), value))
         .collect()
+}
+
+/// The tuning space at `head_dim`: every combination of the tuning levers' values that
+/// `tuned_at` keeps, the other levers as in `base`; lazily, the first lever varying slowest.
+pub fn product<C: Family>(base: C, head_dim: usize) -> impl Iterator<Item = C> + Clone {
+    let levers: Vec<(&'static Lever<C>, Vec<usize>)> = C::LEVERS
+        .iter()
+        .filter(|l| !l.shown_only_when_on)
+        .map(|l| {
+            let kept = (0..l.count()).filter(|&i| {
+                let mut c = base;
+                l.set_index(&mut c, i);
+                (l.tuned_at)(&c, head_dim)
+            });
+            (l, kept.collect())
+        })
+        .collect();
+    let total: usize = levers.iter().map(|(_, kept)| kept.len()).product();
+    (0..total).map(move |mut i| {
+        let mut c = base;
+        for (lever, kept) in levers.iter().rev() {
+            lever.set_index(&mut c, kept[i % kept.len()]);
+            i /= kept.len();
+        }
+        c
+    })
 }
 
 /// A lever's value must be one its kernel is written for.
@@ -177,28 +344,59 @@ pub fn one_of(lever: &str, value: u32, allowed: &[u32]) -> Result<(), String> {
     }
 }
 
-/// Table entries, one line each: `num!(name, short, field, &VALUES, "about")`, `flag!(..)`.
+/// Table entries, one line each: `num!(name, short, field, &VALUES, "about")`, `flag!(..)`; a
+/// trailing `tuned_at: |c, head_dim| ..` keeps some values out of a head dim's tuning space.
 macro_rules! num {
-    ($name:literal, $short:literal, $field:ident, $values:expr, $about:literal) => {
+    ($name:literal, $short:literal, $field:ident, $values:expr, $about:literal $(, tuned_at: $tuned:expr)?) => {
         $crate::config::lever::Lever {
             name: $name,
             short: $short,
             about: $about,
             shown_only_when_on: false,
+            tuned_at: $crate::config::lever::tuned_at!($($tuned)?),
             kind: $crate::config::lever::Kind::Num { values: $values, get: |c| c.$field, set: |c, v| c.$field = v },
         }
     };
 }
 
 macro_rules! flag {
-    ($name:literal, $short:literal, $field:ident, $about:literal) => {
+    ($name:literal, $short:literal, $field:ident, $about:literal $(, tuned_at: $tuned:expr)?) => {
         $crate::config::lever::Lever {
             name: $name,
             short: $short,
             about: $about,
             shown_only_when_on: false,
+            tuned_at: $crate::config::lever::tuned_at!($($tuned)?),
             kind: $crate::config::lever::Kind::Flag { get: |c| c.$field, set: |c, v| c.$field = v },
         }
+    };
+}
+
+/// A typed axis: `$ty` has `ALL` and `VARIANTS` (its [`Variant`]s) in its discriminants' order.
+macro_rules! axis {
+    ($name:literal, $short:literal, $field:ident, $ty:ty, $about:literal $(, tuned_at: $tuned:expr)?) => {
+        $crate::config::lever::Lever {
+            name: $name,
+            short: $short,
+            about: $about,
+            shown_only_when_on: false,
+            tuned_at: $crate::config::lever::tuned_at!($($tuned)?),
+            kind: $crate::config::lever::Kind::Axis {
+                variants: &<$ty>::VARIANTS,
+                get: |c| c.$field as usize,
+                set: |c, i| c.$field = <$ty>::ALL[i],
+            },
+        }
+    };
+}
+
+/// The `tuned_at` of a table entry: the given one, or every value at every head dim.
+macro_rules! tuned_at {
+    () => {
+        |_, _| true
+    };
+    ($tuned:expr) => {
+        $tuned
     };
 }
 
@@ -210,6 +408,7 @@ macro_rules! choice {
             short: $short,
             about: $about,
             shown_only_when_on: false,
+            tuned_at: |_, _| true,
             kind: $crate::config::lever::Kind::Choice {
                 names: &<$ty>::NAMES,
                 define: $define,
@@ -220,4 +419,4 @@ macro_rules! choice {
     };
 }
 
-pub(crate) use {choice, flag, num};
+pub(crate) use {axis, choice, flag, num, tuned_at};

@@ -14,9 +14,9 @@ pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD}
 pub use crate::kernels::reference::ReferenceConfig;
 pub use crate::kernels::splitkv::{SplitkvCombine, SplitkvConfig};
 pub use crate::kernels::wgmma::{
-    WgmmaConfig, EXP2_POLY_MAX_HEAD_DIM, HALF_LAST_BLOCK_N_MULTIPLE, MAX_REGISTERS_PER_THREAD,
-    MULTICAST_CLUSTER_BLOCKS, REGISTERS_PER_SM, ROWSUM_MMA_HEAD_DIM, TRACE_BLOCKS, TRACE_EVENTS,
-    WGMMA_OPERAND_REGISTERS, WGMMA_ROWS_PER_WARPGROUP,
+    OStaging, Pipeline, Schedule, WgmmaConfig, EXP2_POLY_MAX_HEAD_DIM, HALF_LAST_BLOCK_N_MULTIPLE,
+    MAX_REGISTERS_PER_THREAD, MULTICAST_CLUSTER_BLOCKS, REGISTERS_PER_SM, ROWSUM_MMA_HEAD_DIM, TRACE_BLOCKS,
+    TRACE_EVENTS, WGMMA_OPERAND_REGISTERS, WGMMA_ROWS_PER_WARPGROUP,
 };
 
 /// `$body` with `$c` bound to the family config inside a `KernelConfig` (each family's type).
@@ -93,9 +93,10 @@ impl Impl {
         family_type!(self, C => C::HEAD_DIMS)
     }
 
-    /// Each lever's name (as `--config` takes it) and what it does, in the family's table order.
-    pub fn lever_docs(self) -> Vec<(&'static str, &'static str)> {
-        family_type!(self, C => C::LEVERS.iter().map(|l| (l.name, l.about)).collect())
+    /// Each lever's name (as `--config` takes it) and what it does, in the family's table order,
+    /// each axis followed by its values (`pipeline=pingpong`).
+    pub fn lever_docs(self) -> Vec<(String, &'static str)> {
+        family_type!(self, C => C::LEVERS.iter().flat_map(|l| l.docs()).collect())
     }
 
     /// Each tuning lever's name and the values the tuner may give it (as `--config` writes
@@ -177,7 +178,7 @@ pub struct TensorMapRows {
     pub q: Option<u32>,
     /// K's and V's box.
     pub kv: u32,
-    /// O's box when O is stored by TMA: one consumer warpgroup's rows (`tma_store`).
+    /// O's box when O is stored by TMA (`wgmma`'s staged `o_staging`): one consumer warpgroup's rows.
     pub o: Option<u32>,
 }
 
@@ -349,7 +350,7 @@ mod tests {
     fn the_readme_lists_every_lever_as_its_family_declares_it() {
         for imp in Impl::ALL {
             let declared: Vec<(String, String)> =
-                imp.lever_docs().into_iter().map(|(n, a)| (n.to_string(), a.to_string())).collect();
+                imp.lever_docs().into_iter().map(|(n, a)| (n, a.to_string())).collect();
             assert_eq!(readme_levers(imp), declared, "README's {imp} lever table");
         }
     }
@@ -410,45 +411,37 @@ mod tests {
         assert_eq!(KernelSpec::space(Impl::Mma, Dtype::F16, 64).count(), 2 * 3 * 3 * 2);
         assert_eq!(KernelSpec::space(Impl::Reference, Dtype::F16, 64).count(), 1);
         let wgmma: Vec<_> = KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128).collect();
-        // block_n, stages, consumers, loads, the eleven switches, lazy_rescale, half_last and
-        // (hd > 64) o_passes; at hd64 exp2_poly and rowsum_mma instead of o_passes.
-        assert_eq!(wgmma.len(), 6 * 4 * 3 * 2 * 2048 * 2 * 2 * 2);
-        assert_eq!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).count(), 6 * 4 * 3 * 2 * 2048 * 4 * 2 * 2 * 2);
-        // Both load paths and every pipeline; the variants too big for shared memory, and the
-        // pipelines on cp.async loads, are rejected.
-        let valid: Vec<_> = wgmma.iter().filter(|s| s.validate(Arch::Sm90a).is_ok()).collect();
-        assert!(valid.len() > wgmma.len() / 160 && valid.len() < wgmma.len() / 4, "{}", valid.len());
-        for loads in Loads::ALL {
-            assert!(valid.iter().any(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == loads)));
-        }
-        // The eight valid pipelines: each switch needs the ones before it.
-        let pipelines = [
-            [false, false, false, false, false],
-            [true, false, false, false, false],
-            [true, true, false, false, false],
-            [true, true, true, false, false],
-            [true, true, false, true, false],
-            [true, true, true, true, false],
-            [true, true, false, true, true],
-            [true, true, true, true, true],
-        ];
-        let pipeline = |s: &&KernelSpec| match s.config {
-            KernelConfig::Wgmma(c) => [c.warp_specialized, c.overlap, c.pingpong, c.persistent, c.dynamic_tiles],
-            _ => unreachable!("the wgmma space"),
-        };
-        for p in pipelines {
-            assert!(valid.iter().any(|s| pipeline(s) == p), "{p:?}");
-        }
-        assert!(valid.iter().all(|s| pipelines.contains(&pipeline(s))));
-        // TMA stores with every pipeline on TMA loads, none on cp.async.
-        let tma_store = |s: &&&KernelSpec| matches!(s.config, KernelConfig::Wgmma(c) if c.tma_store);
-        for p in pipelines {
-            assert!(valid.iter().filter(tma_store).any(|s| pipeline(s) == p), "{p:?}");
-        }
-        assert!(valid
+        // block_n, stages, consumers, the three axes (pipeline, schedule, O staging), and the
+        // five switches; at hd64 exp2_poly and rowsum_mma too, and no half-tile O staging.
+        assert_eq!(wgmma.len(), 6 * 4 * 3 * (5 * 4 * 4) * 2 * 2 * 2 * 2 * 2);
+        assert_eq!(
+            KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 64).count(),
+            6 * 4 * 3 * (5 * 4 * 3) * 4 * 2 * 2 * 2 * 2 * 2 * 2
+        );
+        let valid: Vec<WgmmaConfig> = wgmma
             .iter()
-            .filter(tma_store)
-            .all(|s| matches!(s.config, KernelConfig::Wgmma(c) if c.loads == Loads::Tma)));
+            .filter(|s| s.validate(Arch::Sm90a).is_ok())
+            .map(|s| match s.config {
+                KernelConfig::Wgmma(c) => c,
+                _ => unreachable!("the wgmma space"),
+            })
+            .collect();
+        // Every pipeline runs on grid blocks, and the persistent schedules on the pipelined
+        // consumer only.
+        for pipeline in Pipeline::ALL {
+            for schedule in Schedule::ALL {
+                let runs = valid.iter().any(|c| (c.pipeline, c.schedule) == (pipeline, schedule));
+                assert_eq!(runs, schedule == Schedule::Grid || pipeline.overlap(), "{pipeline:?} {schedule:?}");
+            }
+        }
+        // O is staged for TMA stores with every pipeline on TMA loads, none on cp.async.
+        for pipeline in Pipeline::ALL {
+            let staged = valid.iter().any(|c| c.pipeline == pipeline && c.o_staging.tma_store());
+            assert_eq!(staged, pipeline != Pipeline::CpAsync, "{pipeline:?}");
+        }
+        for o_staging in OStaging::ALL {
+            assert!(valid.iter().any(|c| c.o_staging == o_staging), "{o_staging:?}");
+        }
     }
 
     fn wgmma(block_n: u32, stages: u32, consumer_warpgroups: u32, head_dim: usize) -> KernelSpec {
@@ -470,7 +463,7 @@ mod tests {
 
     fn with_tma(mut spec: KernelSpec) -> KernelSpec {
         if let KernelConfig::Wgmma(c) = &mut spec.config {
-            c.loads = Loads::Tma;
+            c.pipeline = Pipeline::Tma;
         }
         spec
     }
@@ -481,7 +474,7 @@ mod tests {
             config: wgmma(128, 2, 2, head_dim).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, head_dim)
         };
-        assert!(spec("exp2_poly=6", 64).name().ends_with("_xp6_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"));
+        assert!(spec("exp2_poly=6", 64).name().ends_with("_osrg_xp6_lr0_rt0_rs0_hl0_mc0_qr0"));
         assert!(spec("exp2_poly=6", 64).validate(Arch::Sm90a).is_ok());
         assert!(spec("exp2_poly=5", 64)
             .validate(Arch::Sm90a)
@@ -505,17 +498,14 @@ mod tests {
     #[test]
     fn wgmma_name_defines_and_threads() {
         let spec = wgmma(128, 2, 2, 128);
-        assert_eq!(
-            spec.name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldcp_async_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"
-        );
+        assert_eq!(spec.name(), "evoattn_wgmma_f16_d128_bn128_s2_wg2_plcp_scgr_osrg_xp0_lr0_rt0_rs0_hl0_mc0_qr0");
         assert_eq!(
             with_tma(spec).name(),
-            "evoattn_wgmma_f16_d128_bn128_s2_wg2_ldtma_ws0_ov0_pp0_pe0_dt0_ts0_xp0_lr0_st0_rt0_op1_oq0_rs0_hl0_mc0_qr0"
+            "evoattn_wgmma_f16_d128_bn128_s2_wg2_pltma_scgr_osrg_xp0_lr0_rt0_rs0_hl0_mc0_qr0"
         );
         assert_eq!(spec.threads(), 256);
         // The producer warpgroup adds 128 threads, not rows.
-        let ws = KernelSpec { config: spec.config.with_overrides("loads=tma,warp_specialized=1").unwrap(), ..spec };
+        let ws = KernelSpec { config: spec.config.with_overrides("pipeline=specialized").unwrap(), ..spec };
         assert_eq!((ws.threads(), ws.grid(&crate::problem::Shape::new(1, 1, 256, 128), 1, 132)[0]), (384, 2));
         let defines = spec.defines();
         let get = |k: &str| defines.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
@@ -524,11 +514,27 @@ mod tests {
         assert_eq!(get("EVOATTN_BLOCK_N").unwrap(), "128");
         assert_eq!(get("EVOATTN_STAGES").unwrap(), "2");
         assert_eq!(get("EVOATTN_CONSUMER_WARPGROUPS").unwrap(), "2");
-        assert_eq!(get("EVOATTN_LOADS_TMA").unwrap(), "0");
-        assert_eq!(get("EVOATTN_LOADS"), None);
         assert_eq!(get("EVOATTN_THREADS").unwrap(), "256");
         assert_eq!(get("EVOATTN_EXP2_POLY").unwrap(), "0");
         assert_eq!(get("EVOATTN_DYNAMIC_SMEM").unwrap(), spec.dynamic_smem_bytes().to_string());
+        // Each axis sets the kernel's switches, none of its own name.
+        for (define, value) in [
+            ("LOADS_TMA", "0"),
+            ("WARP_SPECIALIZED", "0"),
+            ("OVERLAP", "0"),
+            ("PINGPONG", "0"),
+            ("PERSISTENT", "0"),
+            ("DYNAMIC_TILES", "0"),
+            ("SPLIT_TAIL", "0"),
+            ("TMA_STORE", "0"),
+            ("O_PASSES", "1"),
+            ("O_IN_Q", "0"),
+        ] {
+            assert_eq!(get(&format!("EVOATTN_{define}")).as_deref(), Some(value), "{define}");
+        }
+        assert!(["EVOATTN_LOADS", "EVOATTN_PIPELINE", "EVOATTN_SCHEDULE", "EVOATTN_O_STAGING"]
+            .iter()
+            .all(|k| get(k).is_none()));
         let tma = with_tma(spec).defines();
         assert!(tma.contains(&("EVOATTN_LOADS_TMA".to_string(), "1".to_string())));
         assert_eq!(spec.tensor_map_rows(), None);
@@ -536,7 +542,7 @@ mod tests {
         assert_eq!(with_tma(spec).tensor_map_rows(), rows(Some(128), 128, None));
         assert_eq!(with_tma(wgmma(96, 2, 1, 64)).tensor_map_rows(), rows(Some(64), 96, None));
         // O's box is one consumer warpgroup's rows, whatever the block's.
-        let store = with_tma(spec).config.with_overrides("tma_store=1").unwrap();
+        let store = with_tma(spec).config.with_overrides("o_staging=tile").unwrap();
         assert_eq!(KernelSpec { config: store, ..spec }.tensor_map_rows(), rows(Some(128), 128, Some(64)));
         assert_eq!(mma(128, 64, 2, true).tensor_map_rows(), None);
         // Each define appears once.
@@ -551,14 +557,12 @@ mod tests {
         assert_eq!(spec.grid(&shape, 1, 132), [2, 5, 3]);
         assert_eq!(wgmma(64, 2, 1, 128).grid(&shape, 1, 132), [3, 5, 3]);
         // Persistent: 2 x 5 x 3 = 30 tiles take 30 blocks on 132 SMs, 8 on 8.
-        let persistent = KernelSpec {
-            config: with_tma(spec).config.with_overrides("warp_specialized=1,overlap=1,persistent=1").unwrap(),
-            ..spec
-        };
+        let persistent =
+            KernelSpec { config: spec.config.with_overrides("pipeline=overlap,schedule=persistent").unwrap(), ..spec };
         assert_eq!((persistent.grid(&shape, 1, 132), persistent.grid(&shape, 1, 8)), ([30, 1, 1], [8, 1, 1]));
         // A split tail cuts tiles into runs of key blocks: 30 tiles of 1 key block (7 keys)
         // still take 30 blocks; with 1000 keys (8 blocks of 128) 240 runs fill the 132 SMs.
-        let split = KernelSpec { config: persistent.config.with_overrides("split_tail=1").unwrap(), ..spec };
+        let split = KernelSpec { config: persistent.config.with_overrides("schedule=split-tail").unwrap(), ..spec };
         assert_eq!(split.grid(&shape, 1, 132), [30, 1, 1]);
         assert_eq!(split.grid(&crate::problem::Shape { sk: 1000, ..shape }, 1, 132), [132, 1, 1]);
     }
@@ -573,34 +577,36 @@ mod tests {
     }
 
     #[test]
-    fn split_tail_needs_static_persistent_blocks() {
-        let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("warp_specialized=1,overlap=1").unwrap();
+    fn split_tail_is_a_persistent_schedule_of_the_pipelined_consumer() {
+        let base = with_tma(wgmma(128, 2, 2, 128)).config.with_overrides("pipeline=overlap").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 128) };
-        assert!(spec("persistent=1,split_tail=1").validate(Arch::Sm90a).is_ok());
-        assert!(spec("persistent=1,split_tail=1")
-            .name()
-            .ends_with("_pe1_dt0_ts0_xp0_lr0_st1_rt0_op1_oq0_rs0_hl0_mc0_qr0"));
-        for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1"] {
-            let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
-            assert!(err.contains("split_tail=1 needs persistent=1 and dynamic_tiles=0"), "{refused}: {err}");
+        let split = spec("schedule=split-tail");
+        assert!(split.validate(Arch::Sm90a).is_ok());
+        assert!(split.name().ends_with("_plov_scst_osrg_xp0_lr0_rt0_rs0_hl0_mc0_qr0"), "{}", split.name());
+        for define in [("EVOATTN_PERSISTENT", "1"), ("EVOATTN_DYNAMIC_TILES", "0"), ("EVOATTN_SPLIT_TAIL", "1")] {
+            assert!(split.defines().contains(&(define.0.to_string(), define.1.to_string())), "{define:?}");
         }
-        assert!(spec("persistent=1,split_tail=1")
-            .defines()
-            .contains(&("EVOATTN_SPLIT_TAIL".to_string(), "1".to_string())));
+        let err = spec("pipeline=specialized,schedule=split-tail").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("schedule=split-tail needs pipeline=overlap or pingpong"), "{err}");
+        // The old switches' combinations that no schedule is: refused as they are read.
+        for refused in ["split_tail=1", "persistent=1,dynamic_tiles=1,split_tail=1", "dynamic_tiles=1"] {
+            let err = base.with_overrides(refused).unwrap_err();
+            assert!(err.contains("is no schedule of wgmma: schedule is one of grid (persistent=0"), "{refused}: {err}");
+        }
     }
 
     #[test]
     fn ring_test_needs_the_pipelined_consumer() {
-        let base = with_tma(wgmma(128, 2, 2, 64)).config.with_overrides("warp_specialized=1").unwrap();
+        let base = wgmma(128, 2, 2, 64).config.with_overrides("pipeline=specialized").unwrap();
         let spec = |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), ..wgmma(128, 2, 2, 64) };
         let err = spec("ring_test=1").validate(Arch::Sm90a).unwrap_err();
-        assert!(err.contains("ring_test=1 needs overlap=1"), "{err}");
-        let tested = spec("overlap=1,ring_test=1");
+        assert!(err.contains("ring_test=1 needs pipeline=overlap or pingpong"), "{err}");
+        let tested = spec("pipeline=overlap,ring_test=1");
         assert!(tested.validate(Arch::Sm90a).is_ok());
-        assert!(tested.name().ends_with("_st0_rt1_op1_oq0_rs0_hl0_mc0_qr0"));
+        assert!(tested.name().ends_with("_rt1_rs0_hl0_mc0_qr0"));
         assert!(tested.defines().contains(&("EVOATTN_RING_TEST".to_string(), "1".to_string())));
         // The tests add no shared memory.
-        assert_eq!(tested.dynamic_smem_bytes(), spec("overlap=1").dynamic_smem_bytes());
+        assert_eq!(tested.dynamic_smem_bytes(), spec("pipeline=overlap").dynamic_smem_bytes());
     }
 
     #[test]
@@ -616,61 +622,59 @@ mod tests {
         // D=256 with 2 stages of 128 keys: 1024 + 640 * 512 = 328704: too much.
         let err = wgmma(128, 2, 2, 256).validate(Arch::Sm90a).unwrap_err();
         assert!(err.contains("needs 328704 bytes of shared memory"), "{err}");
-        // TMA stores stage O in the Q tile, except on persistent blocks: one more 128-row tile,
-        // 1024 + (128 + 512 + 128) * 256 = 197632.
+        // O staged in a tile for TMA stores: the Q tile, except on persistent blocks: one more
+        // 128-row tile, 1024 + (128 + 512 + 128) * 256 = 197632.
         let store = |text: &str| KernelSpec {
             config: with_tma(wgmma(128, 2, 2, 128)).config.with_overrides(text).unwrap(),
             ..wgmma(128, 2, 2, 128)
         };
-        assert_eq!(store("tma_store=1").dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
-        assert_eq!(store("tma_store=1,persistent=1").dynamic_smem_bytes(), 1024 + (128 + 512 + 128) * 256);
+        assert_eq!(store("o_staging=tile").dynamic_smem_bytes(), 1024 + (128 + 512) * 256);
+        assert_eq!(store("o_staging=tile,schedule=persistent").dynamic_smem_bytes(), 1024 + (128 + 512 + 128) * 256);
         // hd128's 176-key default ring leaves no room for it: 1024 + (128 + 704 + 128) * 256.
         let wide = KernelSpec {
-            config: store("tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=176").config,
+            config: store("o_staging=tile,pipeline=overlap,schedule=persistent,block_n=176").config,
             ..wgmma(128, 2, 2, 128)
         };
         assert!(wide.validate(Arch::Sm90a).unwrap_err().contains("needs 246784 bytes"));
     }
 
     #[test]
-    fn o_passes_halve_the_persistent_staging_tile() {
-        let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=64";
+    fn half_tile_staging_halves_the_persistent_staging_tile() {
+        let persistent = "pipeline=overlap,schedule=persistent,block_n=64";
         let spec = |d: usize, text: &str| KernelSpec {
-            config: with_tma(wgmma(64, 2, 2, d)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
+            config: wgmma(64, 2, 2, d).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
             ..wgmma(64, 2, 2, d)
         };
         // hd256, 64-key ring: 1024 + (128 + 256) * 512 + 128 * 512 = 263168 does not fit; half
         // the staging tile, 1024 + 384 * 512 + 32768 = 230400, does.
-        assert!(spec(256, "o_passes=1").validate(Arch::Sm90a).unwrap_err().contains("needs 263168 bytes"));
-        let halved = spec(256, "o_passes=2");
+        assert!(spec(256, "o_staging=tile").validate(Arch::Sm90a).unwrap_err().contains("needs 263168 bytes"));
+        let halved = spec(256, "o_staging=half-tile");
         assert_eq!(halved.dynamic_smem_bytes(), 230400);
         assert!(halved.validate(Arch::Sm90a).is_ok());
-        assert!(halved.name().ends_with("_rt0_op2_oq0_rs0_hl0_mc0_qr0"));
+        assert!(halved.name().ends_with("_scpe_osht_xp0_lr0_rt0_rs0_hl0_mc0_qr0"), "{}", halved.name());
         assert!(halved.defines().contains(&("EVOATTN_O_PASSES".to_string(), "2".to_string())));
         // hd64 is one column block.
-        let err = spec(64, "o_passes=2").validate(Arch::Sm90a).unwrap_err();
-        assert!(err.contains("must divide head dim 64's 1 column blocks"), "{err}");
+        let err = spec(64, "o_staging=half-tile").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("needs a head dim of two or more 64-column blocks, not 64"), "{err}");
         // Only the persistent blocks' own staging tile is cut.
-        let grid = KernelSpec { config: halved.config.with_overrides("persistent=0").unwrap(), ..halved };
-        assert!(grid.validate(Arch::Sm90a).unwrap_err().contains("o_passes=2 needs tma_store=1 and persistent=1"));
-        assert!(spec(128, "o_passes=3")
-            .validate(Arch::Sm90a)
-            .unwrap_err()
-            .contains("o_passes=3 must be one of [1, 2]"));
+        let grid = KernelSpec { config: halved.config.with_overrides("schedule=grid").unwrap(), ..halved };
+        assert!(grid.validate(Arch::Sm90a).unwrap_err().contains("o_staging=half-tile needs a persistent schedule"));
+        let err = wgmma(64, 2, 2, 128).config.with_overrides("o_passes=3").unwrap_err();
+        assert!(err.contains("o_passes=3,o_in_q=0 is no o_staging of wgmma"), "{err}");
     }
 
     #[test]
     fn multicast_clusters_pair_static_tiles_and_halve_the_kv_box() {
         let spec = |levers: &str| default_wgmma_with(levers, 128);
-        let on = spec("persistent=1,block_n=128,multicast=1");
+        let on = spec("schedule=persistent,block_n=128,multicast=1");
         assert!(on.validate(Arch::Sm90a).is_ok());
         assert!(on.name().ends_with("_hl0_mc1_qr0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_MULTICAST".to_string(), "1".to_string())));
         // Each block of the pair loads 64 of a key block's 128 rows; Q's and O's boxes stay.
         let rows = on.tensor_map_rows().expect("tma");
         assert_eq!((rows.q, rows.kv, rows.o), (Some(128), 64, Some(64)));
-        assert_eq!(spec("persistent=1,block_n=128").tensor_map_rows().expect("tma").kv, 128);
-        assert_eq!(on.dynamic_smem_bytes(), spec("persistent=1,block_n=128").dynamic_smem_bytes());
+        assert_eq!(spec("schedule=persistent,block_n=128").tensor_map_rows().expect("tma").kv, 128);
+        assert_eq!(on.dynamic_smem_bytes(), spec("schedule=persistent,block_n=128").dynamic_smem_bytes());
         // 4 tiles a head pair up; 5 do not. 1000 rows are 8 tiles of 128 (the last one partial).
         let KernelConfig::Wgmma(c) = on.config else { unreachable!() };
         assert!(c.clusters_fit(512) && c.clusters_fit(1000) && !c.clusters_fit(640) && !c.clusters_fit(128));
@@ -678,31 +682,28 @@ mod tests {
         let grid = |sq, sm| on.grid(&crate::problem::Shape::new(1, 2, sq, 128), 1, sm)[0];
         assert_eq!((grid(16384, 132), grid(16384, 131), grid(512, 132)), (132, 130, 8));
         // Without it nothing changes: one block a cluster, any tile count.
-        let KernelConfig::Wgmma(off) = spec("persistent=1,block_n=128").config else { unreachable!() };
+        let KernelConfig::Wgmma(off) = spec("schedule=persistent,block_n=128").config else { unreachable!() };
         assert!(off.clusters_fit(640) && off.cluster_blocks() == 1);
-        for refused in
-            ["warp_specialized=0,overlap=0,pingpong=0,multicast=1", "persistent=1,dynamic_tiles=1,multicast=1"]
-        {
+        for refused in ["pipeline=tma,multicast=1", "schedule=claimed,multicast=1", "schedule=split-tail,multicast=1"] {
             let err = spec(refused).validate(Arch::Sm90a).unwrap_err();
-            assert!(err.contains("multicast=1 needs warp_specialized=1"), "{refused}: {err}");
+            assert!(err.contains("multicast=1 needs a warp-specialised pipeline"), "{refused}: {err}");
+            assert!(err.contains("schedule=grid or persistent"), "{refused}: {err}");
         }
-        let err = spec("persistent=1,split_tail=1,multicast=1").validate(Arch::Sm90a).unwrap_err();
-        assert!(err.contains("split_tail=0"), "{err}");
     }
 
     #[test]
     fn q_in_regs_needs_the_pipelined_consumer_and_changes_only_the_define() {
         let spec = default_wgmma_with;
-        let on = spec("persistent=1,block_n=128,q_in_regs=1", 128);
+        let on = spec("schedule=persistent,block_n=128,q_in_regs=1", 128);
         assert!(on.validate(Arch::Sm90a).is_ok());
         assert!(on.name().ends_with("_mc0_qr1"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_Q_IN_REGS".to_string(), "1".to_string())));
         // Registers, not shared memory: the layout and the threads are those without it.
-        let off = spec("persistent=1,block_n=128", 128);
+        let off = spec("schedule=persistent,block_n=128", 128);
         assert_eq!((on.dynamic_smem_bytes(), on.threads()), (off.dynamic_smem_bytes(), off.threads()));
         assert!(off.defines().contains(&("EVOATTN_Q_IN_REGS".to_string(), "0".to_string())));
-        let err = spec("warp_specialized=1,overlap=0,pingpong=0,q_in_regs=1", 64).validate(Arch::Sm90a).unwrap_err();
-        assert!(err.contains("q_in_regs=1 needs overlap=1"), "{err}");
+        let err = spec("pipeline=specialized,q_in_regs=1", 64).validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("q_in_regs=1 needs pipeline=overlap or pingpong"), "{err}");
     }
 
     #[test]
@@ -721,8 +722,8 @@ mod tests {
             let err = spec(levers).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("a multiple of 32"), "{levers}: {err}");
         }
-        let err = spec("half_last=1,block_n=128,overlap=0,pingpong=0").validate(Arch::Sm90a).unwrap_err();
-        assert!(err.contains("half_last=1 needs overlap=1"), "{err}");
+        let err = spec("half_last=1,block_n=128,pipeline=specialized").validate(Arch::Sm90a).unwrap_err();
+        assert!(err.contains("half_last=1 needs pipeline=overlap or pingpong"), "{err}");
     }
 
     #[test]
@@ -730,39 +731,37 @@ mod tests {
         let spec = default_wgmma_with;
         let on = spec("rowsum_mma=1", 64);
         assert!(on.validate(Arch::Sm90a).is_ok());
-        assert!(on.name().ends_with("_oq0_rs1_hl0_mc0_qr0"), "{}", on.name());
+        assert!(on.name().ends_with("_rt0_rs1_hl0_mc0_qr0"), "{}", on.name());
         assert!(on.defines().contains(&("EVOATTN_ROWSUM_MMA".to_string(), "1".to_string())));
         // The ones tile is one V stage: 128 keys x 64 columns x 2 bytes.
         assert_eq!(on.dynamic_smem_bytes() - spec("rowsum_mma=0", 64).dynamic_smem_bytes(), 128 * 64 * 2);
-        for (levers, d) in
-            [("rowsum_mma=1", 128), ("rowsum_mma=1", 256), ("rowsum_mma=1,warp_specialized=0,overlap=0,pingpong=0", 64)]
-        {
+        for (levers, d) in [("rowsum_mma=1", 128), ("rowsum_mma=1", 256), ("rowsum_mma=1,pipeline=tma", 64)] {
             let err = spec(levers, d).validate(Arch::Sm90a).unwrap_err();
             assert!(err.contains("rowsum_mma=1 needs head dim 64"), "{levers} hd{d}: {err}");
         }
     }
 
     #[test]
-    fn o_in_q_stages_in_the_q_rows_of_whole_persistent_tiles() {
-        let persistent = "tma_store=1,warp_specialized=1,overlap=1,persistent=1,block_n=80";
+    fn q_rows_staging_is_for_whole_persistent_tiles() {
+        let persistent = "pipeline=overlap,schedule=persistent,block_n=80";
         let spec = |text: &str| KernelSpec {
-            config: with_tma(wgmma(80, 2, 2, 256)).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
+            config: wgmma(80, 2, 2, 256).config.with_overrides(&format!("{persistent},{text}")).unwrap(),
             ..wgmma(80, 2, 2, 256)
         };
         // hd256, 80-key ring: no staging tile, 1024 + (128 + 320) * 512 = 230400; Q's box is one
         // consumer's 64 rows.
-        let in_q = spec("o_in_q=1");
+        let in_q = spec("o_staging=q-rows");
         assert_eq!(in_q.dynamic_smem_bytes(), 230400);
         assert!(in_q.validate(Arch::Sm90a).is_ok());
-        assert!(in_q.name().ends_with("_op1_oq1_rs0_hl0_mc0_qr0"));
+        assert!(in_q.name().ends_with("_scpe_osqr_xp0_lr0_rt0_rs0_hl0_mc0_qr0"), "{}", in_q.name());
         assert_eq!(in_q.tensor_map_rows().unwrap().q, Some(64));
-        assert_eq!(spec("o_in_q=0").tensor_map_rows().unwrap().q, Some(128));
+        assert_eq!(spec("o_staging=tile").tensor_map_rows().unwrap().q, Some(128));
         assert!(in_q.defines().contains(&("EVOATTN_O_IN_Q".to_string(), "1".to_string())));
-        // Whole tiles of persistent blocks with TMA stores only, static or claimed.
-        assert!(spec("o_in_q=1,dynamic_tiles=1").validate(Arch::Sm90a).is_ok());
-        for refused in ["split_tail=1", "o_passes=2", "tma_store=0", "persistent=0"] {
-            let err = spec(&format!("o_in_q=1,{refused}")).validate(Arch::Sm90a).unwrap_err();
-            assert!(err.contains("o_in_q=1 needs tma_store=1 and persistent=1"), "{refused}: {err}");
+        // Whole tiles of persistent blocks only, static or claimed.
+        assert!(spec("o_staging=q-rows,schedule=claimed").validate(Arch::Sm90a).is_ok());
+        for refused in ["schedule=split-tail", "schedule=grid"] {
+            let err = spec(&format!("o_staging=q-rows,{refused}")).validate(Arch::Sm90a).unwrap_err();
+            assert!(err.contains("o_staging=q-rows needs schedule=persistent or claimed"), "{refused}: {err}");
         }
     }
 
@@ -783,7 +782,7 @@ mod tests {
         // 512 threads (three consumers and the producer) leave 128 registers: no room for hd256's
         // 128 accumulators; 384 leave 168.
         let three = |d| KernelSpec {
-            config: with_tma(wgmma(64, 1, 3, d)).config.with_overrides("warp_specialized=1").unwrap(),
+            config: wgmma(64, 1, 3, d).config.with_overrides("pipeline=specialized").unwrap(),
             ..wgmma(64, 1, 3, d)
         };
         assert!(three(256).validate(Arch::Sm90a).unwrap_err().contains("128 accumulator registers"));
@@ -888,39 +887,73 @@ mod tests {
     #[test]
     fn wgmma_overrides_and_display() {
         let base = wgmma(128, 2, 2, 128).config;
-        let one = base.with_overrides("consumer_warpgroups=1,stages=3,loads=tma").unwrap();
+        let one = base.with_overrides("consumer_warpgroups=1,stages=3,pipeline=tma").unwrap();
         assert_eq!(
             one,
             KernelConfig::Wgmma(WgmmaConfig {
                 block_n: 128,
                 stages: 3,
                 consumer_warpgroups: 1,
-                loads: Loads::Tma,
+                pipeline: Pipeline::Tma,
                 ..WgmmaConfig::BASE
             })
         );
         assert_eq!(
             one.to_string(),
-            "block_n=128,stages=3,consumer_warpgroups=1,loads=tma,warp_specialized=0,overlap=0,pingpong=0,persistent=0,dynamic_tiles=0,tma_store=0,exp2_poly=0,lazy_rescale=0,split_tail=0,ring_test=0,o_passes=1,o_in_q=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0"
+            "block_n=128,stages=3,consumer_warpgroups=1,pipeline=tma,schedule=grid,o_staging=registers,exp2_poly=0,\
+             lazy_rescale=0,ring_test=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0"
         );
         assert_eq!(
-            one.with_overrides("loads=cp_async").unwrap(),
+            one.with_overrides("pipeline=cp-async").unwrap(),
             base.with_overrides("consumer_warpgroups=1,stages=3").unwrap()
         );
         assert!(base.with_overrides("key_warps=1").unwrap_err().contains("not a lever of wgmma"));
-        // Each pipeline lever needs the one before it.
+        // What the axes cannot say, validate refuses with the rule.
         let spec =
             |text: &str| KernelSpec { config: base.with_overrides(text).unwrap(), dtype: Dtype::F16, head_dim: 128 };
         let err = |text: &str| spec(text).validate(Arch::Sm90a).unwrap_err();
-        assert!(err("warp_specialized=1").contains("needs loads=tma"));
-        assert!(err("loads=tma,overlap=1").contains("needs warp_specialized=1"));
-        assert!(err("loads=tma,warp_specialized=1,pingpong=1").contains("needs overlap=1"));
-        assert!(err("loads=tma,warp_specialized=1,overlap=1,pingpong=1,consumer_warpgroups=1").contains("2 or more"));
-        assert!(err("loads=tma,warp_specialized=1,persistent=1").contains("needs overlap=1"));
-        assert!(err("loads=tma,warp_specialized=1,overlap=1,dynamic_tiles=1").contains("needs persistent=1"));
-        assert!(err("tma_store=1").contains("needs loads=tma"));
-        assert!(spec("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1").validate(Arch::Sm90a).is_ok());
+        assert!(err("pipeline=pingpong,consumer_warpgroups=1").contains("2 or more"));
+        assert!(err("pipeline=specialized,schedule=persistent").contains("needs pipeline=overlap or pingpong"));
+        assert!(err("o_staging=tile").contains("o_staging=tile needs TMA loads"));
+        assert!(spec("pipeline=pingpong,schedule=persistent").validate(Arch::Sm90a).is_ok());
         assert!(base.with_overrides("block_m=64").unwrap_err().contains("not a lever of wgmma"));
+        let err = base.with_overrides("pipeline=bulk").unwrap_err();
+        assert!(err.contains("pipeline is one of cp-async, tma, specialized, overlap, pingpong, not 'bulk'"), "{err}");
+    }
+
+    #[test]
+    fn wgmma_reads_the_old_switches_onto_the_axes() {
+        let base = wgmma(128, 2, 2, 128).config;
+        let read = |old: &str, new: &str| assert_eq!(base.with_overrides(old), base.with_overrides(new), "{old}");
+        read("loads=tma", "pipeline=tma");
+        read("loads=tma,warp_specialized=1,overlap=1,pingpong=1,persistent=1", "pipeline=pingpong,schedule=persistent");
+        read(
+            "loads=tma,warp_specialized=1,overlap=1,persistent=1,dynamic_tiles=1,tma_store=1",
+            "pipeline=overlap,schedule=claimed,o_staging=tile",
+        );
+        read(
+            "loads=tma,warp_specialized=1,overlap=1,persistent=1,split_tail=1,tma_store=1,o_passes=2",
+            "pipeline=overlap,schedule=split-tail,o_staging=half-tile",
+        );
+        read("loads=tma,tma_store=1,o_in_q=1", "pipeline=tma,o_staging=q-rows");
+        // Applied to the config's axes, as the switches were: persistent blocks of the default.
+        let default = KernelConfig::Wgmma(crate::defaults::wgmma(128));
+        assert_eq!(default.with_overrides("persistent=1"), default.with_overrides("schedule=persistent"));
+        assert_eq!(default.with_overrides("pingpong=0"), default.with_overrides("pipeline=overlap"));
+        // A combination no axis value has is refused, in the old form, with the values there are.
+        let err = base.with_overrides("warp_specialized=1").unwrap_err();
+        assert_eq!(
+            err,
+            "loads=cp_async,warp_specialized=1,overlap=0,pingpong=0 is no pipeline of wgmma: pipeline is one of \
+             cp-async (loads=cp_async,warp_specialized=0,overlap=0,pingpong=0), \
+             tma (loads=tma,warp_specialized=0,overlap=0,pingpong=0), \
+             specialized (loads=tma,warp_specialized=1,overlap=0,pingpong=0), \
+             overlap (loads=tma,warp_specialized=1,overlap=1,pingpong=0), \
+             pingpong (loads=tma,warp_specialized=1,overlap=1,pingpong=1)"
+        );
+        for refused in ["o_in_q=1,o_passes=2", "tma_store=0,o_in_q=1", "o_passes=3"] {
+            assert!(base.with_overrides(refused).unwrap_err().contains("is no o_staging of wgmma"), "{refused}");
+        }
         assert!(base.with_overrides("loads=ldg").unwrap_err().contains("loads is one of cp_async, tma"));
     }
 }

@@ -342,7 +342,7 @@ pub struct LaunchImage {
 
 impl LaunchImage {
     /// The image of `kernel` for `problem` (validated, without LSE). Kernels that take tensor
-    /// maps (`loads=tma`) have none: a map holds the device address of the caller's tensor,
+    /// maps (TMA loads) have none: a map holds the device address of the caller's tensor,
     /// which only the launching process can encode.
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32, l2_bytes: usize) -> Result<Self> {
         problem.validate()?;
@@ -357,7 +357,7 @@ impl LaunchImage {
                 imp: kernel.spec.imp().to_string(),
                 reason: format!(
                     "{} takes TMA tensor maps, which hold the caller's device addresses; a launch image packs \
-                     only AttnParams (use loads=cp_async for cross-process timing)",
+                     only AttnParams (use wgmma's pipeline=cp-async for cross-process timing)",
                     kernel.spec.name()
                 ),
             });
@@ -465,7 +465,7 @@ mod tests {
     #[test]
     fn tensor_map_params_match_tma_map() {
         // After `AttnParams` (192 bytes) a TMA kernel takes three `TmaMap`s (four with
-        // `tma_store`): 128 bytes each, `__align__(64)` in kernels/ptx_sm90.cuh; each is its own
+        // `o_staging`): 128 bytes each, `__align__(64)` in kernels/ptx_sm90.cuh; each is its own
         // parameter, so the driver places it by the kernel's parameter layout and the host value
         // only needs its size.
         assert_eq!(std::mem::size_of::<TensorMap>(), 128);
@@ -498,8 +498,8 @@ mod tests {
             from_cache: false,
             elapsed: std::time::Duration::ZERO,
         };
-        assert!(LaunchImage::new(&kernel("loads=cp_async"), &p, 132, H100_L2).is_ok());
-        let err = LaunchImage::new(&kernel("loads=tma"), &p, 132, H100_L2).unwrap_err().to_string();
+        assert!(LaunchImage::new(&kernel("pipeline=cp-async,o_staging=registers"), &p, 132, H100_L2).is_ok());
+        let err = LaunchImage::new(&kernel("pipeline=tma"), &p, 132, H100_L2).unwrap_err().to_string();
         assert!(err.contains("takes TMA tensor maps") && err.contains("only AttnParams"), "{err}");
     }
 

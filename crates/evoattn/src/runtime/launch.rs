@@ -5,7 +5,7 @@
 
 use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::{
-    Impl, KernelConfig, KernelSpec, TensorMapRows, WgmmaConfig, MULTICAST_CLUSTER_BLOCKS, WARPGROUP_THREADS,
+    Impl, KernelConfig, KernelSpec, Schedule, TensorMapRows, WgmmaConfig, MULTICAST_CLUSTER_BLOCKS, WARPGROUP_THREADS,
 };
 use crate::error::{Error, Result};
 use crate::problem::{Causal, Problem, TensorName};
@@ -49,7 +49,7 @@ const FLOATS_PER_256_BYTES: usize = 64;
 /// Claims and blocks done claiming (`DynamicTiles` in kernels/wgmma/wgmma_scheduler.cuh).
 const TILE_COUNTERS: usize = 2;
 
-/// The split tail's scratch (`split_tail=1`, kernels/wgmma/wgmma_epilogue.cuh): one counter per tail
+/// The split tail's scratch (`schedule=split-tail`, kernels/wgmma/wgmma_epilogue.cuh): one counter per tail
 /// tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each tile
 /// resets; and two partial slots per block, each every consumer thread's O fragment (head dim /
 /// 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
@@ -61,7 +61,7 @@ fn split_tail_need(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNe
     ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
 }
 
-/// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
+/// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with O staged for TMA stores, O for
 /// `wgmma`; K and V for `splitkv`), in its parameter order: the geometry is fixed by the
 /// problem, and a map is re-encoded only when a call brings its tensor at another address (a
 /// caller that allocates a fresh O per call re-encodes O's map alone).
@@ -163,10 +163,10 @@ impl PreparedLaunch {
                 let params = SplitParams { splits: splits as i32, m_blocks: m_blocks as i32, ..SplitParams::default() };
                 (need, Some((params, lse_offset)))
             }
-            KernelConfig::Wgmma(c) if c.split_tail && problem.causal != Causal::None => {
+            KernelConfig::Wgmma(c) if c.schedule == Schedule::SplitTail && problem.causal != Causal::None => {
                 return Err(unsupported(
-                    "split_tail=1 cuts equal tiles into runs of key blocks; causal tiles differ in length \
-                     (dynamic_tiles=1 balances those)"
+                    "schedule=split-tail cuts equal tiles into runs of key blocks; causal tiles differ in length \
+                     (schedule=claimed balances those)"
                         .into(),
                 ))
             }
@@ -185,14 +185,19 @@ impl PreparedLaunch {
                 problem.shape.sq
             )))
             }
-            KernelConfig::Wgmma(c) if c.split_tail && !c.split_tail_fits(problem.shape.sk, grid[0]) => {
+            KernelConfig::Wgmma(c)
+                if c.schedule == Schedule::SplitTail && !c.split_tail_fits(problem.shape.sk, grid[0]) =>
+            {
                 return Err(unsupported(format!(
-                    "split_tail=1 counts a tail's key blocks times the {} blocks in 32 bits: {} keys are too many",
+                    "schedule=split-tail counts a tail's key blocks times the {} blocks in 32 bits: {} keys are \
+                     too many",
                     grid[0], problem.shape.sk
                 )))
             }
-            KernelConfig::Wgmma(c) if c.split_tail && !empty => (split_tail_need(&c, problem.shape.d, grid[0]), None),
-            KernelConfig::Wgmma(c) if c.dynamic_tiles && !empty => {
+            KernelConfig::Wgmma(c) if c.schedule == Schedule::SplitTail && !empty => {
+                (split_tail_need(&c, problem.shape.d, grid[0]), None)
+            }
+            KernelConfig::Wgmma(c) if c.schedule == Schedule::Claimed && !empty => {
                 (ScratchNeed { counters: TILE_COUNTERS, floats: 0 }, None)
             }
             _ => (ScratchNeed::default(), None),

@@ -1,6 +1,6 @@
 //! TMA tensor maps (`cuTensorMapEncodeTiled`) for the `loads=tma` paths of `wgmma` and `splitkv`.
 //!
-//! Each of Q, K, V (loads) and O (`wgmma`'s `tma_store`) is described as a 4-D tensor over
+//! Each of Q, K, V (loads) and O (`wgmma`'s TMA stores, `o_staging`) is described as a 4-D tensor over
 //! (D, S, H, B), innermost first, with the problem's own strides, so BHSD, BSHD and GQA (K/V
 //! over `hkv` heads) need no copies. A box is 64 elements of D (128 bytes, the 128-byte
 //! swizzle's row) by `rows` rows of S, one head, one batch; the kernel moves a tile as D/64 such

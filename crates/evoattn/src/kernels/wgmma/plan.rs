@@ -2,8 +2,7 @@
 //! GPU (a rule table, first match wins); the measurements behind each are in
 //! docs/decisions/wgmma.md.
 
-use super::WgmmaConfig;
-use crate::config::Loads;
+use super::{OStaging, Pipeline, Schedule, WgmmaConfig};
 use crate::problem::{Causal, Problem};
 
 /// The `wgmma` default for a head dim (sm_90a only): warp-specialised TMA producer, two or three
@@ -19,11 +18,8 @@ pub fn default(head_dim: usize) -> WgmmaConfig {
         block_n,
         stages: 2,
         consumer_warpgroups,
-        loads: Loads::Tma,
-        warp_specialized: true,
-        overlap: true,
-        pingpong: true,
-        tma_store: true,
+        pipeline: Pipeline::PingPong,
+        o_staging: OStaging::Tile,
         ..WgmmaConfig::BASE
     }
 }
@@ -54,7 +50,7 @@ pub const RING_TEST_MAX_HEAD_DIM: usize = 64;
 /// Evidence: docs/decisions/wgmma.md#short-causal
 pub const SHORT_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 1024), (128, 1024)];
 /// Most keys per head dim (64, 128) for which longer causal problems run persistent blocks that
-/// claim their tiles (`dynamic_tiles`).
+/// claim their tiles (`schedule=claimed`).
 /// Evidence: docs/decisions/wgmma.md#dynamic-causal
 pub const DYNAMIC_CAUSAL_MAX_KEYS: [(usize, usize); 2] = [(64, 8192), (128, 4096)];
 /// Largest head dim whose causal problems on claimed tiles take `half_last`.
@@ -75,10 +71,10 @@ pub const NARROW_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 2048;
 /// Most keys for which those narrow causal problems keep the static round robin.
 /// Evidence: docs/decisions/wgmma.md#narrow-wide-heads-static
 pub const NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS: usize = 1024;
-/// Column passes of O's own staging tile where the persistent ring leaves no room for the whole
-/// tile (hd256's 64-key ring, hd128's 176-key ring).
+/// O's own staging tile, half the columns in two passes, where the persistent ring leaves no room
+/// for the whole tile (hd256's 64-key ring, hd128's 176-key ring).
 /// Evidence: docs/decisions/wgmma.md#wide-o-passes
-const WIDE_O_PASSES: u32 = 2;
+const WIDE_O_STAGING: OStaging = OStaging::HalfTile;
 /// The key block of short problems over [`PERSISTENT_MAX_HEAD_DIM`]: 512 keys make 8 whole blocks.
 /// Evidence: docs/decisions/wgmma.md#narrow-block-n
 const NARROW_BLOCK_N: u32 = 64;
@@ -92,7 +88,8 @@ const WGMMA_TILE_ROWS: usize = 128;
 /// or tail block, and room for O's staging tile.
 /// Evidence: docs/decisions/wgmma.md#short-block-n
 const SHORT_BLOCK_N: u32 = 128;
-/// Fewest key blocks a tile needs for unmasked persistent blocks to split the tail (`split_tail`).
+/// Fewest key blocks a tile needs for unmasked persistent blocks to split the tail
+/// (`schedule=split-tail`).
 /// Evidence: docs/decisions/wgmma.md#split-tail
 pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
 
@@ -155,7 +152,7 @@ const WGMMA_RULES: &[Rule] = &[
     Rule {
         evidence: "small-grid",
         applies: |p| 2 * p.tiles < p.sms && p.shape.d <= SMALL_GRID_MAX_HEAD_DIM,
-        config: |_, c| WgmmaConfig { consumer_warpgroups: 1, pingpong: false, block_n: SHORT_BLOCK_N, ..c },
+        config: |_, c| WgmmaConfig { consumer_warpgroups: 1, pipeline: Pipeline::Overlap, block_n: SHORT_BLOCK_N, ..c },
     },
     // Wide heads, short keys: whole 64-key blocks on persistent blocks, O staged in two passes.
     Rule {
@@ -165,15 +162,16 @@ const WGMMA_RULES: &[Rule] = &[
             p.shape.d > PERSISTENT_MAX_HEAD_DIM && p.shape.sk <= keys
         },
         config: |p, c| {
-            let dynamic_tiles = p.causal && p.shape.sk > NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS;
-            WgmmaConfig { block_n: NARROW_BLOCK_N, persistent: true, dynamic_tiles, o_passes: WIDE_O_PASSES, ..c }
+            let claimed = p.causal && p.shape.sk > NARROW_STATIC_CAUSAL_MAX_KEYS_WIDE_HEADS;
+            let schedule = if claimed { Schedule::Claimed } else { Schedule::Persistent };
+            WgmmaConfig { block_n: NARROW_BLOCK_N, schedule, o_staging: WIDE_O_STAGING, ..c }
         },
     },
     // Wide heads, longer unmasked keys filling the SMs: persistent blocks staging O in Q's rows.
     Rule {
         evidence: "o-in-q-wide-heads",
         applies: |p| !p.causal && p.shape.d > PERSISTENT_MAX_HEAD_DIM && p.fills_the_sms(),
-        config: |_, c| WgmmaConfig { persistent: true, o_in_q: true, ..c },
+        config: |_, c| WgmmaConfig { schedule: Schedule::Persistent, o_staging: OStaging::QRows, ..c },
     },
     // Short causal: 128-key blocks on persistent blocks, two consumers.
     Rule {
@@ -181,7 +179,7 @@ const WGMMA_RULES: &[Rule] = &[
         applies: |p| p.causal && p.shape.sk <= keys_for_head_dim(&SHORT_CAUSAL_MAX_KEYS, p.shape.d),
         config: |p, c| WgmmaConfig {
             block_n: SHORT_BLOCK_N,
-            persistent: true,
+            schedule: Schedule::Persistent,
             consumer_warpgroups: SHORT_CONSUMER_WARPGROUPS,
             ring_test: p.shape.d <= RING_TEST_MAX_HEAD_DIM,
             ..c
@@ -193,8 +191,7 @@ const WGMMA_RULES: &[Rule] = &[
         applies: |p| p.causal && p.shape.sk <= keys_for_head_dim(&DYNAMIC_CAUSAL_MAX_KEYS, p.shape.d),
         config: |p, c| WgmmaConfig {
             block_n: SHORT_BLOCK_N,
-            persistent: true,
-            dynamic_tiles: true,
+            schedule: Schedule::Claimed,
             ring_test: p.shape.d <= RING_TEST_MAX_HEAD_DIM,
             half_last: p.shape.d <= HALF_LAST_MAX_HEAD_DIM,
             ..c
@@ -204,7 +201,7 @@ const WGMMA_RULES: &[Rule] = &[
     Rule {
         evidence: "dynamic-wide-ring",
         applies: |p| p.causal && p.wide_ring() && p.shape.d <= PERSISTENT_MAX_HEAD_DIM && p.fills_the_sms(),
-        config: |_, c| WgmmaConfig { persistent: true, dynamic_tiles: true, o_passes: WIDE_O_PASSES, ..c },
+        config: |_, c| WgmmaConfig { schedule: Schedule::Claimed, o_staging: WIDE_O_STAGING, ..c },
     },
     // Unmasked up to hd128: persistent blocks, 128-key blocks (two consumers when short) or the
     // wide ring, the tail split on long tiles.
@@ -213,7 +210,7 @@ const WGMMA_RULES: &[Rule] = &[
         applies: |p| !p.causal && p.shape.d <= PERSISTENT_MAX_HEAD_DIM && (!p.wide_ring() || p.fills_the_sms()),
         config: |p, c| {
             let base = if p.wide_ring() {
-                WgmmaConfig { o_passes: WIDE_O_PASSES, ..c }
+                WgmmaConfig { o_staging: WIDE_O_STAGING, ..c }
             } else {
                 let short = p.shape.sk <= SHORT_UNMASKED_MAX_KEYS;
                 let two = short && !(c.consumer_warpgroups == 3 && three_consumers_pay(&p.shape, p.sms));
@@ -221,9 +218,10 @@ const WGMMA_RULES: &[Rule] = &[
                 let ring_test = short && p.shape.d <= RING_TEST_MAX_HEAD_DIM;
                 WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ring_test, ..c }
             };
-            let split_tail = p.shape.sk.div_ceil(base.block_n as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS
+            let split = p.shape.sk.div_ceil(base.block_n as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS
                 && base.split_tail_fits(p.shape.sk, p.sms);
-            WgmmaConfig { persistent: true, split_tail, ..base }
+            let schedule = if split { Schedule::SplitTail } else { Schedule::Persistent };
+            WgmmaConfig { schedule, ..base }
         },
     },
 ];
@@ -237,7 +235,7 @@ pub const Q_IN_REGS_HEAD_DIM: usize = 128;
 fn q_in_regs_pays(c: &WgmmaConfig, head_dim: usize, causal: bool) -> bool {
     head_dim == Q_IN_REGS_HEAD_DIM
         && !causal
-        && c.persistent
+        && c.schedule.persistent()
         && c.block_n == SHORT_BLOCK_N
         && c.consumer_warpgroups == SHORT_CONSUMER_WARPGROUPS
 }
@@ -249,7 +247,7 @@ const ROWSUM_MMA_CONSUMER_WARPGROUPS: u32 = 3;
 /// Whether a planner config takes `rowsum_mma` (see [`ROWSUM_MMA_CONSUMER_WARPGROUPS`]).
 fn rowsum_mma_pays(c: &WgmmaConfig, head_dim: usize) -> bool {
     head_dim == crate::config::ROWSUM_MMA_HEAD_DIM
-        && c.persistent
+        && c.schedule.persistent()
         && c.consumer_warpgroups == ROWSUM_MMA_CONSUMER_WARPGROUPS
 }
 
@@ -311,24 +309,29 @@ mod tests {
     fn wgmma_is_persistent_without_a_mask_on_short_keys_up_to_hd128() {
         use crate::problem::{Layout, Problem, Shape};
         let p = Problem::dense(Shape::new(2, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
-        assert!(wgmma_for(&p).persistent);
-        assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd)).persistent);
+        assert!(wgmma_for(&p).schedule.persistent());
+        assert!(wgmma_for(&Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd))
+            .schedule
+            .persistent());
         // hd128 past 4k: persistent with the 176-key ring, O staged in two passes, the tail
         // split; one tile per block where the tiles are fewer than the SMs.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 16, 16384, 128), Dtype::Bf16, Layout::Bhsd));
-        assert_eq!(long, WgmmaConfig { persistent: true, o_passes: 2, split_tail: true, ..default(128) });
+        assert_eq!(long, WgmmaConfig { schedule: Schedule::SplitTail, o_staging: OStaging::HalfTile, ..default(128) });
         assert_eq!(wgmma_for(&Problem::dense(Shape::new(1, 2, 8192, 128), Dtype::Bf16, Layout::Bhsd)), default(128));
-        assert!(wgmma_for(&Problem::dense(Shape::new(16, 8, 1024, 256), Dtype::Bf16, Layout::Bhsd)).o_in_q);
+        assert!(
+            wgmma_for(&Problem::dense(Shape::new(16, 8, 1024, 256), Dtype::Bf16, Layout::Bhsd)).o_staging
+                == OStaging::QRows
+        );
         // Up to 1k keys two consumers and 128-key blocks; from 2k the head dim's consumers, and
         // still 128-key blocks (room for the TMA stores' staging tile).
         assert_eq!(wgmma_for(&p).block_n, 128);
         let c = wgmma_for(&Problem::dense(Shape::new(2, 16, 1024, 64), Dtype::Bf16, Layout::Bhsd));
         assert_eq!((c.block_n, c.consumer_warpgroups), (128, 2));
         let c = wgmma_for(&Problem::dense(Shape::new(8, 16, 2048, 128), Dtype::Bf16, Layout::Bhsd));
-        assert_eq!((c.block_n, c.consumer_warpgroups, c.tma_store), (128, 2, true));
+        assert_eq!((c.block_n, c.consumer_warpgroups, c.o_staging), (128, 2, OStaging::Tile));
         // hd64 (three consumers) stays persistent at every length.
         let long = wgmma_for(&Problem::dense(Shape::new(1, 32, 16384, 64), Dtype::Bf16, Layout::Bhsd));
-        assert_eq!(long, WgmmaConfig { persistent: true, split_tail: true, rowsum_mma: true, ..default(64) });
+        assert_eq!(long, WgmmaConfig { schedule: Schedule::SplitTail, rowsum_mma: true, ..default(64) });
         assert_eq!(long.consumer_warpgroups, 3);
         assert_eq!(
             crate::defaults::for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS),
@@ -355,7 +358,10 @@ mod tests {
             ))
         };
         let three = plan(32, 32, 512);
-        assert_eq!((three.consumer_warpgroups, three.ring_test, three.block_n, three.persistent), (3, true, 128, true));
+        assert_eq!(
+            (three.consumer_warpgroups, three.ring_test, three.block_n, three.schedule.persistent()),
+            (3, true, 128, true)
+        );
         assert_eq!(plan(4, 16, 512).consumer_warpgroups, 2);
         // hd128 has two either way; causal short problems keep two.
         let hd128 = Shape::new(32, 16, 512, 128);
@@ -405,11 +411,11 @@ mod tests {
         // and causal on claimed tiles (2k-8k) take it.
         for s in [512, 1024, 2048, 4096, 8192, 16384] {
             let c = plan(16384 / s, s, 64, Causal::None);
-            assert!(c.rowsum_mma && c.consumer_warpgroups == 3 && c.persistent, "{s}");
+            assert!(c.rowsum_mma && c.consumer_warpgroups == 3 && c.schedule.persistent(), "{s}");
         }
         for s in [2048, 4096, 8192] {
             let c = plan(16384 / s, s, 64, Causal::TopLeft);
-            assert!(c.rowsum_mma && c.dynamic_tiles, "{s}");
+            assert!(c.rowsum_mma && c.schedule == Schedule::Claimed, "{s}");
         }
         // Not: two consumers (short causal; short unmasked where three do not pay), one tile
         // per block (causal 16k), one consumer (a near-empty GPU), other head dims.
@@ -428,21 +434,24 @@ mod tests {
     #[test]
     fn unmasked_persistent_problems_split_the_tail_from_16_key_blocks_a_tile() {
         use crate::problem::{Layout, Problem, Shape};
-        let plan = |b, h, s, d| wgmma_for(&Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd));
+        let split = |b, h, s, d| {
+            wgmma_for(&Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd)).schedule
+                == Schedule::SplitTail
+        };
         // 2048 keys are 16 blocks of 128: split; 1024 are 8: not (the pieces' cost measured more
         // than the idle round there); 2047 keys round up to 16 blocks.
-        assert!(plan(8, 32, 2048, 64).split_tail && plan(4, 16, 4096, 128).split_tail);
-        assert!(plan(1, 32, 16384, 64).split_tail && plan(8, 32, 2047, 64).split_tail);
-        assert!(!plan(16, 32, 1024, 64).split_tail && !plan(32, 16, 512, 128).split_tail);
+        assert!(split(8, 32, 2048, 64) && split(4, 16, 4096, 128));
+        assert!(split(1, 32, 16384, 64) && split(8, 32, 2047, 64));
+        assert!(!split(16, 32, 1024, 64) && !split(32, 16, 512, 128));
         // hd128 past 4k keys counts 176-key blocks. Only on persistent blocks: not at hd256,
         // nor causal.
-        assert!(plan(1, 16, 16384, 128).split_tail && plan(2, 16, 8192, 128).split_tail);
-        assert!(!plan(4, 8, 4096, 256).split_tail);
+        assert!(split(1, 16, 16384, 128) && split(2, 16, 8192, 128));
+        assert!(!split(4, 8, 4096, 256));
         let causal =
             Problem::dense(Shape::new(4, 32, 4096, 64), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
-        assert!(!wgmma_for(&causal).split_tail);
+        assert_eq!(wgmma_for(&causal).schedule, Schedule::Claimed);
         // Past the kernel's 32-bit piece arithmetic (15.8M keys on 132 SMs): no split.
-        assert!(plan(1, 1, 1 << 16, 64).split_tail && !plan(1, 1, 1 << 24, 64).split_tail);
+        assert!(split(1, 1, 1 << 16, 64) && !split(1, 1, 1 << 24, 64));
     }
 
     #[test]
@@ -471,27 +480,28 @@ mod tests {
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
         // hd64 up to 1k keys: 128-key blocks, 2 stages, persistent.
         let c = wgmma_for(&causal(16, 32, 1024, 64));
-        assert_eq!((c.block_n, c.stages, c.persistent, c.consumer_warpgroups), (128, 2, true, 2));
+        assert_eq!((c.block_n, c.stages, c.schedule, c.consumer_warpgroups), (128, 2, Schedule::Persistent, 2));
         // hd128 keeps two stages, which leave room for the TMA stores' staging tile.
         let c = wgmma_for(&causal(32, 16, 512, 128));
-        assert_eq!((c.block_n, c.stages, c.persistent, c.tma_store), (128, 2, true, true));
+        assert_eq!((c.block_n, c.stages, c.schedule, c.o_staging), (128, 2, Schedule::Persistent, OStaging::Tile));
         let c = wgmma_for(&causal(16, 16, 1024, 128));
-        assert_eq!((c.stages, c.tma_store), (2, true));
+        assert_eq!((c.stages, c.o_staging), (2, OStaging::Tile));
         // hd128 at 2k: 128-key blocks on persistent blocks with dynamic tiles.
         let c = wgmma_for(&causal(8, 16, 2048, 128).with_causal(Causal::BottomRight));
-        assert_eq!((c.block_n, c.persistent, c.dynamic_tiles), (128, true, true));
+        assert_eq!((c.block_n, c.schedule), (128, Schedule::Claimed));
         // hd256 at 512 keys, both masks, and causal at 1k: 64-key blocks on persistent blocks,
         // O staged in two passes.
-        let narrow = WgmmaConfig { block_n: 64, persistent: true, o_passes: 2, ..default(256) };
+        let narrow =
+            WgmmaConfig { block_n: 64, schedule: Schedule::Persistent, o_staging: OStaging::HalfTile, ..default(256) };
         for p in [causal(32, 8, 512, 256), causal(32, 8, 512, 256).with_causal(Causal::None), causal(16, 8, 1024, 256)]
         {
             assert_eq!(wgmma_for(&p), narrow);
         }
         // Causal at 2k: the same, claiming tiles dynamically.
-        assert_eq!(wgmma_for(&causal(8, 8, 2048, 256)), WgmmaConfig { dynamic_tiles: true, ..narrow });
+        assert_eq!(wgmma_for(&causal(8, 8, 2048, 256)), WgmmaConfig { schedule: Schedule::Claimed, ..narrow });
         // hd256 unmasked from 1k: persistent 80-key blocks staging O in the Q rows, where the
         // tiles fill the SMs; causal from 4k: the default (one tile per block).
-        let o_in_q = WgmmaConfig { persistent: true, o_in_q: true, ..default(256) };
+        let o_in_q = WgmmaConfig { schedule: Schedule::Persistent, o_staging: OStaging::QRows, ..default(256) };
         for s in [1024, 2048, 16384] {
             assert_eq!(wgmma_for(&causal(16384 / s, 8, s, 256).with_causal(Causal::None)), o_in_q, "{s}");
         }
@@ -514,7 +524,7 @@ mod tests {
         use crate::problem::{Layout, Problem, Shape};
         let causal =
             |b, h, s, d| Problem::dense(Shape::new(b, h, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(Causal::TopLeft);
-        let dynamic = |c: WgmmaConfig| WgmmaConfig { persistent: true, dynamic_tiles: true, ..c };
+        let dynamic = |c: WgmmaConfig| WgmmaConfig { schedule: Schedule::Claimed, ..c };
         // hd64 2k to 8k: the default (three consumers) on dynamic persistent blocks, testing the
         // ring, halving the last key block where a consumer's rows see none of its second half;
         // 16k one tile per block.
@@ -527,13 +537,13 @@ mod tests {
         assert_eq!(wgmma_for(&causal(4, 16, 4096, 128)), WgmmaConfig { block_n: 128, ..dynamic(default(128)) });
         // Past 4k keys, where the tiles fill the SMs: the 176-key ring, O staged in two passes;
         // fewer tiles (1,1,16384: 128) keep one tile per block.
-        let wide = WgmmaConfig { o_passes: 2, ..dynamic(default(128)) };
+        let wide = WgmmaConfig { o_staging: OStaging::HalfTile, ..dynamic(default(128)) };
         assert_eq!(wgmma_for(&causal(2, 16, 8192, 128)), wide);
         assert_eq!(wgmma_for(&causal(1, 16, 16384, 128).with_causal(Causal::BottomRight)), wide);
         assert_eq!(wgmma_for(&causal(1, 1, 16384, 128)), default(128));
         // Short causal problems keep the static order; unmasked problems never claim.
-        assert!(!wgmma_for(&causal(16, 32, 1024, 64)).dynamic_tiles);
-        assert!(!wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).dynamic_tiles);
+        assert_ne!(wgmma_for(&causal(16, 32, 1024, 64)).schedule, Schedule::Claimed);
+        assert_ne!(wgmma_for(&causal(4, 32, 4096, 64).with_causal(Causal::None)).schedule, Schedule::Claimed);
         // The half last block is hd64's on claimed tiles only (two consumers on static tiles
         // lost with it; at hd128 ptxas serialises its wgmmas).
         assert!(!wgmma_for(&causal(16, 32, 1024, 64)).half_last && !wgmma_for(&causal(4, 16, 4096, 128)).half_last);
@@ -556,9 +566,10 @@ mod tests {
                             Problem::dense(Shape::new(b, 2048 / d, s, d), Dtype::Bf16, Layout::Bhsd).with_causal(mask);
                         let c = wgmma_for(&p);
                         let spec = KernelSpec { config: KernelConfig::Wgmma(c), dtype: Dtype::Bf16, head_dim: d };
-                        let halved = c.persistent && !c.o_in_q && (c.block_n == 176 || d == 256);
-                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.tma_store, "{p:?}: {c:?}");
-                        assert_eq!(c.o_passes, if halved { 2 } else { 1 }, "{p:?}: {c:?}");
+                        let halved =
+                            c.schedule.persistent() && c.o_staging != OStaging::QRows && (c.block_n == 176 || d == 256);
+                        assert!(spec.validate(Arch::Sm90a).is_ok() && c.o_staging.tma_store(), "{p:?}: {c:?}");
+                        assert_eq!(c.o_staging.passes(), if halved { 2 } else { 1 }, "{p:?}: {c:?}");
                     }
                 }
             }
@@ -571,7 +582,7 @@ mod tests {
         // B=2, H=8, S=512: 64 tiles of 128 rows on 132 SMs.
         let p = Problem::dense(Shape::new(2, 8, 512, 64), Dtype::F16, Layout::Bhsd);
         let c = wgmma_for(&p);
-        assert_eq!((c.consumer_warpgroups, c.pingpong, c.block_n), (1, false, 128));
+        assert_eq!((c.consumer_warpgroups, c.pipeline, c.block_n), (1, Pipeline::Overlap, 128));
         assert_eq!(wgmma_for(&p.clone().with_causal(Causal::TopLeft)).consumer_warpgroups, 1);
         // B=4, H=8: 128 tiles, at least half the SMs: two consumers; hd128: not measured.
         assert_eq!(
