@@ -219,8 +219,38 @@ pub trait Family: Copy + Sized + 'static {
     fn extra_defines(&self, _dtype: Dtype, _head_dim: usize) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// What a launch on `problem` needs beside its grid and parameters (split count, scratch),
+    /// on a GPU with `sm_count` SMs holding `resident_per_sm` blocks of the kernel each; or why
+    /// the kernel cannot run this problem (limits that depend on the problem, not the levers).
+    fn launch_needs(
+        &self,
+        problem: &crate::problem::Problem,
+        sm_count: u32,
+        resident_per_sm: u32,
+    ) -> Result<LaunchNeeds, String> {
+        let _ = (problem, sm_count, resident_per_sm);
+        Ok(LaunchNeeds::default())
+    }
     /// Every lever combination (valid or not) for one head dim, lazily: the tuning space.
     fn space(head_dim: usize) -> Box<dyn Iterator<Item = Self>>;
+}
+
+/// What a launch of a kernel on one problem needs beside its grid and `AttnParams`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchNeeds {
+    /// Blocks the keys are split over (`splitkv`; 1 for every other family).
+    pub splits: usize,
+    /// Scratch from the launching stream's arena.
+    pub scratch: crate::runtime::scratch::ScratchNeed,
+    /// `splitkv`'s merge: query tiles per KV head and where the LSE partials start in the
+    /// scratch floats.
+    pub merge: Option<(usize, usize)>,
+}
+
+impl Default for LaunchNeeds {
+    fn default() -> Self {
+        LaunchNeeds { splits: 1, scratch: crate::runtime::scratch::ScratchNeed::default(), merge: None }
+    }
 }
 
 /// `key=value` pairs of the levers that are rendered.

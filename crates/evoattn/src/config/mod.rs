@@ -266,6 +266,16 @@ impl KernelSpec {
         each_family!(&self.config, c => c.grid(shape, splits, sm_count))
     }
 
+    /// What a launch on `problem` needs beside its grid (see [`Family::launch_needs`]).
+    pub fn launch_needs(
+        &self,
+        problem: &crate::problem::Problem,
+        sm_count: u32,
+        resident_per_sm: u32,
+    ) -> Result<lever::LaunchNeeds, String> {
+        each_family!(&self.config, c => c.launch_needs(problem, sm_count, resident_per_sm))
+    }
+
     /// Dynamic shared memory per block, in bytes.
     pub fn dynamic_smem_bytes(&self) -> usize {
         each_family!(&self.config, c => c.dynamic_smem_bytes(self.dtype, self.head_dim))

@@ -346,11 +346,15 @@ impl LaunchImage {
     /// which only the launching process can encode.
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32, l2_bytes: usize) -> Result<Self> {
         problem.validate()?;
-        if kernel.spec.imp() == crate::config::Impl::Splitkv {
-            return Err(Error::Unsupported {
-                imp: kernel.spec.imp().to_string(),
-                reason: "splitkv launches with a workspace that only the launching process holds".into(),
-            });
+        // Scratch (splitkv's partials, the persistent schedulers' counters) lives in the
+        // launching process's arena, which another process cannot reach.
+        let unsupported = |reason: String| Error::Unsupported { imp: kernel.spec.imp().to_string(), reason };
+        let needs = kernel.spec.launch_needs(problem, sm_count, 1).map_err(unsupported)?;
+        if needs.merge.is_some() || needs.scratch != crate::runtime::scratch::ScratchNeed::default() {
+            return Err(unsupported(format!(
+                "{} launches with a workspace that only the launching process holds",
+                kernel.spec.name()
+            )));
         }
         if kernel.spec.tensor_map_rows().is_some() {
             return Err(Error::Unsupported {

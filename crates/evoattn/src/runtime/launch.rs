@@ -4,11 +4,9 @@
 //! `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
-use crate::config::{
-    Impl, KernelConfig, KernelSpec, Schedule, TensorMapRows, WgmmaConfig, MULTICAST_CLUSTER_BLOCKS, WARPGROUP_THREADS,
-};
+use crate::config::{Impl, KernelSpec, TensorMapRows};
 use crate::error::{Error, Result};
-use crate::problem::{Causal, Problem, TensorName};
+use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
@@ -33,33 +31,6 @@ struct SplitParams {
 // Safety: `SplitParams` is `repr(C)` plain integers matching `SplitParams` in
 // kernels/splitkv/splitkv_combine.cuh (pointers as u64, `int` as i32), so the driver may copy its bytes.
 unsafe impl DeviceRepr for SplitParams {}
-
-/// `splitkv`'s scratch: every split's partial output rows and LSEs (floats, the LSEs starting
-/// 256-byte aligned after the rows) and one arrival counter per tile.
-fn splitkv_need(problem: &Problem, m_blocks: usize, splits: usize) -> (ScratchNeed, usize) {
-    let s = problem.shape;
-    let rows = s.b * s.hkv * s.sq * s.group();
-    let o_part = (splits * rows * s.d).next_multiple_of(FLOATS_PER_256_BYTES);
-    let need = ScratchNeed { counters: s.b * s.hkv * m_blocks, floats: o_part + splits * rows };
-    (need, o_part)
-}
-
-const FLOATS_PER_256_BYTES: usize = 64;
-
-/// Claims and blocks done claiming (`DynamicTiles` in kernels/wgmma/wgmma_scheduler.cuh).
-const TILE_COUNTERS: usize = 2;
-
-/// The split tail's scratch (`schedule=split-tail`, kernels/wgmma/wgmma_epilogue.cuh): one counter per tail
-/// tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each tile
-/// resets; and two partial slots per block, each every consumer thread's O fragment (head dim /
-/// 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
-fn split_tail_need(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNeed {
-    const SLOTS_PER_BLOCK: usize = 2;
-    const ROW_STATE_FLOATS: usize = 4;
-    let consumer_threads = (c.consumer_warpgroups * WARPGROUP_THREADS) as usize;
-    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS) * consumer_threads;
-    ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
-}
 
 /// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with O staged for TMA stores, O for
 /// `wgmma`; K and V for `splitkv`), in its parameter order: the geometry is fixed by the
@@ -145,10 +116,8 @@ impl PreparedLaunch {
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
         let spec = *kernel.spec();
         let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
-        let splits = match spec.config {
-            KernelConfig::Splitkv(c) => crate::plan::splits(problem, &c, gpu.sm_count(), kernel.resident_per_sm()),
-            _ => 1,
-        };
+        let needs = spec.launch_needs(problem, gpu.sm_count(), kernel.resident_per_sm()).map_err(unsupported)?;
+        let splits = needs.splits;
         let grid = spec.grid(&problem.shape, splits, gpu.sm_count());
         if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ || grid[0] > MAX_GRID_X {
             return Err(unsupported(format!(
@@ -156,51 +125,14 @@ impl PreparedLaunch {
             )));
         }
         let empty = problem.is_empty();
-        let (need, split) = match spec.config {
-            KernelConfig::Splitkv(_) if !empty => {
-                let m_blocks = spec.grid(&problem.shape, 1, gpu.sm_count())[0];
-                let (need, lse_offset) = splitkv_need(problem, m_blocks, splits);
+        // An empty problem launches nothing that touches scratch.
+        let (need, split) = match needs.merge {
+            _ if empty => (ScratchNeed::default(), None),
+            Some((m_blocks, lse_offset)) => {
                 let params = SplitParams { splits: splits as i32, m_blocks: m_blocks as i32, ..SplitParams::default() };
-                (need, Some((params, lse_offset)))
+                (needs.scratch, Some((params, lse_offset)))
             }
-            KernelConfig::Wgmma(c) if c.schedule == Schedule::SplitTail && problem.causal != Causal::None => {
-                return Err(unsupported(
-                    "schedule=split-tail cuts equal tiles into runs of key blocks; causal tiles differ in length \
-                     (schedule=claimed balances those)"
-                        .into(),
-                ))
-            }
-            KernelConfig::Wgmma(c) if c.multicast && problem.causal != Causal::None => {
-                return Err(unsupported(
-                    "multicast=1 shares every key block between a cluster's two query tiles; causal tiles see \
-                     different key blocks"
-                        .into(),
-                ))
-            }
-            KernelConfig::Wgmma(c) if !c.clusters_fit(problem.shape.sq) => {
-                return Err(unsupported(format!(
-                "multicast=1 pairs a head's query tiles of {} rows in clusters of {MULTICAST_CLUSTER_BLOCKS} blocks: \
-                     {} query rows make an odd count",
-                c.block_m(),
-                problem.shape.sq
-            )))
-            }
-            KernelConfig::Wgmma(c)
-                if c.schedule == Schedule::SplitTail && !c.split_tail_fits(problem.shape.sk, grid[0]) =>
-            {
-                return Err(unsupported(format!(
-                    "schedule=split-tail counts a tail's key blocks times the {} blocks in 32 bits: {} keys are \
-                     too many",
-                    grid[0], problem.shape.sk
-                )))
-            }
-            KernelConfig::Wgmma(c) if c.schedule == Schedule::SplitTail && !empty => {
-                (split_tail_need(&c, problem.shape.d, grid[0]), None)
-            }
-            KernelConfig::Wgmma(c) if c.schedule == Schedule::Claimed && !empty => {
-                (ScratchNeed { counters: TILE_COUNTERS, floats: 0 }, None)
-            }
-            _ => (ScratchNeed::default(), None),
+            None => (needs.scratch, None),
         };
         let maps = match spec.tensor_map_rows() {
             Some(_) if !empty && problem.shape.sk == 0 => {

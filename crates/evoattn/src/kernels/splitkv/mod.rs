@@ -5,11 +5,15 @@
 pub mod plan;
 
 use crate::arch::Arch;
-use crate::config::lever::{choice, flag, num, one_of, Family, Lever};
+use crate::config::lever::{choice, flag, num, one_of, Family, LaunchNeeds, Lever};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES};
 use crate::kernels::mma::{kv_ring_bytes, q_tile_bytes, MmaConfig, MMA_K, MMA_ROWS_PER_WARP};
 use crate::kernels::SourceFile;
-use crate::problem::{Dtype, Shape};
+use crate::problem::{Dtype, Problem, Shape};
+use crate::runtime::scratch::ScratchNeed;
+
+/// Floats in 256 bytes: the LSE partials start at a 256-byte boundary after the O partials.
+const FLOATS_PER_256_BYTES: usize = 64;
 
 /// Levers of the `splitkv` kernel: the `mma` main loop's tile levers plus the split count.
 /// Block rows are packed: (query, head of the KV head's group) pairs, query-major.
@@ -193,6 +197,19 @@ impl Family for SplitkvConfig {
     }
 
     /// The split count is a launch-time value (0 here): one compile serves all.
+    /// The split count `plan::splits` chooses on this GPU, and the merge's scratch: every split's
+    /// partial output rows and LSEs (floats, the LSEs starting 256-byte aligned after the rows)
+    /// and one arrival counter per tile.
+    fn launch_needs(&self, problem: &Problem, sm_count: u32, resident_per_sm: u32) -> Result<LaunchNeeds, String> {
+        let splits = plan::splits(problem, self, sm_count, resident_per_sm);
+        let m_blocks = self.grid(&problem.shape, 1, sm_count)[0];
+        let s = problem.shape;
+        let rows = s.b * s.hkv * s.sq * s.group();
+        let o_part = (splits * rows * s.d).next_multiple_of(FLOATS_PER_256_BYTES);
+        let scratch = ScratchNeed { counters: s.b * s.hkv * m_blocks, floats: o_part + splits * rows };
+        Ok(LaunchNeeds { splits, scratch, merge: Some((m_blocks, o_part)) })
+    }
+
     fn space(_head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
         let tiles = SplitkvConfig::BLOCK_M.into_iter().flat_map(|block_m| {
             SplitkvConfig::BLOCK_N.into_iter().flat_map(move |block_n| {

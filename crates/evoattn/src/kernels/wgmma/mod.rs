@@ -7,10 +7,11 @@ pub mod plan;
 mod tests;
 
 use crate::arch::Arch;
-use crate::config::lever::{axis, flag, num, one_of, product, Family, Kind, Lever, Retired, Variant};
+use crate::config::lever::{axis, flag, num, one_of, product, Family, Kind, LaunchNeeds, Lever, Retired, Variant};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES, SWIZZLE_ROW_ELEMS, WARPGROUP_THREADS};
 use crate::kernels::SourceFile;
-use crate::problem::{Dtype, Shape};
+use crate::problem::{Causal, Dtype, Problem, Shape};
+use crate::runtime::scratch::ScratchNeed;
 
 /// Levers of the `wgmma` kernel. Query rows per block are derived: 64 per consumer warpgroup
 /// (one `wgmma` m64 tile each), see [`WgmmaConfig::block_m`]. How tiles are loaded and computed,
@@ -370,6 +371,21 @@ impl WgmmaConfig {
     }
 }
 
+/// Claims and blocks done claiming (`DynamicTiles` in kernels/wgmma/wgmma_scheduler.cuh).
+const TILE_COUNTERS: usize = 2;
+
+/// The split tail's scratch (`schedule=split-tail`, kernels/wgmma/wgmma_epilogue.cuh): one
+/// counter per tail tile (fewer than the `blocks`) and consumer warpgroup, which the last piece
+/// of each tile resets; and two partial slots per block, each every consumer thread's O fragment
+/// (head dim / 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
+fn split_tail_scratch(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNeed {
+    const SLOTS_PER_BLOCK: usize = 2;
+    const ROW_STATE_FLOATS: usize = 4;
+    let consumer_threads = (c.consumer_warpgroups * WARPGROUP_THREADS) as usize;
+    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS) * consumer_threads;
+    ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
+}
+
 impl Family for WgmmaConfig {
     const IMPL: Impl = Impl::Wgmma;
     const ABOUT: &'static str =
@@ -594,6 +610,45 @@ impl Family for WgmmaConfig {
         // The kernel checks its own shared-memory layout against what the host reserves.
         d.push(("EVOATTN_DYNAMIC_SMEM".to_string(), self.dynamic_smem_bytes(dtype, head_dim).to_string()));
         d
+    }
+
+    /// The schedulers' scratch (the claimed tiles' counters, the split tail's counters and
+    /// partial slots), and the limits of schedules and clusters that depend on the problem.
+    fn launch_needs(&self, problem: &Problem, sm_count: u32, _resident_per_sm: u32) -> Result<LaunchNeeds, String> {
+        let c = self;
+        let causal = problem.causal != Causal::None;
+        let blocks = c.grid(&problem.shape, 1, sm_count)[0];
+        if c.schedule == Schedule::SplitTail && causal {
+            return Err("schedule=split-tail cuts equal tiles into runs of key blocks; causal tiles differ in length \
+                        (schedule=claimed balances those)"
+                .into());
+        }
+        if c.multicast && causal {
+            return Err("multicast=1 shares every key block between a cluster's two query tiles; causal tiles see \
+                        different key blocks"
+                .into());
+        }
+        if !c.clusters_fit(problem.shape.sq) {
+            return Err(format!(
+                "multicast=1 pairs a head's query tiles of {} rows in clusters of {MULTICAST_CLUSTER_BLOCKS} blocks: \
+                 {} query rows make an odd count",
+                c.block_m(),
+                problem.shape.sq
+            ));
+        }
+        if c.schedule == Schedule::SplitTail && !c.split_tail_fits(problem.shape.sk, blocks) {
+            return Err(format!(
+                "schedule=split-tail counts a tail's key blocks times the {blocks} blocks in 32 bits: {} keys are \
+                 too many",
+                problem.shape.sk
+            ));
+        }
+        let scratch = match c.schedule {
+            Schedule::SplitTail => split_tail_scratch(c, problem.shape.d, blocks),
+            Schedule::Claimed => ScratchNeed { counters: TILE_COUNTERS, floats: 0 },
+            Schedule::Grid | Schedule::Persistent => ScratchNeed::default(),
+        };
+        Ok(LaunchNeeds { scratch, ..LaunchNeeds::default() })
     }
 
     fn space(head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
