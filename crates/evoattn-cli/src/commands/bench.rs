@@ -29,10 +29,9 @@ pub struct Args {
 
 /// Calls per round of the host-cost measurement.
 const HOST_COST_CALLS: usize = 400;
-/// Rounds of the host-cost measurement, [`HOST_COST_PAUSE`] apart. A disturbance of the machine
-/// spoils whatever it overlaps: on the H100 machine one process in 18 read 7.71 µs (p90 23 µs)
-/// where the others read 2.89-4.06 µs (`bench/results/2026-11-23-s11-host-cost-rounds.txt`).
-/// Spread over rounds, a short one spoils a round, which the median of the rounds passes over.
+/// Rounds of the host-cost measurement, [`HOST_COST_PAUSE`] apart: a passing disturbance of the
+/// machine spoils one round, which the median of the rounds passes over.
+/// Evidence: docs/decisions/host-cost.md#rounds
 const HOST_COST_ROUNDS: usize = 5;
 const HOST_COST_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 /// The issue-5 target for the host cost of one call, in microseconds.

@@ -406,8 +406,8 @@ mod tests {
         let mufu = profile(&[(DRAM_PCT, 5.0), (TENSOR_HMMA_PCT, 45.0), (XU_PCT, COMPUTE_XU_PCT), (SM_PCT, 50.0)]);
         assert_eq!(classify(&mufu).0, Bound::Compute);
         assert!(classify(&mufu).1.contains("exponentials"), "{}", classify(&mufu).1);
-        // hd64 S=512 on the H100: tensor, XU and issue from bench/results/2026-11-23-s12-pipes.txt,
-        // DRAM and SM from -s10-ncu-d64-512-stalls.txt (same kernel sources), warps 12 of 64
+        // hd64 S=512 on the H100 (perf log, sessions 10 and 12: pipe and stall counters of the same
+        // kernel sources), warps 12 of 64
         // (one 384-thread block an SM). Every pipe near 40%: stalls, and the reason says which
         // pipes it read.
         let hd64 = profile(&[
