@@ -35,13 +35,15 @@ struct SplitParams {
 unsafe impl DeviceRepr for SplitParams {}
 
 /// `splitkv`'s scratch: every split's partial output rows and LSEs (floats, the LSEs starting
-/// 256-byte aligned after the rows) and one arrival counter per tile.
-fn splitkv_need(problem: &Problem, m_blocks: usize, splits: usize) -> (ScratchNeed, usize) {
+/// 256-byte aligned after the rows) and one arrival counter per tile. `None` when a count does
+/// not fit a `usize` (never for a validated problem: its rows are at most 2^31, its splits few).
+fn splitkv_need(problem: &Problem, m_blocks: usize, splits: usize) -> Option<(ScratchNeed, usize)> {
     let s = problem.shape;
-    let rows = s.b * s.hkv * s.sq * s.group();
-    let o_part = (splits * rows * s.d).next_multiple_of(FLOATS_PER_256_BYTES);
-    let need = ScratchNeed { counters: s.b * s.hkv * m_blocks, floats: o_part + splits * rows };
-    (need, o_part)
+    let rows = problem.elements(TensorName::Lse);
+    let o_part = splits.checked_mul(rows)?.checked_mul(s.d)?.checked_next_multiple_of(FLOATS_PER_256_BYTES)?;
+    let counters = s.b.checked_mul(s.hkv)?.checked_mul(m_blocks)?;
+    let need = ScratchNeed { counters, floats: o_part.checked_add(splits.checked_mul(rows)?)? };
+    Some((need, o_part))
 }
 
 const FLOATS_PER_256_BYTES: usize = 64;
@@ -53,12 +55,15 @@ const TILE_COUNTERS: usize = 2;
 /// tile (fewer than the `blocks`) and consumer warpgroup, which the last piece of each tile
 /// resets; and two partial slots per block, each every consumer thread's O fragment (head dim /
 /// 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
-fn split_tail_need(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNeed {
+fn split_tail_need(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> Option<ScratchNeed> {
     const SLOTS_PER_BLOCK: usize = 2;
     const ROW_STATE_FLOATS: usize = 4;
-    let consumer_threads = (c.consumer_warpgroups * WARPGROUP_THREADS) as usize;
-    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS) * consumer_threads;
-    ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
+    let consumer_threads = (c.consumer_warpgroups as usize).checked_mul(WARPGROUP_THREADS as usize)?;
+    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS).checked_mul(consumer_threads)?;
+    Some(ScratchNeed {
+        counters: blocks.checked_mul(c.consumer_warpgroups as usize)?,
+        floats: SLOTS_PER_BLOCK.checked_mul(blocks)?.checked_mul(slot_floats)?,
+    })
 }
 
 /// TMA maps of the tensors a kernel moves by TMA (Q, K, V and, with `tma_store`, O for
@@ -145,6 +150,7 @@ impl PreparedLaunch {
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
         let spec = *kernel.spec();
         let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
+        let too_much_scratch = || unsupported("its scratch is too large to count".into());
         let splits = match spec.config {
             KernelConfig::Splitkv(c) => crate::plan::splits(problem, &c, gpu.sm_count(), kernel.resident_per_sm()),
             _ => 1,
@@ -159,8 +165,12 @@ impl PreparedLaunch {
         let (need, split) = match spec.config {
             KernelConfig::Splitkv(_) if !empty => {
                 let m_blocks = spec.grid(&problem.shape, 1, gpu.sm_count())[0];
-                let (need, lse_offset) = splitkv_need(problem, m_blocks, splits);
-                let params = SplitParams { splits: splits as i32, m_blocks: m_blocks as i32, ..SplitParams::default() };
+                let (need, lse_offset) = splitkv_need(problem, m_blocks, splits).ok_or_else(too_much_scratch)?;
+                let params = SplitParams {
+                    splits: i32::try_from(splits).map_err(|_| unsupported(format!("{splits} splits")))?,
+                    m_blocks: i32::try_from(m_blocks).map_err(|_| unsupported(format!("{m_blocks} row tiles")))?,
+                    ..SplitParams::default()
+                };
                 (need, Some((params, lse_offset)))
             }
             KernelConfig::Wgmma(c) if c.split_tail && problem.causal != Causal::None => {
@@ -191,7 +201,9 @@ impl PreparedLaunch {
                     grid[0], problem.shape.sk
                 )))
             }
-            KernelConfig::Wgmma(c) if c.split_tail && !empty => (split_tail_need(&c, problem.shape.d, grid[0]), None),
+            KernelConfig::Wgmma(c) if c.split_tail && !empty => {
+                (split_tail_need(&c, problem.shape.d, grid[0]).ok_or_else(too_much_scratch)?, None)
+            }
             KernelConfig::Wgmma(c) if c.dynamic_tiles && !empty => {
                 (ScratchNeed { counters: TILE_COUNTERS, floats: 0 }, None)
             }
@@ -217,7 +229,7 @@ impl PreparedLaunch {
             grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
             block: spec.threads(),
             smem: kernel.smem() as u32,
-            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes()),
+            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes())?,
             split,
             need,
             maps,
