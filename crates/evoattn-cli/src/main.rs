@@ -3,15 +3,20 @@
 //! Exit codes: 0 success; 1 a check or gate failed; 2 could not run (bad input, no GPU,
 //! no driver, no NVRTC), with a one-line reason on stderr.
 
+// Output goes through `out` (outln!, errln!), which survives a closed pipe; println! panics.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commands;
 mod exporters;
 #[cfg(test)]
 mod kernel_invariant;
 mod lab;
+mod out;
 mod stores;
 mod tune;
 mod verdicts;
 
+use crate::out::errln;
 use clap::{Parser, Subcommand};
 use commands as cmd;
 use std::process::ExitCode;
@@ -82,12 +87,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader has what it wanted (`| head -1`): no more output, and nothing went wrong.
+        Err(err) if out::is_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
             let text = format!("{err:#}");
-            eprintln!("evoattn: {}", text.lines().next().unwrap_or("unknown error"));
+            errln!("evoattn: {}", text.lines().next().unwrap_or("unknown error"));
             let rest: Vec<&str> = text.lines().skip(1).collect();
             if !rest.is_empty() {
-                eprintln!("{}", rest.join("\n"));
+                errln!("{}", rest.join("\n"));
             }
             ExitCode::from(2)
         }

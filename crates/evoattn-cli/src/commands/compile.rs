@@ -6,6 +6,7 @@
 //! 2 on bad arguments or without NVRTC. With `--space`, rejections and gate failures are the
 //! point of the exercise: they are reported, not fatal.
 
+use crate::out::{errln, outln};
 use anyhow::{anyhow, bail, Context};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile_parallel, CompiledKernel};
@@ -67,9 +68,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let imps = select("--impl", &args.imp, &Impl::ALL, Impl::name, Impl::parse)?;
     if args.levers {
         for imp in imps {
-            println!("{imp}: {}", imp.describe());
+            outln!("{imp}: {}", imp.describe())?;
             for (name, about) in imp.lever_docs() {
-                println!("  {name:<20} {about}");
+                outln!("  {name:<20} {about}")?;
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -134,7 +135,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         };
         table.push(row(*arch, spec, outcome, &mut tally));
     }
-    print_table(&table);
+    print_table(&table)?;
     if let Some(dir) = &args.cubin_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for kernel in results.iter().flatten() {
@@ -144,14 +145,14 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     if args.log {
         for kernel in results.iter().flatten() {
-            println!("\n== {} ({})\n{}", kernel.spec.name(), kernel.arch, kernel.log.trim_end());
+            outln!("\n== {} ({})\n{}", kernel.spec.name(), kernel.arch, kernel.log.trim_end())?;
         }
     }
     for err in errors {
-        eprintln!("\n{err}");
+        errln!("\n{err}");
     }
     let nvrtc_text = nvrtc.map(|n| format!("; NVRTC {}.{}", n.version().0, n.version().1)).unwrap_or_default();
-    println!(
+    outln!(
         "{} variants: {} compiled ({} from cache), {} pass the gate, {} fail it, {} compile errors, {} rejected{nvrtc_text}; {:.1} s",
         variants.len(),
         tally.pass + tally.fail,
@@ -161,7 +162,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         tally.errors,
         tally.rejected,
         start.elapsed().as_secs_f64()
-    );
+    )?;
     let failed = tally.errors > 0 || (!args.space && (tally.fail > 0 || tally.rejected > 0));
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -242,7 +243,7 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [S
     [arch.name().to_string(), spec.name(), regs, spill, stack, smem, time, verdict]
 }
 
-fn print_table(rows: &[[String; 8]]) {
+fn print_table(rows: &[[String; 8]]) -> anyhow::Result<()> {
     let mut widths = [0usize; 8];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -256,6 +257,7 @@ fn print_table(rows: &[[String; 8]]) {
             .zip(NUMERIC)
             .map(|((cell, w), numeric)| if numeric { format!("{cell:>w$}") } else { format!("{cell:<w$}") })
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        outln!("{}", cells.join("  ").trim_end())?;
     }
+    Ok(())
 }
