@@ -3,6 +3,9 @@
 //! Exit codes: 0 success; 1 a check or gate failed; 2 could not run (bad input, no GPU,
 //! no driver, no NVRTC), with a one-line reason on stderr.
 
+// Output goes through `out` (outln!, errln!), which survives a closed pipe; println! panics.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod commands;
 mod exporters;
 #[cfg(test)]
@@ -12,10 +15,12 @@ mod kernel_invariant_env {
     pub const WRITE_ENV: &str = "EVOATTN_WRITE_INVARIANT";
 }
 mod lab;
+mod out;
 mod stores;
 mod tune;
 mod verdicts;
 
+use crate::out::errln;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands as cmd;
 use std::process::ExitCode;
@@ -109,12 +114,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader has what it wanted (`| head -1`): no more output, and nothing went wrong.
+        Err(err) if out::is_closed(&err) => ExitCode::SUCCESS,
         Err(err) => {
             let text = format!("{err:#}");
-            eprintln!("evoattn: {}", text.lines().next().unwrap_or("unknown error"));
+            errln!("evoattn: {}", text.lines().next().unwrap_or("unknown error"));
             let rest: Vec<&str> = text.lines().skip(1).collect();
             if !rest.is_empty() {
-                eprintln!("{}", rest.join("\n"));
+                errln!("{}", rest.join("\n"));
             }
             ExitCode::from(2)
         }

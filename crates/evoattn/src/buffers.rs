@@ -18,17 +18,21 @@ pub struct BufferSpan {
 }
 
 impl BufferSpan {
-    fn end(&self) -> u64 {
-        self.addr + (self.len * self.elem_bytes) as u64
+    /// One past the last byte; `None` when that is past the end of the address space.
+    fn end(&self) -> Option<u64> {
+        let bytes = u64::try_from(self.len).ok()?.checked_mul(u64::try_from(self.elem_bytes).ok()?)?;
+        self.addr.checked_add(bytes)
     }
 
+    /// Both spans end inside the address space (`validate_buffers` checks that first).
     fn overlaps(&self, other: &BufferSpan) -> bool {
-        self.len > 0 && other.len > 0 && self.addr < other.end() && other.addr < self.end()
+        let (Some(end), Some(other_end)) = (self.end(), other.end()) else { return true };
+        self.len > 0 && other.len > 0 && self.addr < other_end && other.addr < end
     }
 }
 
-/// Every buffer holds its tensor's extent, every non-empty one is 16-byte aligned, and no
-/// output (O, LSE) overlaps an input or the other output.
+/// Every buffer holds its tensor's extent and lies inside the address space, every non-empty
+/// one is 16-byte aligned, and no output (O, LSE) overlaps an input or the other output.
 pub fn validate_buffers(problem: &Problem, spans: &[BufferSpan]) -> Result<(), ProblemError> {
     for span in spans {
         let need = problem.extent(span.tensor);
@@ -37,6 +41,9 @@ pub fn validate_buffers(problem: &Problem, spans: &[BufferSpan]) -> Result<(), P
         }
         if need > 0 && span.addr % BUFFER_ALIGN != 0 {
             return Err(ProblemError::Misaligned { tensor: span.tensor, addr: span.addr });
+        }
+        if span.end().is_none() {
+            return Err(ProblemError::PastAddressSpace { tensor: span.tensor, addr: span.addr, len: span.len });
         }
     }
     let is_output = |t: TensorName| matches!(t, TensorName::O | TensorName::Lse);
@@ -85,6 +92,19 @@ mod tests {
         s[1].len = 255;
         let err = validate_buffers(&p, &s).unwrap_err();
         assert_eq!(err, ProblemError::BufferTooSmall { tensor: TensorName::K, need: 256, have: 255 });
+    }
+
+    #[test]
+    fn a_buffer_that_would_wrap_the_address_space_is_refused() {
+        let p = Problem::dense(Shape::new(1, 2, 16, 8), Dtype::F16, Layout::Bhsd);
+        let mut s = spans(&p, 0x30000);
+        // 256 two-byte elements from 16 bytes below the top of the address space.
+        s[0].addr = u64::MAX - 15;
+        let err = validate_buffers(&p, &s).unwrap_err();
+        assert_eq!(err, ProblemError::PastAddressSpace { tensor: TensorName::Q, addr: u64::MAX - 15, len: 256 });
+        s[0].addr = 0x1000;
+        s[3].len = usize::MAX;
+        assert!(matches!(validate_buffers(&p, &s), Err(ProblemError::PastAddressSpace { tensor: TensorName::O, .. })));
     }
 
     #[test]

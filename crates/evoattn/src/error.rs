@@ -18,8 +18,13 @@ pub enum ProblemError {
     NonUnitInnerStride { tensor: TensorName, stride: usize },
     #[error("tensor {tensor}: {axis} stride {stride} is not a multiple of 8 elements (16-byte rows are required)")]
     StrideNotAligned { tensor: TensorName, axis: &'static str, stride: usize },
-    #[error("tensor {tensor}: spans {extent} elements, over the 2^31-1 that 32-bit indexing allows")]
-    IndexOverflow { tensor: TensorName, extent: usize },
+    #[error("{axis}={size} is too large: the kernels take sizes up to 2^31-1")]
+    SizeTooLarge { axis: &'static str, size: usize },
+    /// `extent` is `None` when it does not even fit a `usize`.
+    #[error("tensor {tensor}: spans {}, over the 2^31-1 that 32-bit indexing allows", spans(.extent))]
+    IndexOverflow { tensor: TensorName, extent: Option<usize> },
+    #[error("tensor {tensor}: shape {dims:?} holds more elements than 64-bit arithmetic counts")]
+    TooManyElements { tensor: TensorName, dims: Vec<usize> },
     #[error("tensor {tensor}: expected rank 4 [{expected}], got shape {got:?}")]
     WrongRank { tensor: TensorName, expected: &'static str, got: Vec<usize> },
     #[error("tensor {tensor}: expected shape {expected:?}, got {got:?}")]
@@ -34,8 +39,18 @@ pub enum ProblemError {
     BufferTooSmall { tensor: TensorName, need: usize, have: usize },
     #[error("tensor {tensor}: device address {addr:#x} is not 16-byte aligned")]
     Misaligned { tensor: TensorName, addr: u64 },
+    #[error("tensor {tensor}: a buffer of {len} elements at {addr:#x} runs past the end of the address space")]
+    PastAddressSpace { tensor: TensorName, addr: u64, len: usize },
     #[error("output {out} overlaps input {input} in device memory")]
     Overlap { out: TensorName, input: TensorName },
+}
+
+/// An extent in words: its count, or that it is past counting.
+fn spans(extent: &Option<usize>) -> String {
+    match extent {
+        Some(n) => format!("{n} elements"),
+        None => "more elements than 64-bit arithmetic counts".into(),
+    }
 }
 
 /// Everything that can go wrong in the library.

@@ -92,12 +92,14 @@ impl Causal {
     }
 
     /// The diagonal offset: key `j` is visible to query `i` iff `j <= i + offset`.
-    /// `None` for no mask.
+    /// `None` for no mask. Exact for sizes below 2^63 (every problem `validate` accepts);
+    /// saturating beyond.
     pub fn offset(self, sq: usize, sk: usize) -> Option<i64> {
+        let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         match self {
             Causal::None => None,
             Causal::TopLeft => Some(0),
-            Causal::BottomRight => Some(sk as i64 - sq as i64),
+            Causal::BottomRight => Some(signed(sk).saturating_sub(signed(sq))),
         }
     }
 
@@ -150,11 +152,14 @@ impl Layout {
         }
     }
 
-    /// Dense strides (in elements) for a tensor of `heads` heads and `seq` rows.
+    /// Dense strides (in elements) for a tensor of `heads` heads and `seq` rows. A stride too
+    /// large to count saturates at `usize::MAX` instead of wrapping, so that
+    /// [`Problem::validate`] sees the extent it spans as too large.
     pub fn strides(self, heads: usize, seq: usize, d: usize) -> Strides {
+        let mul = usize::saturating_mul;
         match self {
-            Layout::Bhsd => Strides { batch: heads * seq * d, head: seq * d, seq: d, dim: 1 },
-            Layout::Bshd => Strides { batch: seq * heads * d, head: d, seq: heads * d, dim: 1 },
+            Layout::Bhsd => Strides { batch: mul(mul(heads, seq), d), head: mul(seq, d), seq: d, dim: 1 },
+            Layout::Bshd => Strides { batch: mul(mul(seq, heads), d), head: d, seq: mul(heads, d), dim: 1 },
         }
     }
 }
@@ -276,7 +281,8 @@ impl fmt::Display for TensorName {
     }
 }
 
-/// Largest element offset the kernels index with 32-bit arithmetic.
+/// Largest element offset the kernels index with 32-bit arithmetic, and the largest size
+/// (B, H, Hkv, Sq, Sk) they take: sizes are passed as 32-bit `int`s.
 pub const MAX_INDEX: usize = i32::MAX as usize;
 
 /// Elements per 16-byte vector access; every row stride must be a multiple of it.
@@ -413,7 +419,9 @@ impl Problem {
             TensorName::K => self.k_strides,
             TensorName::V => self.v_strides,
             TensorName::O => self.o_strides,
-            TensorName::Lse => Strides { batch: self.shape.h * self.shape.sq, head: self.shape.sq, seq: 1, dim: 1 },
+            TensorName::Lse => {
+                Strides { batch: self.shape.h.saturating_mul(self.shape.sq), head: self.shape.sq, seq: 1, dim: 1 }
+            }
         }
     }
 
@@ -434,16 +442,34 @@ impl Problem {
         }
     }
 
-    /// Elements a buffer must hold for tensor `t`: largest offset + 1, or 0 when empty.
+    /// Elements a buffer must hold for tensor `t`: largest offset + 1, or 0 when empty. Exact
+    /// for a problem that [`validate`](Problem::validate) accepts (at most [`MAX_INDEX`]);
+    /// `usize::MAX` for one whose extent does not fit a `usize`, never a wrapped value.
     pub fn extent(&self, t: TensorName) -> usize {
+        self.checked_extent(t).unwrap_or(usize::MAX)
+    }
+
+    /// [`extent`](Problem::extent) in checked arithmetic: `None` when it does not fit a `usize`.
+    pub fn checked_extent(&self, t: TensorName) -> Option<usize> {
         let dims = self.dims(t);
         if dims.contains(&0) {
-            return 0;
+            return Some(0);
         }
         let st = self.strides(t);
         let steps = [st.batch, st.head, st.seq, st.dim];
-        // Saturating throughout, so a size near usize::MAX reads as too large, never wraps to 0.
-        dims.iter().zip(steps).map(|(n, s)| (n - 1).saturating_mul(s)).fold(1usize, usize::saturating_add)
+        dims.iter().zip(steps).try_fold(1usize, |end, (n, stride)| end.checked_add((n - 1).checked_mul(stride)?))
+    }
+
+    /// Logical elements of tensor `t` (B·H·S·D, or B·H·Sq for LSE), whatever its strides. Exact for
+    /// a problem that [`validate`](Problem::validate) accepts; `usize::MAX` when the count does
+    /// not fit a `usize`.
+    pub fn elements(&self, t: TensorName) -> usize {
+        self.checked_elements(t).unwrap_or(usize::MAX)
+    }
+
+    /// [`elements`](Problem::elements) in checked arithmetic: `None` when it does not fit a `usize`.
+    pub fn checked_elements(&self, t: TensorName) -> Option<usize> {
+        self.dims(t).into_iter().try_fold(1usize, usize::checked_mul)
     }
 
     /// True when there is no output element to write.
@@ -459,12 +485,23 @@ impl Problem {
         4.0 * s.b as f64 * s.h as f64 * self.visible_pairs() as f64 * s.d as f64
     }
 
-    /// Number of (query, key) pairs the mask lets through, per (batch, head).
+    /// Number of (query, key) pairs the mask lets through, per (batch, head). Exact for a
+    /// problem that [`validate`](Problem::validate) accepts (its sizes are below 2^31), which
+    /// it counts in closed form; saturates at `u64::MAX` beyond.
     pub fn visible_pairs(&self) -> u64 {
-        let (sq, sk) = (self.shape.sq as i64, self.shape.sk as i64);
+        let (sq, sk) = (self.shape.sq as u64, self.shape.sk as u64);
         match self.causal.offset(self.shape.sq, self.shape.sk) {
-            None => (sq * sk) as u64,
-            Some(off) => (0..sq).map(|i| (i + off + 1).clamp(0, sk) as u64).sum(),
+            None => sq.saturating_mul(sk),
+            Some(off) => {
+                // Row i sees clamp(i + off + 1, 0, sk) keys: none for the rows before `first`,
+                // then one more per row until `full`, then sk for the rest.
+                let (sq, sk, off) = (i128::from(sq), i128::from(sk), i128::from(off));
+                let first = (-off).clamp(0, sq);
+                let full = (sk - off - 1).clamp(first, sq);
+                let ramp = |i: i128| i + off + 1;
+                let ramp_sum = (full - first) * (ramp(first) + ramp(full - 1)) / 2;
+                u64::try_from(ramp_sum + (sq - full) * sk).unwrap_or(u64::MAX)
+            }
         }
     }
 
@@ -476,6 +513,12 @@ impl Problem {
                 d: s.d,
                 expected: format!("a multiple of {VECTOR_ELEMS} up to {}", crate::MAX_HEAD_DIM),
             });
+        }
+        // The kernels take every size as a 32-bit int.
+        for (axis, size) in [("B", s.b), ("H", s.h), ("Hkv", s.hkv), ("Sq", s.sq), ("Sk", s.sk)] {
+            if size > MAX_INDEX {
+                return Err(ProblemError::SizeTooLarge { axis, size });
+            }
         }
         if s.hkv == 0 || !s.h.is_multiple_of(s.hkv) {
             return Err(ProblemError::HeadsNotDivisible { h: s.h, hkv: s.hkv });
@@ -490,27 +533,45 @@ impl Problem {
             if st.dim != 1 {
                 return Err(ProblemError::NonUnitInnerStride { tensor: t, stride: st.dim });
             }
+            // Before the strides' alignment: a dense stride too large to count saturates, and
+            // the extent, not the alignment of that saturated value, is what is wrong.
+            self.check_extent(t)?;
             for (axis, stride) in [("batch", st.batch), ("head", st.head), ("seq", st.seq)] {
                 if !stride.is_multiple_of(VECTOR_ELEMS) {
                     return Err(ProblemError::StrideNotAligned { tensor: t, axis, stride });
                 }
             }
-            let extent = self.extent(t);
-            if extent > MAX_INDEX {
-                return Err(ProblemError::IndexOverflow { tensor: t, extent });
-            }
         }
+        self.check_extent(TensorName::Lse)?;
         // Inputs may repeat elements (a broadcast K or V has stride 0); the output may not.
         if self.overlaps_itself(TensorName::O) {
             return Err(ProblemError::SelfOverlap { tensor: TensorName::O, strides: self.o_strides });
         }
+        // A broadcast input spans few elements but may hold more logical ones than a count holds.
+        for t in [TensorName::Q, TensorName::K, TensorName::V] {
+            if self.checked_elements(t).is_none() {
+                return Err(ProblemError::TooManyElements { tensor: t, dims: self.dims(t).to_vec() });
+            }
+        }
         Ok(())
     }
 
+    /// Tensor `t`'s extent fits the kernels' 32-bit indexing.
+    fn check_extent(&self, t: TensorName) -> Result<(), ProblemError> {
+        match self.checked_extent(t) {
+            Some(extent) if extent <= MAX_INDEX => Ok(()),
+            extent => Err(ProblemError::IndexOverflow { tensor: t, extent }),
+        }
+    }
+
     /// True when two logical elements of tensor `t` share an address: sorted by stride, some
-    /// axis of more than one element steps by less than the span of the axes below it.
+    /// axis of more than one element steps by less than the span of the axes below it. An
+    /// empty tensor has no elements to share one.
     pub fn overlaps_itself(&self, t: TensorName) -> bool {
         let dims = self.dims(t);
+        if dims.contains(&0) {
+            return false;
+        }
         let st = self.strides(t);
         let mut axes: Vec<(usize, usize)> =
             dims.into_iter().zip([st.batch, st.head, st.seq, st.dim]).filter(|&(n, _)| n > 1).collect();
@@ -559,9 +620,64 @@ mod tests {
 
     #[test]
     fn an_extent_too_large_to_count_saturates_instead_of_wrapping() {
-        let p = Problem::dense(Shape::new(usize::MAX, 1, 1, 64), Dtype::F16, Layout::Bhsd);
-        assert_eq!(p.extent(TensorName::Q), usize::MAX);
-        assert!(matches!(p.validate(), Err(ProblemError::IndexOverflow { tensor: TensorName::Q, .. })));
+        // 2^32 heads of 2^32 rows of 64: every dense stride above the head's wraps a usize.
+        let p = Problem::dense(Shape::new(1, 1 << 32, 1 << 32, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(p.q_strides.batch, usize::MAX);
+        assert_eq!((p.checked_extent(TensorName::Q), p.extent(TensorName::Q)), (None, usize::MAX));
+        assert_eq!(p.checked_elements(TensorName::Q), None);
+        assert_eq!(p.validate(), Err(ProblemError::SizeTooLarge { axis: "H", size: 1 << 32 }));
+    }
+
+    #[test]
+    fn sizes_past_32_bits_are_refused_before_anything_counts_with_them() {
+        // The two shapes: B and Sk of 2^64-1 (whose `1 + sum` once wrapped to an extent of 0).
+        let p = Problem::dense(Shape::parse("18446744073709551615,1,1,64").unwrap(), Dtype::F16, Layout::Bhsd);
+        assert_eq!(p.validate(), Err(ProblemError::SizeTooLarge { axis: "B", size: usize::MAX }));
+        let p = Problem::dense(Shape::parse("1,1,1,64,1,18446744073709551615").unwrap(), Dtype::F16, Layout::Bhsd);
+        let err = p.validate().unwrap_err();
+        assert_eq!(err, ProblemError::SizeTooLarge { axis: "Sk", size: usize::MAX });
+        assert_eq!(err.to_string(), "Sk=18446744073709551615 is too large: the kernels take sizes up to 2^31-1");
+        // Each size fits, their product does not: Q spans 2^32 * 2^29 * 64 elements, past 2^64.
+        let mut p = Problem::dense(Shape::new(1 << 30, 1 << 29, 1, 64), Dtype::F16, Layout::Bhsd);
+        assert_eq!(p.validate(), Err(ProblemError::IndexOverflow { tensor: TensorName::Q, extent: None }));
+        assert!(p.validate().unwrap_err().to_string().contains("spans more elements than 64-bit arithmetic counts"));
+        // Past 2^31 but countable: the count is named.
+        p.shape = Shape::new(1 << 20, 1, 1 << 20, 64);
+        p = Problem::dense(p.shape, Dtype::F16, Layout::Bhsd);
+        assert_eq!(p.validate(), Err(ProblemError::IndexOverflow { tensor: TensorName::Q, extent: Some(1 << 46) }));
+    }
+
+    #[test]
+    fn a_broadcast_input_may_span_little_but_its_count_must_be_countable() {
+        // K and V read one row for every (batch, head, key): stride 0 everywhere but D.
+        let shape = Shape { b: 1, h: 1, hkv: 1, sq: 1, sk: MAX_INDEX, d: 64 };
+        let mut p = Problem::dense(shape, Dtype::F16, Layout::Bhsd);
+        p.k_strides = Strides { batch: 0, head: 0, seq: 0, dim: 1 };
+        p.v_strides = p.k_strides;
+        assert_eq!(p.validate(), Ok(()));
+        assert_eq!((p.extent(TensorName::K), p.elements(TensorName::K)), (64, MAX_INDEX * 64));
+        // 2^31-1 batches and KV heads too: 2^101 logical elements of K.
+        p.shape = Shape { b: MAX_INDEX, h: MAX_INDEX, hkv: MAX_INDEX, sq: 0, sk: MAX_INDEX, d: 64 };
+        let err = p.validate().unwrap_err();
+        assert_eq!(
+            err,
+            ProblemError::TooManyElements { tensor: TensorName::K, dims: vec![MAX_INDEX, MAX_INDEX, MAX_INDEX, 64] }
+        );
+    }
+
+    #[test]
+    fn visible_pairs_in_closed_form_match_counting_row_by_row() {
+        for causal in Causal::ALL {
+            for (sq, sk) in [(0, 0), (0, 5), (5, 0), (1, 1), (4, 4), (2, 5), (5, 2), (7, 3), (3, 7), (100, 37)] {
+                let p = Problem::dense(Shape { b: 1, h: 1, hkv: 1, sq, sk, d: 8 }, Dtype::F16, Layout::Bhsd)
+                    .with_causal(causal);
+                let by_rows: u64 = match causal.offset(sq, sk) {
+                    None => (sq * sk) as u64,
+                    Some(off) => (0..sq as i64).map(|i| (i + off + 1).clamp(0, sk as i64) as u64).sum(),
+                };
+                assert_eq!(p.visible_pairs(), by_rows, "{causal} sq={sq} sk={sk}");
+            }
+        }
     }
 
     #[test]
@@ -660,6 +776,10 @@ mod tests {
         let mut p = Problem::dense(Shape { b: 1, ..shape }, Dtype::F16, Layout::Bhsd);
         p.o_strides.batch = 8;
         assert!(!p.overlaps_itself(TensorName::O));
+        // No rows: dense strides of 0 above the rows share no address, there being no element.
+        let p = Problem::dense(Shape { sq: 0, ..shape }, Dtype::F16, Layout::Bhsd);
+        assert_eq!((p.o_strides.batch, p.o_strides.head), (0, 0));
+        assert!(!p.overlaps_itself(TensorName::O) && p.validate().is_ok());
     }
 
     #[test]

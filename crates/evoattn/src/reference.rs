@@ -24,7 +24,9 @@ pub struct ReferenceOutput {
 pub fn logical_offsets(problem: &Problem, t: TensorName) -> impl Iterator<Item = usize> + '_ {
     let [nb, nh, ns, nd] = problem.dims(t);
     let st = problem.strides(t);
-    (0..nb * nh * ns).flat_map(move |row| {
+    // Exact for a validated problem (its element counts fit); never wraps for another.
+    let rows = nb.saturating_mul(nh).saturating_mul(ns);
+    (0..rows).flat_map(move |row| {
         let (b, h, s) = (row / (nh * ns), row / ns % nh, row % ns);
         let start = b * st.batch + h * st.head + s * st.seq;
         (0..nd).map(move |d| start + d * st.dim)
@@ -35,16 +37,17 @@ pub fn logical_offsets(problem: &Problem, t: TensorName) -> impl Iterator<Item =
 /// problem's strides. Numerically stable (each row's max score is subtracted before `exp`).
 /// Runs the (batch, head) pairs on all cores.
 ///
-/// Panics when a buffer is shorter than the problem's extent, or when a non-empty problem has
-/// D = 0 or Hkv not dividing H (`Problem::validate` rejects both).
+/// Panics when a buffer is shorter than the problem's extent, when a non-empty problem has
+/// D = 0 or Hkv not dividing H, or when its output is too large to hold (`Problem::validate`
+/// rejects all three).
 pub fn attention_f64(problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> ReferenceOutput {
     for (t, buf) in [(TensorName::Q, q), (TensorName::K, k), (TensorName::V, v)] {
         let need = problem.extent(t);
         assert!(buf.len() >= need, "reference: tensor {t} holds {} elements, the problem needs {need}", buf.len());
     }
     let s = problem.shape;
-    let rows = s.b * s.h * s.sq;
-    let mut o = vec![0.0; rows * s.d];
+    let rows = problem.elements(TensorName::Lse);
+    let mut o = vec![0.0; problem.elements(TensorName::O)];
     let mut lse = vec![f64::NEG_INFINITY; rows];
     if rows == 0 {
         return ReferenceOutput { o, lse };

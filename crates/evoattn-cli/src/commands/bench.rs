@@ -4,6 +4,7 @@
 
 use crate::lab::backend::HostCostRounds;
 use crate::lab::measure::{measure, LabArgs};
+use crate::out::outln;
 use crate::stores::record::{is_control, BenchRecord, Measurement, ResultRecord};
 use crate::verdicts::stats::{summarize, Verdict};
 use std::path::PathBuf;
@@ -71,8 +72,9 @@ fn tflops(flops: f64, us: f64) -> f64 {
 /// decoding.
 fn kv_gbps(c: &crate::stores::record::CaseRecord, us: f64) -> f64 {
     let elem = evoattn::Dtype::parse(&c.dtype).map_or(2, evoattn::Dtype::size_bytes);
-    let bytes = 2 * c.b * c.hkv * c.sk * c.d * elem;
-    bytes as f64 / (us * 1e-6) / 1e9
+    // In floating point: a record's sizes are whatever its JSON says.
+    let bytes = 2.0 * [c.b, c.hkv, c.sk, c.d, elem].into_iter().map(|n| n as f64).product::<f64>();
+    bytes / (us * 1e-6) / 1e9
 }
 
 /// The fastest peer that ran (controls excluded), with its median.
@@ -84,10 +86,10 @@ fn best_peer(r: &ResultRecord) -> Option<(&Measurement, f64)> {
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-fn print_table(record: &BenchRecord) {
+fn print_table(record: &BenchRecord) -> anyhow::Result<()> {
     let env = &record.env;
     let mode = env.mode.map_or("?", |m| m.name());
-    println!(
+    outln!(
         "bench: {} ({}, driver CUDA {}), {mode} launches, {} samples per implementation, L2 flush {} MB before each, seed {}",
         env.gpu,
         env.arch,
@@ -95,9 +97,9 @@ fn print_table(record: &BenchRecord) {
         env.samples,
         env.flush_bytes / 1_000_000,
         env.seed
-    );
+    )?;
     if let Some(peak) = env.matmul_tflops {
-        println!("measured bf16 matmul peak: {peak:.0} TFLOP/s (8192^3, same method)");
+        outln!("measured bf16 matmul peak: {peak:.0} TFLOP/s (8192^3, same method)")?;
     }
     let peer_names: Vec<&str> =
         record.results.first().map_or(Vec::new(), |r| r.peers.iter().map(|p| p.name.as_str()).collect());
@@ -114,7 +116,7 @@ fn print_table(record: &BenchRecord) {
         header.push_str(&format!(" {:>14}", format!("{name}_us")));
     }
     header.push_str(&format!(" {:>8} {:<10} ok", "speedup", "verdict"));
-    println!("{header}");
+    outln!("{header}")?;
     for r in &record.results {
         let c = &r.case;
         let shape = case_shape(c);
@@ -160,7 +162,7 @@ fn print_table(record: &BenchRecord) {
             None => "?",
         };
         line.push_str(&format!(" {correct}"));
-        println!("{line}");
+        outln!("{line}")?;
     }
     let skipped: Vec<String> = record
         .results
@@ -182,31 +184,32 @@ fn print_table(record: &BenchRecord) {
         })
         .collect();
     for s in skipped {
-        println!("not measured: {s}");
+        outln!("not measured: {s}")?;
     }
-    println!("speedup = best peer median / our median; ok = our output passed the correctness check on these inputs");
-    println!(
+    outln!("speedup = best peer median / our median; ok = our output passed the correctness check on these inputs")?;
+    outln!(
         "kv_GB/s = K and V bytes / our median (each read once){}",
         if env.copy_gbps.is_some() { "; %copy = of the measured device copy bandwidth (read + write)" } else { "" }
-    );
+    )?;
+    Ok(())
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let measured = measure(&args.lab)?;
     let record = measured.record;
-    print_table(&record);
+    print_table(&record)?;
     for (r, config) in record.results.iter().zip(&measured.configs) {
         let c = &r.case;
-        println!("config of ours for {} {} {}: {config}", case_shape(c), c.dtype, c.causal);
+        outln!("config of ours for {} {} {}: {config}", case_shape(c), c.dtype, c.causal)?;
     }
     if !args.no_history {
         if let Some(added) = crate::stores::history::save_or_warn(crate::stores::history::Source::Bench, &record) {
-            println!("history: {added} measurements added to {}", crate::stores::history::default_path().display());
+            outln!("history: {added} measurements added to {}", crate::stores::history::default_path().display())?;
         }
     }
     if let Some(path) = &args.json {
         record.write(path)?;
-        println!("record written to {}", path.display());
+        outln!("record written to {}", path.display())?;
     }
     if args.host_cost {
         print_host_cost(&args.lab)?;
@@ -221,10 +224,10 @@ fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
     let mut backend = crate::lab::open::open()?;
     let info = backend.info();
     let arch = evoattn::Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;
-    println!(
+    outln!(
         "host cost of one call (Attention::forward_on, prepared problem; median of {HOST_COST_ROUNDS} rounds' medians, \
          {HOST_COST_CALLS} calls a round):"
-    );
+    )?;
     for (i, (problem, _)) in lab.problems.expand()?.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         // The planner's kernel, as a library caller gets it (no tuned store).
@@ -235,11 +238,17 @@ fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
         let rounds = backend.host_cost(&plan, [&inputs.q, &inputs.k, &inputs.v], sampling)?;
         let c = host_cost_figure(&rounds).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;
         let verdict = if c.median < HOST_COST_TARGET_US { "within" } else { "OVER" };
-        println!(
+        outln!(
             "host_cost {} {} {}: median {:.2} us, p90 {:.2} us, round medians {:.2}-{:.2} us ({verdict} the \
              {HOST_COST_TARGET_US} us target)",
-            problem.shape, problem.dtype, problem.causal, c.median, c.p90, c.round_min, c.round_max
-        );
+            problem.shape,
+            problem.dtype,
+            problem.causal,
+            c.median,
+            c.p90,
+            c.round_min,
+            c.round_max
+        )?;
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use crate::lab::correctness::{
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::open::open;
 use crate::lab::presets::ProblemArgs;
+use crate::out::outln;
 use anyhow::{bail, Context};
 use evoattn::reference::tolerance;
 use evoattn::Dtype;
@@ -56,17 +57,26 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let arch =
         evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
     let tuned = crate::tune::tuned::source(&info, args.kernel.no_tuned);
-    println!(
+    outln!(
         "check: {} cases x {} seeds on {} ({}), impl {request}, tolerances per dtype in evoattn::reference::tolerance",
         cases.len(),
         args.seeds,
         info.gpu,
         info.arch
-    );
-    println!(
+    )?;
+    outln!(
         "{:<22} {:<5} {:<12} {:<5} {:<44} {:<13} {:>9} {:>9} {:>9} {:>5} result",
-        "shape B,H,Sq,D[,Hkv,Sk]", "dtype", "mask", "lay", "kernel", "oracle", "max_abs", "rel_l2", "lse_abs", "nan"
-    );
+        "shape B,H,Sq,D[,Hkv,Sk]",
+        "dtype",
+        "mask",
+        "lay",
+        "kernel",
+        "oracle",
+        "max_abs",
+        "rel_l2",
+        "lse_abs",
+        "nan"
+    )?;
     let bar = indicatif::ProgressBar::new(cases.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases, {elapsed} elapsed, eta {eta}")
@@ -84,7 +94,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             Err(e) => CaseResult::unplanned(problem, *layout, format!("{e:#}")),
         };
         if !args.quiet || !r.passed {
-            bar.suspend(|| println!("{}", row(&r)));
+            bar.suspend(|| outln!("{}", row(&r)))?;
         }
         bar.inc(1);
         results.push(r);
@@ -97,19 +107,19 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let worst_rel = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.rel_l2).fold(0.0, f64::max);
         if !of_dtype.is_empty() {
             let tol = tolerance(dtype);
-            println!(
+            outln!(
                 "{dtype}: {} cases, worst max_abs {worst:.3e}, worst rel_l2 {worst_rel:.3e} (tolerance: max_abs {:.1e} x max(1, |ref|), rel_l2 {:.1e})",
                 of_dtype.len(),
                 tol.max_abs,
                 tol.rel_l2
-            );
+            )?;
         }
     }
     let on_cpu = results.iter().filter(|r| r.oracle == ORACLE_CPU).count();
-    println!(
+    outln!(
         "oracles: {on_cpu} cases against float64 on the CPU, {} against the reference kernel",
         results.len() - on_cpu
-    );
-    println!("{} passed, {} failed", results.len() - failed, failed);
+    )?;
+    outln!("{} passed, {} failed", results.len() - failed, failed)?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -6,6 +6,7 @@
 //! 2 on bad arguments or without NVRTC. With `--space`, rejections and gate failures are the
 //! point of the exercise: they are reported, not fatal.
 
+use crate::out::{errln, outln};
 use anyhow::{anyhow, bail, Context};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile_parallel, CompiledKernel};
@@ -75,9 +76,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let imps = select("--impl", &args.imp, &Impl::ALL, Impl::name, Impl::parse)?;
     if args.levers {
         for imp in imps {
-            println!("{imp}: {}", imp.describe());
+            outln!("{imp}: {}", imp.describe())?;
             for (name, about) in imp.lever_docs() {
-                println!("  {name:<21} {about}");
+                outln!("  {name:<21} {about}")?;
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -158,13 +159,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             };
             rows.push(row(*arch, spec, outcome, &mut tally));
         }
-        bar.suspend(|| print_rows(&rows, &mut widths));
+        bar.suspend(|| print_rows(&rows, &mut widths))?;
         if args.space && !std::io::stderr().is_terminal() {
             // No bar off a terminal (a log, CI): a progress line per batch instead.
             let done = bar.position();
             let elapsed = start.elapsed().as_secs_f64();
             let eta = elapsed / done.max(1) as f64 * (to_compile as u64 - done) as f64;
-            eprintln!("compile: {done}/{to_compile} variants compiled, {elapsed:.0} s elapsed, eta {eta:.0} s");
+            errln!("compile: {done}/{to_compile} variants compiled, {elapsed:.0} s elapsed, eta {eta:.0} s");
         }
         for kernel in results.iter().flatten() {
             if let Some(dir) = &args.cubin_dir {
@@ -178,13 +179,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     bar.finish_and_clear();
     for log in logs {
-        println!("{log}");
+        outln!("{log}")?;
     }
     for err in errors {
-        eprintln!("\n{err}");
+        errln!("\n{err}");
     }
     let nvrtc_text = nvrtc.map(|n| format!("; NVRTC {}.{}", n.version().0, n.version().1)).unwrap_or_default();
-    println!(
+    outln!(
         "{total} variants: {} compiled ({} from cache), {} pass the gate, {} fail it, {} compile errors, {} rejected{nvrtc_text}; {:.1} s",
         tally.pass + tally.fail,
         tally.cached,
@@ -193,7 +194,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         tally.errors,
         tally.rejected,
         start.elapsed().as_secs_f64()
-    );
+    )?;
     let failed = tally.errors > 0 || (!args.space && (tally.fail > 0 || tally.rejected > 0));
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -276,7 +277,7 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [S
 
 /// Prints `rows` aligned in columns at least `widths` wide, widening them for these rows
 /// (a streamed table keeps its columns from batch to batch as far as the names allow).
-fn print_rows(rows: &[[String; 8]], widths: &mut [usize; 8]) {
+fn print_rows(rows: &[[String; 8]], widths: &mut [usize; 8]) -> anyhow::Result<()> {
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -289,6 +290,7 @@ fn print_rows(rows: &[[String; 8]], widths: &mut [usize; 8]) {
             .zip(NUMERIC)
             .map(|((cell, w), numeric)| if numeric { format!("{cell:>w$}") } else { format!("{cell:<w$}") })
             .collect();
-        println!("{}", cells.join("  ").trim_end());
+        outln!("{}", cells.join("  ").trim_end())?;
     }
+    Ok(())
 }

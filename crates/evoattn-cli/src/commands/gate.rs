@@ -3,6 +3,7 @@
 //! `--samples` re-gates a recorded bench record without a GPU (what CI does). Either way the run
 //! is added to the history unless `--no-history`.
 
+use crate::out::{self, errln, outln};
 use crate::stores::history::{self, History, Source};
 use crate::stores::record::BenchRecord;
 use crate::verdicts::gate::{evaluate, render_json, render_markdown, render_text, Against, GateOptions, Outcome};
@@ -90,7 +91,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     };
     let outcome =
-        if args.against_history { gate_against_history(args, &record)? } else { gate_against_peer(args, &record) };
+        if args.against_history { gate_against_history(args, &record)? } else { gate_against_peer(args, &record)? };
     if !args.no_history {
         history::save_or_warn(Source::Gate, &record);
     }
@@ -98,12 +99,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints `report` by the renderer of `format`: text, markdown or JSON, in that order.
-fn print<R>(format: Format, report: &R, renderers: [fn(&R) -> String; 3]) {
+fn print<R>(format: Format, report: &R, renderers: [fn(&R) -> String; 3]) -> anyhow::Result<()> {
     let [text, markdown, json] = renderers;
     match format {
-        Format::Text => print!("{}", text(report)),
-        Format::Markdown => print!("{}", markdown(report)),
-        Format::Json => println!("{}", json(report)),
+        Format::Text => out::text(&text(report)),
+        Format::Markdown => out::text(&markdown(report)),
+        Format::Json => outln!("{}", json(report)),
     }
 }
 
@@ -114,14 +115,14 @@ fn gate_against_history(args: &Args, record: &BenchRecord) -> anyhow::Result<Out
     let report = regression::evaluate(record, &HistoryOptions::new(args.confidence), |key| {
         store.best(key, &record.env.date_utc)
     })?;
-    print(args.format, &report, [regression::render_text, regression::render_markdown, regression::render_json]);
+    print(args.format, &report, [regression::render_text, regression::render_markdown, regression::render_json])?;
     if report.outcome == Outcome::CouldNotRun {
-        eprintln!("evoattn: gate could not run: {}", report.could_not_run_reason());
+        errln!("evoattn: gate could not run: {}", report.could_not_run_reason());
     }
     Ok(report.outcome)
 }
 
-fn gate_against_peer(args: &Args, record: &BenchRecord) -> Outcome {
+fn gate_against_peer(args: &Args, record: &BenchRecord) -> anyhow::Result<Outcome> {
     let opts = GateOptions {
         against: args.against.clone(),
         speedup: args.speedup,
@@ -130,7 +131,7 @@ fn gate_against_peer(args: &Args, record: &BenchRecord) -> Outcome {
         ..GateOptions::default()
     };
     let report = evaluate(record, &opts);
-    print(args.format, &report, [render_text, render_markdown, render_json]);
+    print(args.format, &report, [render_text, render_markdown, render_json])?;
     if report.outcome == Outcome::CouldNotRun {
         // The one-line reason of exit 2, whatever the format on stdout.
         let unjudged: Vec<_> = report.cases.iter().filter(|c| c.outcome == Outcome::CouldNotRun).collect();
@@ -144,7 +145,7 @@ fn gate_against_peer(args: &Args, record: &BenchRecord) -> Outcome {
                 format!("{} {} {} {}: {}{more}", c.shape, c.dtype, c.causal, c.layout, c.reasons.join("; "))
             }
         };
-        eprintln!("evoattn: gate could not run: {reason}");
+        errln!("evoattn: gate could not run: {reason}");
     }
-    report.outcome
+    Ok(report.outcome)
 }

@@ -1,5 +1,6 @@
 //! `evoattn info`: what this machine can run.
 
+use crate::out::outln;
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Arch, Impl};
@@ -14,49 +15,52 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    println!("evoattn {}", env!("CARGO_PKG_VERSION"));
+    outln!("evoattn {}", env!("CARGO_PKG_VERSION"))?;
     let backend = crate::lab::open::open();
     let arch = match &backend {
         Ok(b) => {
             let info = b.info();
             let mock = if info.mock { " [mock backend: CPU float64, for tests]" } else { "" };
-            println!("GPU:        {}{mock}", info.gpu);
-            println!(
+            outln!("GPU:        {}{mock}", info.gpu)?;
+            outln!(
                 "capability: {}.{} ({}), {} SMs",
-                info.compute_capability.0, info.compute_capability.1, info.arch, info.sm_count
-            );
-            println!("driver:     CUDA {}", info.driver);
-            println!("NVRTC:      {}", info.nvrtc);
+                info.compute_capability.0,
+                info.compute_capability.1,
+                info.arch,
+                info.sm_count
+            )?;
+            outln!("driver:     CUDA {}", info.driver)?;
+            outln!("NVRTC:      {}", info.nvrtc)?;
             if info.mock {
-                println!("ceilings:   not measured (mock backend)");
+                outln!("ceilings:   not measured (mock backend)")?;
             } else {
-                print_ceilings(&info.gpu, &info.driver, args.remeasure);
+                print_ceilings(&info.gpu, &info.driver, args.remeasure)?;
             }
             Arch::parse(&info.arch)
         }
         Err(e) => {
-            println!("GPU:        none ({e:#})");
+            outln!("GPU:        none ({e:#})")?;
             None
         }
     };
     if backend.is_err() {
         match Nvrtc::get() {
-            Ok(n) => println!("NVRTC:      {}.{} ({})", n.version().0, n.version().1, n.library()),
-            Err(e) => println!("NVRTC:      not found ({e})"),
-        }
+            Ok(n) => outln!("NVRTC:      {}.{} ({})", n.version().0, n.version().1, n.library()),
+            Err(e) => outln!("NVRTC:      not found ({e})"),
+        }?;
     }
-    println!("cache:      {}", CubinCache::default_dir().display());
+    outln!("cache:      {}", CubinCache::default_dir().display())?;
     if let Ok(b) = &backend {
-        println!("configs:    {}", crate::tune::tuned::describe(&b.info()));
+        outln!("configs:    {}", crate::tune::tuned::describe(&b.info()))?;
     }
-    println!("kernels (--impl; `auto` lets the planner choose, EVOATTN_IMPL overrides it):");
+    outln!("kernels (--impl; `auto` lets the planner choose, EVOATTN_IMPL overrides it):")?;
     for imp in Impl::ALL {
         let archs: Vec<&str> = imp.archs().iter().map(|a| a.name()).collect();
-        println!("  {:<10} {}", imp.name(), imp.describe());
-        println!("  {:<10} head dims {:?}; archs {}", "", imp.head_dims(), archs.join(", "));
+        outln!("  {:<10} {}", imp.name(), imp.describe())?;
+        outln!("  {:<10} head dims {:?}; archs {}", "", imp.head_dims(), archs.join(", "))?;
         if let Some(arch) = arch {
             for &d in imp.head_dims() {
-                println!("  {:<10} default on {arch}, D={d}: {}", "", evoattn::defaults::config(imp, arch, d));
+                outln!("  {:<10} default on {arch}, D={d}: {}", "", evoattn::defaults::config(imp, arch, d))?;
             }
         }
     }
@@ -67,26 +71,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 /// Prints what the oracle offers (versions, peers) and the GPU's measured ceilings, measuring
 /// (and caching) the ceilings when not cached or when asked.
-fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) {
+fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) -> anyhow::Result<()> {
     let mut oracle = match crate::lab::oracle::Oracle::start() {
         Ok(o) => {
             let h = o.hello();
             let v = |x: &Option<String>| x.clone().unwrap_or_else(|| "none".into());
-            println!(
-                "oracle:     torch {}, CUDA {}, cuDNN {}, FA4 {}",
-                v(&h.torch),
-                v(&h.cuda),
-                v(&h.cudnn),
-                v(&h.fa4)
-            );
+            outln!("oracle:     torch {}, CUDA {}, cuDNN {}, FA4 {}", v(&h.torch), v(&h.cuda), v(&h.cudnn), v(&h.fa4))?;
             for (peer, state) in &h.peers {
                 let mark = if h.peer_available(peer) { "yes" } else { "no " };
-                println!("  peer {peer:<15} {mark} {}", if h.peer_available(peer) { "" } else { state });
+                outln!("  peer {peer:<15} {mark} {}", if h.peer_available(peer) { "" } else { state })?;
             }
             Some(o)
         }
         Err(e) => {
-            println!("oracle:     not available ({e:#}); peers cannot be measured");
+            outln!("oracle:     not available ({e:#}); peers cannot be measured")?;
             None
         }
     };
@@ -96,12 +94,12 @@ fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) {
         (None, None) => Err(anyhow::anyhow!("the oracle is needed to measure them")),
     };
     match found {
-        Ok((c, how)) => println!(
+        Ok((c, how)) => outln!(
             "ceilings:   bf16 matmul {:.0} TFLOP/s ({n}^3), device copy {:.0} GB/s read+write ({how})",
             c.matmul_tflops,
             c.copy_gbps,
             n = crate::lab::ceilings::MATMUL_N
         ),
-        Err(e) => println!("ceilings:   not measured ({e:#})"),
+        Err(e) => outln!("ceilings:   not measured ({e:#})"),
     }
 }

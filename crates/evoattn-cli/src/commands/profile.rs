@@ -4,6 +4,7 @@
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::ncu::{classify, ncu_terms, parse_metrics_csv, KernelProfile, METRICS};
 use crate::lab::presets::ProblemArgs;
+use crate::out::outln;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -95,23 +96,24 @@ fn show(value: Option<f64>, decimals: usize, unit: &str) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}{unit}"))
 }
 
-fn print_profile(p: &KernelProfile) {
+fn print_profile(p: &KernelProfile) -> anyhow::Result<()> {
     let (bound, reason) = classify(p);
-    println!("{} (launch {})", p.kernel, p.launch_id);
-    println!("  tensor pipe active   {:>12}", show(p.tensor_pct(), 2, " %"));
-    println!("  XU pipe (MUFU)       {:>12}", show(p.xu_pct(), 2, " %"));
-    println!("  issue slots active   {:>12}", show(p.issue_pct(), 2, " %"));
-    println!("  DRAM throughput      {:>12}", show(p.dram_pct(), 2, " %"));
-    println!("  SM throughput        {:>12}", show(p.sm_pct(), 2, " %"));
-    println!("  warps active         {:>12}", show(p.warps_active_pct(), 2, " %"));
-    println!("  smem bank conflicts  {:>12}", show(p.bank_conflicts(), 0, ""));
-    println!("  registers/thread     {:>12}", show(p.registers(), 0, ""));
-    println!(
+    outln!("{} (launch {})", p.kernel, p.launch_id)?;
+    outln!("  tensor pipe active   {:>12}", show(p.tensor_pct(), 2, " %"))?;
+    outln!("  XU pipe (MUFU)       {:>12}", show(p.xu_pct(), 2, " %"))?;
+    outln!("  issue slots active   {:>12}", show(p.issue_pct(), 2, " %"))?;
+    outln!("  DRAM throughput      {:>12}", show(p.dram_pct(), 2, " %"))?;
+    outln!("  SM throughput        {:>12}", show(p.sm_pct(), 2, " %"))?;
+    outln!("  warps active         {:>12}", show(p.warps_active_pct(), 2, " %"))?;
+    outln!("  smem bank conflicts  {:>12}", show(p.bank_conflicts(), 0, ""))?;
+    outln!("  registers/thread     {:>12}", show(p.registers(), 0, ""))?;
+    outln!(
         "  local ld / st        {:>12}",
         format!("{} / {}", show(p.local_loads(), 0, ""), show(p.local_stores(), 0, ""))
-    );
-    println!("  duration             {:>12}", show(p.duration_ns().map(|ns| ns / 1e3), 1, " us"));
-    println!("  {}: {reason}", bound.name());
+    )?;
+    outln!("  duration             {:>12}", show(p.duration_ns().map(|ns| ns / 1e3), 1, " us"))?;
+    outln!("  {}: {reason}", bound.name())?;
+    Ok(())
 }
 
 fn write_outputs(dir: &Path, raw: &str, profiles: &[KernelProfile]) -> anyhow::Result<()> {
@@ -173,7 +175,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Ok(_) => bail!("ncu profiled no evoattn_ kernel (ncu {}; last line: {last})", output.status),
         Err(e) => bail!("cannot read ncu's CSV: {e:#} (ncu {}; last line: {last})", output.status),
     };
-    profiles.iter().for_each(print_profile);
+    profiles.iter().try_for_each(print_profile)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,6 +3,7 @@
 //! (`exporters`, one per format). No GPU needed.
 
 use crate::exporters::{NamedRecord, Sources, ALL};
+use crate::out::outln;
 use crate::stores::history::{self, History};
 use crate::stores::record::BenchRecord;
 use anyhow::{bail, Context};
@@ -97,11 +98,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     let history_note = history_rows.map_or(String::new(), |rows| format!(" and {} history rows", rows.len()));
-    println!(
+    outln!(
         "report of {} record(s){history_note}: {} (report.md, results.csv, {plots} plots)",
         records.len(),
         args.out.display(),
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

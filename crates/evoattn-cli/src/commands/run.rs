@@ -5,6 +5,7 @@
 use crate::lab::backend::{Forward, Kernel};
 use crate::lab::open::open;
 use crate::lab::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
+use crate::out::errln;
 use anyhow::{anyhow, Context};
 use evoattn::plan::plan;
 use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Request, Shape, TensorName};
@@ -65,10 +66,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let request =
         Request::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
     let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
-    let file = SafeTensors::deserialize(&bytes)
-        .with_context(|| format!("--input {} is not a safetensors file", args.input.display()))?;
-    let inputs = Inputs::read(&file, &args.input, args.layout)?;
-    let problem = Problem::dense(inputs.shape, inputs.dtype, args.layout)
+    let inputs = Inputs::parse(&bytes, &args.input, args.layout)?;
+    let problem = inputs
+        .problem(args.layout)
         .with_causal(args.causal.unwrap_or(Causal::None))
         .with_scale(args.scale)
         .with_lse(args.lse);
@@ -88,7 +88,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let forward = backend.forward(&problem, Kernel::Planned(&plan), &inputs.q, &inputs.k, &inputs.v)?;
     write_output(&args.output, &problem, args.layout, &forward)?;
-    eprintln!(
+    errln!(
         "evoattn run: {} on {} {} {}, causal {}, scale {}{} -> {}",
         forward.kernel,
         problem.shape,
@@ -103,15 +103,28 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 }
 
 /// q, k, v from the input file, checked and as raw dtype bits in the file's (dense) order.
-struct Inputs {
-    shape: Shape,
-    dtype: Dtype,
-    q: Vec<u16>,
-    k: Vec<u16>,
-    v: Vec<u16>,
+pub(crate) struct Inputs {
+    pub(crate) shape: Shape,
+    pub(crate) dtype: Dtype,
+    pub(crate) q: Vec<u16>,
+    pub(crate) k: Vec<u16>,
+    pub(crate) v: Vec<u16>,
 }
 
 impl Inputs {
+    /// The tensors of a safetensors file's `bytes` (read from `path`, named in errors), as
+    /// `evoattn run` takes them: any bytes give these or a typed error.
+    pub(crate) fn parse(bytes: &[u8], path: &Path, layout: Layout) -> anyhow::Result<Self> {
+        let file = SafeTensors::deserialize(bytes)
+            .with_context(|| format!("--input {} is not a safetensors file", path.display()))?;
+        Self::read(&file, path, layout)
+    }
+
+    /// The dense problem these tensors make in `layout`: no mask, default scale, no LSE.
+    pub(crate) fn problem(&self, layout: Layout) -> Problem {
+        Problem::dense(self.shape, self.dtype, layout)
+    }
+
     fn read(file: &SafeTensors, path: &Path, layout: Layout) -> anyhow::Result<Self> {
         let tensor = |t: TensorName| {
             file.tensor(t.name()).map_err(|_| anyhow!("{} has no tensor '{t}' (expected q, k and v)", path.display()))

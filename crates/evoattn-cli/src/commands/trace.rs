@@ -6,6 +6,7 @@
 use crate::lab::backend::TraceRun;
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::presets::ProblemArgs;
+use crate::out::outln;
 use crate::verdicts::stats::summarize;
 use anyhow::{bail, Context};
 use evoattn::plan::ConfigSource;
@@ -56,19 +57,19 @@ fn traced_plan(
 
 /// One row per pair of consecutive marks: count, median, p10, p90 (cycles) and the pair's
 /// share of all the cycles between the warps' marks.
-fn print_steps(title: &str, warps: &[&WarpTrace]) {
+fn print_steps(title: &str, warps: &[&WarpTrace]) -> anyhow::Result<()> {
     let all = steps(warps.iter().copied());
     let total: u64 = all.values().flatten().sum();
     if total == 0 {
-        return;
+        return Ok(());
     }
-    println!("{title}, cycles between consecutive marks:");
-    println!("  {:<18} {:<18} {:>7} {:>8} {:>8} {:>8} {:>7}", "from", "to", "n", "median", "p10", "p90", "share");
+    outln!("{title}, cycles between consecutive marks:")?;
+    outln!("  {:<18} {:<18} {:>7} {:>8} {:>8} {:>8} {:>7}", "from", "to", "n", "median", "p10", "p90", "share")?;
     for ((from, to), cycles) in &all {
         let samples: Vec<f64> = cycles.iter().map(|&c| c as f64).collect();
         let Some(s) = summarize(&samples) else { continue };
         let share = 100.0 * cycles.iter().sum::<u64>() as f64 / total as f64;
-        println!(
+        outln!(
             "  {:<18} {:<18} {:>7} {:>8.0} {:>8.0} {:>8.0} {:>6.1}%",
             from.name(),
             to.name(),
@@ -77,23 +78,25 @@ fn print_steps(title: &str, warps: &[&WarpTrace]) {
             s.p10,
             s.p90,
             share
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn print_period(what: &str, warps: &[&WarpTrace], tag: Tag) {
+fn print_period(what: &str, warps: &[&WarpTrace], tag: Tag) -> anyhow::Result<()> {
     let samples: Vec<f64> = periods(warps.iter().copied(), tag).into_iter().map(|c| c as f64).collect();
     if let Some(s) = summarize(&samples) {
-        println!("{what}: median {:.0} cycles (p10 {:.0}, p90 {:.0}; {} periods)", s.median, s.p10, s.p90, s.n);
+        outln!("{what}: median {:.0} cycles (p10 {:.0}, p90 {:.0}; {} periods)", s.median, s.p10, s.p90, s.n)?;
     }
+    Ok(())
 }
 
-fn print_run(problem: &Problem, run: &TraceRun) {
+fn print_run(problem: &Problem, run: &TraceRun) -> anyhow::Result<()> {
     let (producers, consumers): (Vec<&WarpTrace>, Vec<&WarpTrace>) =
         run.warps.iter().filter(|w| !w.events.is_empty()).partition(|w| w.is_producer());
     let blocks = run.warps.iter().map(|w| w.block).collect::<std::collections::BTreeSet<_>>().len();
     let full = run.warps.iter().filter(|w| w.full).count();
-    println!(
+    outln!(
         "{} on {} {} {}: {blocks} blocks traced, {} consumer and {} producer warps with marks; {full} warps kept only \
          their first {} marks",
         run.kernel,
@@ -103,11 +106,12 @@ fn print_run(problem: &Problem, run: &TraceRun) {
         consumers.len(),
         producers.len(),
         evoattn::config::TRACE_EVENTS
-    );
-    print_period("consumer key block (turn to turn)", &consumers, Tag::Turn);
-    print_period("consumer tile (Q landed to Q landed)", &consumers, Tag::Tile);
-    print_steps("consumer warps", &consumers);
-    print_steps("producer warp", &producers);
+    )?;
+    print_period("consumer key block (turn to turn)", &consumers, Tag::Turn)?;
+    print_period("consumer tile (Q landed to Q landed)", &consumers, Tag::Tile)?;
+    print_steps("consumer warps", &consumers)?;
+    print_steps("producer warp", &producers)?;
+    Ok(())
 }
 
 fn write_json(path: &PathBuf, runs: &[(Problem, TraceRun)]) -> anyhow::Result<()> {
@@ -146,7 +150,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let inputs =
             crate::lab::inputs::random_inputs(&problem, crate::lab::inputs::Distribution::Normal, args.seed + i as u64);
         let run = backend.trace(&plan, [&inputs.q, &inputs.k, &inputs.v], args.warmup)?;
-        print_run(&problem, &run);
+        print_run(&problem, &run)?;
         runs.push((problem, run));
     }
     if let Some(path) = &args.out {

@@ -4,6 +4,7 @@
 
 use crate::lab::open::device_count;
 use crate::lab::presets::ProblemArgs;
+use crate::out::outln;
 use crate::tune::evaluator::WorkerEvaluator;
 use crate::tune::evolve::{evolve, Candidate, Evaluation, Hooks, Params, Proposal, ELITES};
 use crate::tune::pool::Worker;
@@ -118,7 +119,7 @@ fn gpu_list(text: &str) -> anyhow::Result<Vec<usize>> {
 
 fn show(path: &std::path::Path) -> anyhow::Result<ExitCode> {
     let rows = Store::open(path)?.all()?;
-    println!("{}: {} evaluations", path.display(), rows.len());
+    outln!("{}: {} evaluations", path.display(), rows.len())?;
     for row in rows {
         let result = match (&row.evaluation.failure, row.fitness) {
             (Some((gate, error)), _) => format!("failed {}: {}", gate.name(), error.lines().next().unwrap_or("")),
@@ -129,7 +130,7 @@ fn show(path: &std::path::Path) -> anyhow::Result<ExitCode> {
         let name =
             if row.source.is_some() { format!("{} [proposed source]", row.spec.name()) } else { row.spec.name() };
         let medians: Vec<String> = row.evaluation.medians_us.iter().map(|m| format!("{m:.1}")).collect();
-        println!("{} | {} | {name} | {result} | µs [{}]", row.gpu, row.bucket, medians.join(", "));
+        outln!("{} | {} | {name} | {result} | µs [{}]", row.gpu, row.bucket, medians.join(", "))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -318,10 +319,10 @@ fn tune_group(
 }
 
 /// The closing note of one group: evaluations per worker and the elites.
-fn print_run(run: &RunJson, elapsed: Duration) {
+fn print_run(run: &RunJson, elapsed: Duration) -> anyhow::Result<()> {
     let per_worker: Vec<String> =
         run.workers.iter().map(|w| format!("GPU {} {} ({} restarts)", w.gpu, w.evaluations, w.restarts)).collect();
-    println!(
+    outln!(
         "tune: {} {} D={} {} on {}: {} generations, {} evaluations in {:.0} s (per worker: {})",
         run.imp,
         run.dtype,
@@ -332,13 +333,14 @@ fn print_run(run: &RunJson, elapsed: Duration) {
         run.evaluated,
         elapsed.as_secs_f64(),
         per_worker.join(", ")
-    );
-    println!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates);
-    println!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness");
+    )?;
+    outln!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates)?;
+    outln!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness")?;
     for (i, e) in run.elites.iter().enumerate() {
         let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}")).collect();
-        println!("{:<4} {:<48} {:>7.3}x  [{}]", i + 1, e.config, e.fitness, per_shape.join(", "));
+        outln!("{:<4} {:<48} {:>7.3}x  [{}]", i + 1, e.config, e.fitness, per_shape.join(", "))?;
     }
+    Ok(())
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -395,20 +397,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         runs.push(tune_group(args, &setup, group, &mut store, &mut eval)?);
     }
     for run in &runs {
-        print_run(run, started.elapsed());
+        print_run(run, started.elapsed())?;
     }
     if !not_started.is_empty() {
-        println!(
+        outln!(
             "budget spent before {} of the groups started ({}): run again with the same store to go on",
             not_started.len(),
             not_started.join(", ")
-        );
+        )?;
     }
-    println!("store: {} (the planner uses its best config per GPU and problem bucket)", path.display());
+    outln!("store: {} (the planner uses its best config per GPU and problem bucket)", path.display())?;
     if let Some(json) = &args.json {
         let text = serde_json::to_string_pretty(&runs)?;
         std::fs::write(json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
-        println!("elites written to {}", json.display());
+        outln!("elites written to {}", json.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }

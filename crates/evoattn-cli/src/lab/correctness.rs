@@ -36,7 +36,8 @@ pub fn expected_o(backend: &mut dyn Backend, problem: &Problem, inputs: &Inputs)
 
 pub fn macs(p: &Problem) -> u64 {
     let s = p.shape;
-    (s.b * s.h * s.sq * s.sk * s.d) as u64
+    // Saturating: a count past 2^64 is past any CPU limit all the same.
+    [s.b, s.h, s.sq, s.sk, s.d].into_iter().fold(1u64, |n, x| n.saturating_mul(x as u64))
 }
 
 /// The inputs of one (problem, seed) and the oracle's answer on them. Neither depends on the

@@ -108,7 +108,8 @@ impl GpuBackend {
         };
         if graph.is_some() {
             // Hold the stream while the samples are enqueued: no host gap enters a sample.
-            self.attention.gpu().hold(GRAPH_HOLD_PER_SAMPLE * options.samples as u32)?;
+            let samples = u32::try_from(options.samples).unwrap_or(u32::MAX);
+            self.attention.gpu().hold(GRAPH_HOLD_PER_SAMPLE.saturating_mul(samples))?;
         }
         let timing_flags = Some(evoattn::cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::with_capacity(options.samples);

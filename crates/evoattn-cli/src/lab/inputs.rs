@@ -87,7 +87,7 @@ fn draw(dtype: Dtype, n: usize, std: f64, seed: u64, stream: u64) -> Vec<u16> {
 /// (b, h, s, d) order, so one seed gives the same logical tensors in every layout.
 pub fn random_inputs(problem: &Problem, dist: Distribution, seed: u64) -> Inputs {
     let fill = |t: TensorName, stream: u64, std: f64| -> Vec<u16> {
-        let n: usize = problem.dims(t).iter().product();
+        let n = problem.elements(t);
         let values = draw(problem.dtype, n, std, seed, stream);
         let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
         for (off, bits) in logical_offsets(problem, t).zip(values) {

@@ -9,6 +9,7 @@ use crate::lab::kernel_args::KernelArgs;
 use crate::lab::open::open;
 use crate::lab::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
 use crate::lab::presets::ProblemArgs;
+use crate::out::errln;
 use crate::stores::record::{git_commit, utc_now};
 use crate::stores::record::{
     BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, SCHEMA, SELF_PEER, TORCH_TIMED_PEER,
@@ -49,7 +50,7 @@ pub struct LabArgs {
     /// eager: launches as a caller sees them; graph: CUDA-graph replays (kernel time).
     #[arg(long, value_enum, default_value_t = Mode::Eager)]
     pub mode: Mode,
-    /// Timed launches per implementation and case, each after an L2 flush.
+    /// Timed launches per implementation and case, each after an L2 flush (at most 10^6).
     #[arg(long, default_value_t = 100)]
     pub reps: usize,
     /// Untimed launches before each block of samples.
@@ -84,11 +85,18 @@ pub struct Measured {
     pub configs: Vec<String>,
 }
 
+/// Most samples per implementation and case: every one is kept (in memory and in the record),
+/// and a million already takes minutes of GPU time per case.
+pub const MAX_REPS: usize = 1_000_000;
+
 /// Runs the measurement and returns the record; progress goes to stderr.
 pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
     let request = args.kernel.request()?;
     if args.reps == 0 || args.block == 0 {
         bail!("--reps and --block must be at least 1");
+    }
+    if args.reps > MAX_REPS {
+        bail!("--reps {} is more than the {MAX_REPS} samples a record holds", args.reps);
     }
     let peers = args.peers()?;
     let cases = args.problems.expand()?;
@@ -102,7 +110,7 @@ pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
             Ok(o) => Some(o),
             // Every asked-for peer is then recorded as missing, with this reason.
             Err(e) => {
-                eprintln!("evoattn: peers unavailable: {e:#}");
+                errln!("evoattn: peers unavailable: {e:#}");
                 return measure_with(
                     args,
                     request,
@@ -186,7 +194,7 @@ fn measure_with(
         bar.inc(1);
         if !std::io::stderr().is_terminal() {
             // No bar off a terminal (a log, CI, the GPU machine): one line per case instead.
-            eprintln!(
+            errln!(
                 "[{}/{}] {} {} {} {} in {:.1} s",
                 i + 1,
                 cases.len(),
@@ -465,7 +473,7 @@ fn time_interleaved(
         if drifting.is_empty() || attempt == MEASURE_ATTEMPTS {
             break;
         }
-        eprintln!(
+        errln!(
             "evoattn: {} {} {}: samples drift from the first third to the last ({}); measuring the case again",
             p.shape,
             p.dtype,

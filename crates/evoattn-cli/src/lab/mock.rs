@@ -7,6 +7,7 @@ use crate::lab::backend::{
     Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
 use crate::lab::inputs::nan_bits;
+use crate::out::errln;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::plan;
 use evoattn::reference::{attention_f64, logical_offsets};
@@ -301,7 +302,7 @@ fn planned(problem: &Problem, kernel: Kernel) -> KernelSpec {
 /// Acts out a variant's planted fault: never returns for a hang, kills the process for a crash.
 fn planted_faults(variant: &Variant) {
     if variant.source.contains(PLANTED_CRASH) {
-        eprintln!("mock: planted out-of-bounds write in {}: process aborted", variant.compiled.spec.name());
+        errln!("mock: planted out-of-bounds write in {}: process aborted", variant.compiled.spec.name());
         std::process::abort();
     }
     if variant.source.contains(PLANTED_HANG) {

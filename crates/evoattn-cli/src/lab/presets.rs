@@ -1,6 +1,7 @@
 //! Named problem sets for `check`, `bench` and `gate` (shapes, plus the dtypes, masks and
 //! layouts a preset covers when the command line does not say), and user workload files.
 
+use crate::out::errln;
 use anyhow::{bail, Context};
 use evoattn::{Causal, Dtype, Layout, Problem, Shape};
 
@@ -232,7 +233,7 @@ impl ProblemArgs {
         let mut sets: Vec<Preset> = Vec::new();
         for name in &args.presets {
             let set = preset(name).map_err(anyhow::Error::msg)?;
-            eprintln!("preset {}: {}", set.name, set.about);
+            errln!("preset {}: {}", set.name, set.about);
             sets.push(set);
         }
         for path in &args.workloads {

@@ -4,6 +4,7 @@
 //! (`gate --against-history`, which needs the samples for its bootstrap) and the report can
 //! draw a case's median across commits.
 
+use crate::out::errln;
 use crate::stores::record::{BenchRecord, CaseRecord, Environment, Measurement, Mode};
 use crate::tune::store::Machine;
 use anyhow::{Context, Result};
@@ -173,17 +174,29 @@ const COLUMNS: &str = "gpu, mode, b, h, hkv, sq, sk, d, dtype, causal, layout, f
 const KEY_MATCH: &str = "gpu = ?1 AND mode = ?2 AND b = ?3 AND h = ?4 AND hkv = ?5 AND sq = ?6 AND sk = ?7 \
                          AND d = ?8 AND dtype = ?9 AND causal = ?10 AND layout = ?11 AND family = ?12";
 
+/// A count as SQLite stores it (a signed 64-bit integer), refused when it does not fit.
+fn integer(what: &str, n: usize) -> Result<Value> {
+    let n = i64::try_from(n).with_context(|| format!("{what} {n} is too large for the history"))?;
+    Ok(Value::Integer(n))
+}
+
 /// The key's columns, in `KEY_MATCH`'s order (?1..?12).
-fn key_values(k: &CaseKey) -> Vec<Value> {
+fn key_values(k: &CaseKey) -> Result<Vec<Value>> {
     let s = &k.shape;
     let mut values: Vec<Value> = vec![k.gpu.clone().into(), k.mode.clone().into()];
-    values.extend([s.b, s.h, s.hkv, s.sq, s.sk, s.d].map(|n| Value::Integer(n as i64)));
+    for (what, n) in [("B", s.b), ("H", s.h), ("Hkv", s.hkv), ("Sq", s.sq), ("Sk", s.sk), ("D", s.d)] {
+        values.push(integer(what, n)?);
+    }
     values.extend([&k.dtype, &k.causal, &k.layout, &k.family].map(|t| Value::Text(t.clone())));
-    values
+    Ok(values)
 }
 
 fn row(r: &rusqlite::Row) -> rusqlite::Result<Row> {
-    let size = |i: usize| r.get::<_, i64>(i).map(|v| v as usize);
+    // A size or block read back must be a count: a negative one is a damaged row, not 2^64 - n.
+    let size = |i: usize| {
+        let v = r.get::<_, i64>(i)?;
+        usize::try_from(v).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(i, v))
+    };
     let samples: String = r.get(21)?;
     Ok(Row {
         key: CaseKey {
@@ -226,7 +239,7 @@ fn insert(conn: &Connection, run: &Run, case: &CaseRecord, role: &str, m: &Measu
             "INSERT OR IGNORE INTO measurements ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, \
              ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"
         ),
-        params_from_iter(key_values(&key).into_iter().chain([
+        params_from_iter(key_values(&key)?.into_iter().chain([
             Value::from(role.to_string()),
             m.name.clone().into(),
             run.source.name().to_string().into(),
@@ -234,7 +247,7 @@ fn insert(conn: &Connection, run: &Run, case: &CaseRecord, role: &str, m: &Measu
             run.git_commit.clone().into(),
             run.version.clone().into(),
             run.driver.clone().into(),
-            (run.block as i64).into(),
+            integer("block", run.block)?,
             summary.median.into(),
             serde_json::to_string(&m.samples_us)?.into(),
             m.correct.into(),
@@ -300,7 +313,7 @@ impl History {
             .query_row(
                 &sql,
                 params_from_iter(
-                    key_values(key)
+                    key_values(key)?
                         .into_iter()
                         .chain([ROLE_OURS.to_string().into(), exclude_date_utc.to_string().into()]),
                 ),
@@ -339,7 +352,7 @@ pub fn save_or_warn(source: Source, record: &BenchRecord) -> Option<usize> {
     match History::open(&path).and_then(|h| h.insert_record(source, record)) {
         Ok(added) => Some(added),
         Err(e) => {
-            eprintln!("evoattn: warning: the run was not added to the history {}: {e:#}", path.display());
+            errln!("evoattn: warning: the run was not added to the history {}: {e:#}", path.display());
             None
         }
     }

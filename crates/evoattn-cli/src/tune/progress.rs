@@ -2,6 +2,7 @@
 //! A bar on a terminal; one plain line per generation and per failure otherwise (logs, CI).
 
 use super::evolve::{Candidate, Child, Evaluation, Gate};
+use crate::out::errln;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
@@ -58,7 +59,7 @@ impl Progress {
         self.bar.set_position(generation as u64);
         self.bar.set_message(self.status());
         if self.plain {
-            eprintln!("tune: generation {generation}: {}", self.status());
+            errln!("tune: generation {generation}: {}", self.status());
         }
     }
 
@@ -79,9 +80,9 @@ impl Progress {
     /// A line above the bar (or on its own off a terminal).
     pub fn say(&self, line: &str) {
         if self.plain {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
-            self.bar.suspend(|| eprintln!("{line}"));
+            self.bar.suspend(|| errln!("{line}"));
         }
     }
 

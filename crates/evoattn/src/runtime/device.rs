@@ -3,7 +3,7 @@
 
 use crate::arch::Arch;
 use crate::config::KernelSpec;
-use crate::error::{Error, Result};
+use crate::error::{Error, ProblemError, Result};
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
 use crate::runtime::launch::LaunchBuffers;
@@ -378,7 +378,7 @@ impl LaunchImage {
             grid: kernel.spec.grid(&problem.shape, 1, sm_count),
             block: kernel.spec.threads(),
             smem: kernel.spec.dynamic_smem_bytes(),
-            params: KernelParams::new(problem, [0; 5], l2_bytes).to_bytes(),
+            params: KernelParams::new(problem, [0; 5], l2_bytes)?.to_bytes(),
             pointer_offsets: [
                 (TensorName::Q, std::mem::offset_of!(KernelParams, q)),
                 (TensorName::K, std::mem::offset_of!(KernelParams, k)),
@@ -415,14 +415,25 @@ impl KernelParams {
     }
 
     /// Packs a validated problem and its buffers' addresses ([q, k, v, o, lse]) for a GPU with
-    /// `l2_bytes` of L2 (the causal `wgmma` grid order's sections, `plan::head_group`).
-    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5], l2_bytes: usize) -> Self {
+    /// `l2_bytes` of L2 (the causal `wgmma` grid order's sections, `plan::head_group`). Every
+    /// size goes in as a 32-bit int by checked conversion: `validate` bounds them, and a
+    /// problem that skipped it is refused here rather than truncated.
+    pub(crate) fn new(problem: &Problem, ptrs: [u64; 5], l2_bytes: usize) -> Result<Self, ProblemError> {
         let s = problem.shape;
+        let int = |axis: &'static str, size: usize| {
+            i32::try_from(size).map_err(|_| ProblemError::SizeTooLarge { axis, size })
+        };
+        // A stride past i64 can only be an axis of one element (on any longer axis it is at most
+        // the extent, below 2^31), which the kernel multiplies by index 0: any value serves.
+        let stride = |x: usize| i64::try_from(x).unwrap_or(i64::MAX);
         let strides = |t| {
             let st = problem.strides(t);
-            [st.batch as i64, st.head as i64, st.seq as i64]
+            [stride(st.batch), stride(st.head), stride(st.seq)]
         };
-        KernelParams {
+        let offset = problem.causal.offset(s.sq, s.sk).unwrap_or(0);
+        let causal_offset = i32::try_from(offset)
+            .map_err(|_| ProblemError::SizeTooLarge { axis: "Sk-Sq", size: offset.unsigned_abs() as usize })?;
+        Ok(KernelParams {
             q: ptrs[0],
             k: ptrs[1],
             v: ptrs[2],
@@ -432,18 +443,18 @@ impl KernelParams {
             k_strides: strides(TensorName::K),
             v_strides: strides(TensorName::V),
             o_strides: strides(TensorName::O),
-            b: s.b as i32,
-            h: s.h as i32,
-            hkv: s.hkv as i32,
-            sq: s.sq as i32,
-            sk: s.sk as i32,
+            b: int("B", s.b)?,
+            h: int("H", s.h)?,
+            hkv: int("Hkv", s.hkv)?,
+            sq: int("Sq", s.sq)?,
+            sk: int("Sk", s.sk)?,
             causal: i32::from(problem.causal != Causal::None),
-            causal_offset: problem.causal.offset(s.sq, s.sk).unwrap_or(0) as i32,
+            causal_offset,
             scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
-            head_group: crate::plan::head_group(problem, l2_bytes) as i32,
+            head_group: int("head group", crate::plan::head_group(problem, l2_bytes))?,
             tile_counter: 0,
             split_work: 0,
-        }
+        })
     }
 }
 
@@ -517,7 +528,7 @@ mod tests {
         let k = KernelParams {
             tile_counter: 0x66,
             split_work: 0x77,
-            ..KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2)
+            ..KernelParams::new(&p, [0x11, 0x22, 0x33, 0x44, 0x55], H100_L2).unwrap()
         };
         let bytes = k.to_bytes();
         assert_eq!(bytes.len(), std::mem::size_of::<KernelParams>());
@@ -536,7 +547,7 @@ mod tests {
         let shape = crate::problem::Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 10, d: 64 };
         let p = Problem::dense(shape, crate::problem::Dtype::F16, crate::problem::Layout::Bshd)
             .with_causal(Causal::BottomRight);
-        let k = KernelParams::new(&p, [1, 2, 3, 4, 0], H100_L2);
+        let k = KernelParams::new(&p, [1, 2, 3, 4, 0], H100_L2).unwrap();
         assert_eq!((k.causal, k.causal_offset), (1, 7));
         assert_eq!(k.k_strides, [10 * 2 * 64, 64, 2 * 64]);
         assert_eq!(k.scale_log2, 0.125 * std::f32::consts::LOG2_E);

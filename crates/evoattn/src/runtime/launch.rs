@@ -129,7 +129,11 @@ impl PreparedLaunch {
         let (need, split) = match needs.merge {
             _ if empty => (ScratchNeed::default(), None),
             Some((m_blocks, lse_offset)) => {
-                let params = SplitParams { splits: splits as i32, m_blocks: m_blocks as i32, ..SplitParams::default() };
+                let params = SplitParams {
+                    splits: i32::try_from(splits).map_err(|_| unsupported(format!("{splits} splits")))?,
+                    m_blocks: i32::try_from(m_blocks).map_err(|_| unsupported(format!("{m_blocks} row tiles")))?,
+                    ..SplitParams::default()
+                };
                 (needs.scratch, Some((params, lse_offset)))
             }
             None => (needs.scratch, None),
@@ -154,7 +158,7 @@ impl PreparedLaunch {
             grid: (grid[0] as u32, grid[1] as u32, grid[2] as u32),
             block: spec.threads(),
             smem: kernel.smem() as u32,
-            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes()),
+            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes())?,
             split,
             need,
             maps,

@@ -61,7 +61,10 @@ impl TensorMapGeometry {
             return Err(unsupported(format!("tensor {t}: TMA needs a contiguous head dim")));
         }
         let elem = problem.dtype.size_bytes() as u64;
-        let strides_bytes = [st.seq as u64 * elem, st.head as u64 * elem, st.batch as u64 * elem];
+        // A stride of an axis of one element is free, so it may be past counting in bytes:
+        // saturated, it is refused as past 2^40 like any other too large.
+        let bytes = |stride: usize| (stride as u64).saturating_mul(elem);
+        let strides_bytes = [bytes(st.seq), bytes(st.head), bytes(st.batch)];
         for (axis, stride) in ["sequence", "head", "batch"].iter().zip(strides_bytes) {
             if !stride.is_multiple_of(STRIDE_ALIGN) || stride >= MAX_STRIDE {
                 return Err(unsupported(format!(

@@ -204,9 +204,14 @@ impl Family for SplitkvConfig {
         let splits = plan::splits(problem, self, sm_count, resident_per_sm);
         let m_blocks = self.grid(&problem.shape, 1, sm_count)[0];
         let s = problem.shape;
-        let rows = s.b * s.hkv * s.sq * s.group();
-        let o_part = (splits * rows * s.d).next_multiple_of(FLOATS_PER_256_BYTES);
-        let scratch = ScratchNeed { counters: s.b * s.hkv * m_blocks, floats: o_part + splits * rows };
+        // Counted in checked arithmetic: a validated problem's rows are at most 2^31, its splits few.
+        let rows = problem.elements(crate::problem::TensorName::Lse);
+        let counted = || -> Option<(ScratchNeed, usize)> {
+            let o_part = splits.checked_mul(rows)?.checked_mul(s.d)?.checked_next_multiple_of(FLOATS_PER_256_BYTES)?;
+            let counters = s.b.checked_mul(s.hkv)?.checked_mul(m_blocks)?;
+            Some((ScratchNeed { counters, floats: o_part.checked_add(splits.checked_mul(rows)?)? }, o_part))
+        };
+        let (scratch, o_part) = counted().ok_or("its scratch is too large to count")?;
         Ok(LaunchNeeds { splits, scratch, merge: Some((m_blocks, o_part)) })
     }
 

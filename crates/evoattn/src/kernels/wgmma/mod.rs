@@ -378,12 +378,15 @@ const TILE_COUNTERS: usize = 2;
 /// counter per tail tile (fewer than the `blocks`) and consumer warpgroup, which the last piece
 /// of each tile resets; and two partial slots per block, each every consumer thread's O fragment
 /// (head dim / 2 floats) and its two rows' max and sum (`PIECE_FLOATS`).
-fn split_tail_scratch(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> ScratchNeed {
+fn split_tail_scratch(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> Option<ScratchNeed> {
     const SLOTS_PER_BLOCK: usize = 2;
     const ROW_STATE_FLOATS: usize = 4;
-    let consumer_threads = (c.consumer_warpgroups * WARPGROUP_THREADS) as usize;
-    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS) * consumer_threads;
-    ScratchNeed { counters: blocks * c.consumer_warpgroups as usize, floats: SLOTS_PER_BLOCK * blocks * slot_floats }
+    let consumer_threads = (c.consumer_warpgroups as usize).checked_mul(WARPGROUP_THREADS as usize)?;
+    let slot_floats = (head_dim / 2 + ROW_STATE_FLOATS).checked_mul(consumer_threads)?;
+    Some(ScratchNeed {
+        counters: blocks.checked_mul(c.consumer_warpgroups as usize)?,
+        floats: SLOTS_PER_BLOCK.checked_mul(blocks)?.checked_mul(slot_floats)?,
+    })
 }
 
 impl Family for WgmmaConfig {
@@ -644,7 +647,9 @@ impl Family for WgmmaConfig {
             ));
         }
         let scratch = match c.schedule {
-            Schedule::SplitTail => split_tail_scratch(c, problem.shape.d, blocks),
+            Schedule::SplitTail => {
+                split_tail_scratch(c, problem.shape.d, blocks).ok_or("its scratch is too large to count")?
+            }
             Schedule::Claimed => ScratchNeed { counters: TILE_COUNTERS, floats: 0 },
             Schedule::Grid | Schedule::Persistent => ScratchNeed::default(),
         };
