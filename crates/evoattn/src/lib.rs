@@ -14,6 +14,7 @@ pub mod attention;
 pub mod buffers;
 pub mod config;
 pub mod defaults;
+pub mod draw;
 pub mod error;
 pub mod kernels;
 pub mod plan;

@@ -45,6 +45,14 @@ impl Dtype {
         }
     }
 
+    /// `x` rounded to nearest even, as the GPU's `cvt.rn` rounds a float32.
+    pub fn bits_from_f32(self, x: f32) -> u16 {
+        match self {
+            Dtype::F16 => half::f16::from_f32(x).to_bits(),
+            Dtype::Bf16 => half::bf16::from_f32(x).to_bits(),
+        }
+    }
+
     pub fn from_bits(self, bits: u16) -> f64 {
         match self {
             Dtype::F16 => half::f16::from_bits(bits).to_f64(),

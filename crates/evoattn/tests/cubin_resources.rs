@@ -70,3 +70,18 @@ fn the_timer_hold_kernel_compiles_for_every_arch() {
         assert_eq!(r.stack_frame_bytes, 0, "{arch}");
     }
 }
+
+#[test]
+fn the_input_generator_kernels_compile_for_every_arch_without_spills() {
+    let Some(nvrtc) = nvrtc_or_skip() else { return };
+    let [draw, fill] = evoattn::kernels::DRAW_KERNELS;
+    for arch in evoattn::Arch::ALL {
+        let out = nvrtc
+            .compile_cubin(&evoattn::kernels::DRAW, &[], draw, arch, &[arch.nvrtc_flag()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        for kernel in [draw, fill] {
+            let r = resources(&out.cubin, kernel).unwrap_or_else(|| panic!("{kernel} is not in the {arch} CUBIN"));
+            assert_eq!(r.stack_frame_bytes, 0, "{kernel} on {arch} spills: {r:?}");
+        }
+    }
+}

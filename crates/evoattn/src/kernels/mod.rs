@@ -52,6 +52,11 @@ pub const HOLD: SourceFile = source!("hold.cu");
 /// Its symbol.
 pub const HOLD_KERNEL: &str = "evoattn_hold";
 
+/// The input generator's kernels (`runtime::device::Gpu::draw`; the definition is `crate::draw`).
+pub const DRAW: SourceFile = source!("draw.cu");
+/// Its symbols: the generator, and the fill of a strided tensor's gaps.
+pub const DRAW_KERNELS: [&str; 2] = ["evoattn_draw", "evoattn_fill"];
+
 /// The translation unit of a kernel family (each family names its own).
 pub fn main_source(imp: Impl) -> SourceFile {
     imp.source()

@@ -4,12 +4,14 @@
 use crate::arch::Arch;
 use crate::config::KernelSpec;
 use crate::error::{Error, ProblemError, Result};
+use crate::kernels::SourceFile;
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
 use crate::runtime::launch::LaunchBuffers;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaStream, CudaView, CudaViewMut, DevicePtrMut, DeviceRepr, LaunchConfig,
+    PushKernelArg,
 };
 use std::sync::Arc;
 
@@ -28,6 +30,8 @@ pub struct Gpu {
     driver_version: i32,
     /// The stream-holding kernel, compiled on first use.
     hold: std::sync::OnceLock<CudaFunction>,
+    /// The input generator's kernels (`draw`, `fill`), compiled on first use.
+    draw: std::sync::OnceLock<[CudaFunction; 2]>,
 }
 
 impl Gpu {
@@ -91,6 +95,7 @@ impl Gpu {
             l2_bytes,
             driver_version,
             hold: std::sync::OnceLock::new(),
+            draw: std::sync::OnceLock::new(),
         })
     }
 
@@ -119,24 +124,31 @@ impl Gpu {
         format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)
     }
 
+    /// Compiles and loads a utility kernel's source (not an attention kernel: no spec, no
+    /// defines) and returns its functions by name.
+    fn utility<const N: usize>(&self, source: &SourceFile, names: [&str; N]) -> Result<[CudaFunction; N]> {
+        let nvrtc = crate::runtime::nvrtc::Nvrtc::get()?;
+        let options = [self.arch.nvrtc_flag()];
+        let compiled =
+            nvrtc.compile_cubin(source, &[], names[0], self.arch, &options).map_err(|f| Error::Compile(Box::new(f)))?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin))
+            .map_err(|e| Error::driver("cuModuleLoadData", e))?;
+        let mut functions = Vec::with_capacity(N);
+        for name in names {
+            functions.push(module.load_function(name).map_err(|e| Error::driver("cuModuleGetFunction", e))?);
+        }
+        functions.try_into().map_err(|_| Error::driver("cuModuleGetFunction", "function count"))
+    }
+
     /// Enqueues a kernel that keeps the stream busy for `duration` on the GPU, so that work the
     /// host enqueues meanwhile runs back to back. The kernel is compiled on first use.
     pub fn hold(&self, duration: std::time::Duration) -> Result<()> {
         let function = match self.hold.get() {
             Some(f) => f,
             None => {
-                let nvrtc = crate::runtime::nvrtc::Nvrtc::get()?;
-                let options = [self.arch.nvrtc_flag()];
-                let compiled = nvrtc
-                    .compile_cubin(&crate::kernels::HOLD, &[], crate::kernels::HOLD_KERNEL, self.arch, &options)
-                    .map_err(|f| Error::Compile(Box::new(f)))?;
-                let module = self
-                    .ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin))
-                    .map_err(|e| Error::driver("cuModuleLoadData", e))?;
-                let f = module
-                    .load_function(crate::kernels::HOLD_KERNEL)
-                    .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+                let [f] = self.utility(&crate::kernels::HOLD, [crate::kernels::HOLD_KERNEL])?;
                 self.hold.get_or_init(|| f)
             }
         };
@@ -145,6 +157,68 @@ impl Gpu {
         let mut launch = self.stream.launch_builder(function);
         launch.arg(&nanoseconds);
         // Safety: the kernel takes one u64 by value and touches no memory.
+        unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+        Ok(())
+    }
+
+    /// Fills tensor `t` of `problem` in `out` with the generator's values (`crate::draw`, the
+    /// same bits the CPU draws) and every element of the buffer outside the logical tensor with
+    /// `gap`, on this GPU's stream. The draw kernels are compiled on first use.
+    pub fn draw(
+        &self,
+        problem: &Problem,
+        t: TensorName,
+        stream: &crate::draw::Stream,
+        gap: u16,
+        out: &mut CudaViewMut<'_, u16>,
+    ) -> Result<()> {
+        problem.validate()?;
+        let extent = problem.extent(t);
+        if out.len() < extent {
+            return Err(Error::Problem(ProblemError::BufferTooSmall { tensor: t, need: extent, have: out.len() }));
+        }
+        let elements = problem.elements(t);
+        if extent == 0 {
+            return Ok(());
+        }
+        let [draw, fill] = match self.draw.get() {
+            Some(f) => f,
+            None => {
+                let functions = self.utility(&crate::kernels::DRAW, crate::kernels::DRAW_KERNELS)?;
+                self.draw.get_or_init(|| functions)
+            }
+        };
+        // Validated: extents and element counts are at most MAX_INDEX < 2^31.
+        let threads = 256u32;
+        let grid = |n: usize| (n.div_ceil(threads as usize) as u32).clamp(1, self.sm_count * 8);
+        if elements < extent {
+            let cfg = LaunchConfig { grid_dim: (grid(extent), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+            let mut launch = self.stream.launch_builder(fill);
+            let n = extent as u32;
+            launch.arg(&mut *out).arg(&n).arg(&gap);
+            // Safety: `evoattn_fill(unsigned short*, u32, unsigned short)` writes elements [0, n)
+            // of `out`, which holds at least `extent` = n (checked above).
+            unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+        }
+        let [nb, nh, ns, nd] = problem.dims(t).map(|n| n as u32);
+        let st = problem.strides(t);
+        let params = DrawParams {
+            out: 0,
+            strides: [st.batch, st.head, st.seq, st.dim].map(|x| x as i64),
+            dims: [nb, nh, ns, nd],
+            elements: elements as u32,
+            keys: stream.keys,
+            scale: stream.scale,
+            bf16: u32::from(problem.dtype == crate::problem::Dtype::Bf16),
+        };
+        let cfg = LaunchConfig { grid_dim: (grid(elements), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let (address, _record) = out.device_ptr_mut(&self.stream);
+        let params = DrawParams { out: address, ..params };
+        let mut launch = self.stream.launch_builder(draw);
+        launch.arg(&params);
+        // Safety: `DrawParams` mirrors the kernel's parameter; the kernel writes only the logical
+        // elements' offsets under the validated problem's strides, all below `extent`, which
+        // `out` holds (checked above) and which stays borrowed until the launch is enqueued.
         unsafe { launch.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
         Ok(())
     }
@@ -183,6 +257,23 @@ impl Gpu {
         Ok(LoadedKernel { module, function, combine, spec: kernel.spec, smem, resident_per_sm })
     }
 }
+
+/// The draw kernel's parameter; field for field the `DrawParams` struct of `kernels/draw.cu`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct DrawParams {
+    out: u64,
+    strides: [i64; 4],
+    dims: [u32; 4],
+    elements: u32,
+    keys: [u32; 2],
+    scale: f32,
+    bf16: u32,
+}
+
+// Safety: `DrawParams` is `repr(C)`, holds only plain integers and floats, and matches the
+// layout of `DrawParams` in kernels/draw.cu (the pointer as u64, `long long` as i64).
+unsafe impl DeviceRepr for DrawParams {}
 
 /// Kernel launch parameters; field for field the `AttnParams` struct of `kernels/common.cuh`.
 #[repr(C)]
