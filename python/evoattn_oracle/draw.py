@@ -6,7 +6,10 @@ the round to the element type are IEEE round-to-nearest-even everywhere."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from .protocol import Request, RequestError
 
 MASK32 = 0xFFFFFFFF
 SUM_MEAN = 2 * 65535
@@ -30,13 +33,37 @@ def sums(index: Any, keys: tuple[int, int]) -> Any:
     return (h1 & 0xFFFF) + (h1 >> 16) + (h2 & 0xFFFF) + (h2 >> 16) - SUM_MEAN
 
 
-def draw(torch: Any, shape: tuple[int, int, int, int], keys: tuple[int, int], scale: float, dtype: Any) -> Any:
-    """A dense logical [b, h, s, d] tensor of `dtype` on the current GPU."""
+@dataclass(frozen=True)
+class DrawStream:
+    """One tensor's generator as a `draw` request gives it: two 32-bit keys and the float32
+    factor from the integer sum to the requested standard deviation."""
+
+    keys: tuple[int, int]
+    scale: float
+
+    @staticmethod
+    def parse(name: str, fields: Any) -> DrawStream:
+        if not isinstance(fields, dict):
+            raise RequestError(f"tensor '{name}' of a draw must be an object with 'keys' and 'scale'")
+        keys = fields.get("keys")
+        if (
+            not isinstance(keys, list)
+            or len(keys) != 2
+            or any(isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MASK32 for k in keys)
+        ):
+            raise RequestError(f"'keys' of tensor '{name}' must be two integers in [0, 2^32), got {keys!r}")
+        scale = Request(fields).number("scale")
+        return DrawStream((keys[0], keys[1]), scale)
+
+
+def draw(torch: Any, device: Any, shape: tuple[int, int, int, int], stream: DrawStream, dtype: Any) -> Any:
+    """A dense logical [b, h, s, d] tensor of `dtype` on `device`."""
     n = shape[0] * shape[1] * shape[2] * shape[3]
-    out = torch.empty(n, dtype=dtype, device="cuda")
-    factor = torch.tensor(scale, dtype=torch.float32, device="cuda")
+    keys = stream.keys
+    out = torch.empty(n, dtype=dtype, device=device)
+    factor = torch.tensor(stream.scale, dtype=torch.float32, device=device)
     for start in range(0, n, CHUNK):
-        index = torch.arange(start, min(start + CHUNK, n), dtype=torch.int64, device="cuda")
+        index = torch.arange(start, min(start + CHUNK, n), dtype=torch.int64, device=device)
         values = sums(index, keys).to(torch.float32) * factor
         out[start : start + index.numel()] = values.to(dtype)
     return out.view(shape)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from . import PEERS, safetensors_io
-from .case import CaseSpec, read_case
+from .case import DTYPES, CaseSpec, read_case
+from .draw import DrawStream
 from .protocol import KernelLaunch, RequestError, Timing, missing, ran, refused
 
 FAKE_GPU = "fake GPU (EVOATTN_ORACLE_FAKE)"
@@ -67,6 +68,13 @@ class FakeBackend:
         spec, tensors = read_case(path, layout, causal, scale)
         self.cases[case_id] = (spec, tensors["q"])
         return spec
+
+    def draw(self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream]) -> None:
+        # No GPU to draw on: the fake's peers write zeros of q's shape as their output.
+        shape = spec.dims(spec.h, spec.sq)
+        zeros = bytes(2 * shape[0] * shape[1] * shape[2] * shape[3])
+        st_dtype = {v: k for k, v in DTYPES.items()}[spec.dtype]
+        self.cases[case_id] = (spec, safetensors_io.RawTensor(st_dtype, shape, zeros))
 
     def unload(self, case_id: str) -> None:
         del self.cases[case_id]

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TextIO
 
 from . import PEERS, PROTOCOL_VERSION
-from .case import CAUSAL, LAYOUTS, CaseSpec
+from .case import CAUSAL, DTYPES, LAYOUTS, CaseSpec
+from .draw import DrawStream
 from .protocol import KernelLaunch, Request, RequestError, Timing
 
 MATMUL_DTYPES = ("f16", "bf16")
@@ -26,6 +27,8 @@ class Backend(Protocol):
     def hello(self) -> dict[str, Any]: ...
 
     def load(self, case_id: str, path: str, layout: str, causal: str, scale: float) -> CaseSpec: ...
+
+    def draw(self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream]) -> None: ...
 
     def unload(self, case_id: str) -> None: ...
 
@@ -48,6 +51,7 @@ class Server:
         self.ops: dict[str, Callable[[Request], dict[str, Any]]] = {
             "hello": self.hello,
             "load": self.load,
+            "draw": self.draw,
             "time": self.time,
             "output": self.output,
             "unload": self.unload,
@@ -118,6 +122,38 @@ class Server:
         spec = self.backend.load(
             case_id, req.text("path"), req.choice("layout", LAYOUTS), req.choice("causal", CAUSAL), req.number("scale")
         )
+        self.cases[case_id] = spec
+        return {"id": case_id, **spec.describe()}
+
+    def draw(self, req: Request) -> dict[str, Any]:
+        case_id = req.text("id")
+        if case_id in self.cases:
+            raise RequestError(f"a case is already loaded under id '{case_id}'; unload it first")
+        shape = req.field("shape")
+        if not isinstance(shape, dict):
+            raise RequestError(f"'shape' must be an object {{b, h, hkv, sq, sk, d}}, got {shape!r}")
+        dims = Request(shape)
+        b, h, hkv, sq, sk = (dims.integer(axis) for axis in ("b", "h", "hkv", "sq", "sk"))
+        d = dims.integer("d", minimum=1)
+        if hkv == 0 or h % hkv != 0:
+            raise RequestError(f"{hkv} KV heads do not divide {h} query heads")
+        spec = CaseSpec(
+            b,
+            h,
+            hkv,
+            sq,
+            sk,
+            d,
+            req.choice("dtype", tuple(DTYPES.values())),
+            req.choice("layout", LAYOUTS),
+            req.choice("causal", CAUSAL),
+            req.number("scale"),
+        )
+        tensors = req.field("tensors")
+        if not isinstance(tensors, dict) or set(tensors) != {"q", "k", "v"}:
+            raise RequestError("'tensors' must map exactly q, k and v to their generators")
+        streams = {name: DrawStream.parse(name, tensors[name]) for name in ("q", "k", "v")}
+        self.backend.draw(case_id, spec, streams)
         self.cases[case_id] = spec
         return {"id": case_id, **spec.describe()}
 

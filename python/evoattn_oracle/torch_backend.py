@@ -23,6 +23,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from . import PEERS, safetensors_io
 from .case import CaseSpec, read_case
+from .draw import DrawStream, draw
 from .protocol import KernelLaunch, RequestError, Timing, missing, ran, refused
 
 # GPU cycles the graph-mode hold lasts per sample: 200k cycles is 100 µs at the H100's 2 GHz
@@ -225,6 +226,14 @@ class TorchBackend:
         spec, tensors = read_case(path, layout, causal, scale)
         self.cases[case_id] = TorchCase(spec, {name: from_raw(t, self.device) for name, t in tensors.items()})
         return spec
+
+    def draw(self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream]) -> None:
+        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[spec.dtype]
+        tensors = {}
+        for name, heads, seq in (("q", spec.h, spec.sq), ("k", spec.hkv, spec.sk), ("v", spec.hkv, spec.sk)):
+            logical = draw(torch, self.device, (spec.b, heads, seq, spec.d), streams[name], dtype)
+            tensors[name] = logical if spec.layout == "bhsd" else logical.transpose(1, 2).contiguous()
+        self.cases[case_id] = TorchCase(spec, tensors)
 
     def unload(self, case_id: str) -> None:
         del self.cases[case_id]

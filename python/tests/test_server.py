@@ -232,3 +232,57 @@ def test_shutdown_stops_the_loop(server: Server) -> None:
     lines = out.getvalue().splitlines()
     assert len(lines) == 3
     assert '"ok": false' in lines[1] and lines[2] == '{"ok": true}'
+
+
+DRAW_TENSORS = {name: {"keys": [1, 2], "scale": 0.5} for name in ("q", "k", "v")}
+
+
+def draw_request(**overrides: object) -> dict[str, object]:
+    request: dict[str, object] = {
+        "op": "draw",
+        "id": "d",
+        "shape": {"b": 2, "h": 4, "hkv": 2, "sq": 16, "sk": 32, "d": 64},
+        "dtype": "bf16",
+        "layout": "bshd",
+        "causal": "bottom-right",
+        "scale": 0.125,
+        "tensors": DRAW_TENSORS,
+    }
+    request.update(overrides)
+    return request
+
+
+def test_draw_describes_the_case_like_load(server: Server, tmp_path: Path) -> None:
+    reply = server.handle(draw_request())
+    assert reply["ok"], reply
+    assert reply["shape"] == {"b": 2, "h": 4, "hkv": 2, "sq": 16, "sk": 32, "d": 64}
+    assert (reply["dtype"], reply["layout"], reply["causal"]) == ("bf16", "bshd", "bottom-right")
+    # The fake's peers write zeros of q's shape for a drawn case.
+    out = tmp_path / "o.safetensors"
+    assert server.handle({"op": "output", "id": "d", "peer": "sdpa-math", "path": str(out)})["status"] == "ok"
+    o = safetensors_io.read(out)["o"]
+    assert (o.dtype, o.shape, set(o.data)) == ("BF16", (2, 16, 4, 64), {0})
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"shape": {"b": 1, "h": 4, "hkv": 3, "sq": 1, "sk": 1, "d": 64}}, "do not divide"),
+        ({"shape": {"b": 1, "h": 4, "hkv": 4, "sq": 1, "sk": 1, "d": 0}}, "'d'"),
+        ({"shape": [1, 4, 4, 1, 1, 64]}, "'shape' must be an object"),
+        ({"dtype": "f32"}, "'dtype'"),
+        ({"tensors": {"q": DRAW_TENSORS["q"], "k": DRAW_TENSORS["k"]}}, "exactly q, k and v"),
+        ({"tensors": {**DRAW_TENSORS, "v": {"keys": [1, 1 << 32], "scale": 1.0}}}, "'keys' of tensor 'v'"),
+        ({"tensors": {**DRAW_TENSORS, "k": {"keys": [1, 2], "scale": 0}}}, "'scale'"),
+        ({"tensors": {**DRAW_TENSORS, "q": [1, 2]}}, "tensor 'q' of a draw"),
+    ],
+)
+def test_draw_rejects_bad_requests(server: Server, overrides: dict, message: str) -> None:
+    reply = server.handle(draw_request(**overrides))
+    assert not reply["ok"] and message in reply["error"], reply
+
+
+def test_draw_under_a_loaded_id_is_an_error(server: Server) -> None:
+    assert server.handle(draw_request())["ok"]
+    reply = server.handle(draw_request())
+    assert not reply["ok"] and "already loaded" in reply["error"]

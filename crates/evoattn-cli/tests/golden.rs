@@ -328,6 +328,8 @@ fn clip(line: &str, column: usize) -> String {
 fn normalise(text: &str) -> String {
     let text = mask_number_between(text, " in ", " s\n", "<secs>");
     let text = mask_number_between(&text, " in ", " s (", "<secs>");
+    let text = mask_number_between(&text, " in ", " s, ", "<secs>");
+    let text = mask_number_between(&text, ", ", " s of it outside", "<secs>");
     let text = compile_summary_seconds(&text);
     let text = compile_time_column(&text);
     let text = mask_json_string(&text, "date_utc", "<DATE>");
@@ -338,7 +340,7 @@ fn normalise(text: &str) -> String {
 }
 
 /// `BEFORE<number>AFTER` becomes `BEFORE<placeholder>AFTER`: wall-clock durations such as bench's
-/// `[1/4] ... in 0.5 s` and tune's `9 evaluations in 3 s (`.
+/// `[1/4] ... in 0.5 s, 0.4 s of it outside the timed samples` and tune's `9 evaluations in 3 s (`.
 fn mask_number_between(text: &str, before: &str, after: &str, placeholder: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;

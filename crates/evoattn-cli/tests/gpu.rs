@@ -592,3 +592,32 @@ fn kill_9_mid_tuning_then_resume_loses_nothing_on_the_gpu() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_resumed(&before, &tune_rows(cache));
 }
+
+/// The input generator's GPU twin writes, bit for bit, what the CPU draws (`evoattn::draw`):
+/// large cases are drawn on the GPU and small ones on the CPU, and both must be the same case.
+#[test]
+fn the_gpu_draws_the_bits_the_cpu_draws() {
+    require_gpu!();
+    use evoattn::draw::{host_tensor, Stream};
+    use evoattn::{Dtype, Layout, Problem, Shape, TensorName};
+    let gpu = evoattn::runtime::device::Gpu::open(0).expect("the GPU opens");
+    let stream = gpu.stream().clone();
+    let shape = Shape { b: 3, h: 4, hkv: 2, sq: 77, sk: 1000, d: 128 };
+    for (dtype, layout) in [(Dtype::Bf16, Layout::Bhsd), (Dtype::F16, Layout::Bshd)] {
+        let mut problem = Problem::dense(shape, dtype, layout);
+        // Padded rows: the gaps must hold the gap value, the logical elements the draw.
+        problem.q_strides.seq += 8;
+        problem.q_strides.batch = problem.q_strides.seq * shape.sq * shape.h + 64;
+        problem.q_strides.head = if layout == Layout::Bhsd { problem.q_strides.seq * shape.sq } else { 128 };
+        problem.validate().expect("a valid strided problem");
+        for (t, seed) in [(TensorName::Q, 5), (TensorName::K, 6), (TensorName::V, u64::MAX)] {
+            let generator = Stream::new(seed, 1, 3.0);
+            let want = host_tensor(&problem, t, &generator, 0x7fc0);
+            let mut buf = stream.alloc_zeros::<u16>(want.len()).unwrap();
+            gpu.draw(&problem, t, &generator, 0x7fc0, &mut buf.as_view_mut()).expect("draws");
+            let got = stream.clone_dtoh(&buf).unwrap();
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(differ, 0, "{dtype} {layout} {t}: {differ} of {} elements differ", want.len());
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! `gate --against-history` and `report` read) unless `--no-history`.
 
 use crate::lab::backend::HostCostRounds;
+use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::measure::{measure, LabArgs};
 use crate::out::outln;
 use crate::stores::record::{is_control, BenchRecord, Measurement, ResultRecord};
@@ -232,10 +233,9 @@ fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
         let problem = problem.clone().with_lse(false);
         // The planner's kernel, as a library caller gets it (no tuned store).
         let (plan, _) = lab.kernel.plan(request, (arch, info.sm_count), &problem, &evoattn::plan::Untuned)?;
-        let inputs =
-            crate::lab::inputs::random_inputs(&problem, crate::lab::inputs::Distribution::Normal, lab.seed + i as u64);
+        let inputs = Inputs::Drawn(Draw::new(Distribution::Normal, lab.seed + i as u64));
         let sampling = HostCostRounds { rounds: HOST_COST_ROUNDS, calls: HOST_COST_CALLS, pause: HOST_COST_PAUSE };
-        let rounds = backend.host_cost(&plan, [&inputs.q, &inputs.k, &inputs.v], sampling)?;
+        let rounds = backend.host_cost(&plan, inputs, sampling)?;
         let c = host_cost_figure(&rounds).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;
         let verdict = if c.median < HOST_COST_TARGET_US { "within" } else { "OVER" };
         outln!(

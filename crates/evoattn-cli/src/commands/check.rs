@@ -20,7 +20,7 @@ pub struct Args {
     problems: ProblemArgs,
     #[command(flatten)]
     kernel: KernelArgs,
-    /// Random input sets per case; even seeds draw standard normal values, odd seeds wide ones
+    /// Random input sets per case; even seeds draw values of mean 0 and std 1, odd seeds wide ones
     /// that push the softmax towards one-hot rows.
     #[arg(long, default_value_t = DEFAULT_SEEDS)]
     seeds: u64,

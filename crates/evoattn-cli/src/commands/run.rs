@@ -2,7 +2,9 @@
 //! another. Every input problem is a typed error naming the tensor, raised before the backend
 //! is opened; `main` turns it into one line on stderr and exit 2.
 
+use crate::lab;
 use crate::lab::backend::{Forward, Kernel};
+use crate::lab::inputs::HostInputs;
 use crate::lab::open::open;
 use crate::lab::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
 use crate::out::errln;
@@ -86,7 +88,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let config = plan.spec.config.with_overrides(text).map_err(|e| anyhow!("--config: {e}"))?;
         plan = evoattn::plan::plan(&problem, arch, info.sm_count, Request::Config(config));
     }
-    let forward = backend.forward(&problem, Kernel::Planned(&plan), &inputs.q, &inputs.k, &inputs.v)?;
+    let tensors = HostInputs { q: inputs.q, k: inputs.k, v: inputs.v };
+    let forward = backend.forward(&problem, Kernel::Planned(&plan), lab::inputs::Inputs::Host(&tensors))?;
     write_output(&args.output, &problem, args.layout, &forward)?;
     errln!(
         "evoattn run: {} on {} {} {}, causal {}, scale {}{} -> {}",

@@ -4,6 +4,7 @@
 //! producer's loads, as cycles of the SM's clock between consecutive marks.
 
 use crate::lab::backend::TraceRun;
+use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::presets::ProblemArgs;
 use crate::out::outln;
@@ -147,9 +148,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     for (i, (problem, _)) in args.problems.expand()?.into_iter().enumerate() {
         let problem = problem.with_lse(false);
         let plan = traced_plan(&args.kernel, (arch, info.sm_count), &problem, tuned.as_ref())?;
-        let inputs =
-            crate::lab::inputs::random_inputs(&problem, crate::lab::inputs::Distribution::Normal, args.seed + i as u64);
-        let run = backend.trace(&plan, [&inputs.q, &inputs.k, &inputs.v], args.warmup)?;
+        let inputs = Inputs::Drawn(Draw::new(Distribution::Normal, args.seed + i as u64));
+        let run = backend.trace(&plan, inputs, args.warmup)?;
         print_run(&problem, &run)?;
         runs.push((problem, run));
     }

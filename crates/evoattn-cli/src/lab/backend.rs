@@ -2,6 +2,7 @@
 //! that the CLI's behaviour (tables, exit codes, files) is testable on machines with no GPU.
 //! `EVOATTN_BACKEND=mock` selects the mock; it is for tests, and says so in `info`.
 
+use crate::lab::inputs::Inputs;
 use evoattn::runtime::compile::CompiledKernel;
 use evoattn::{Plan, Problem};
 
@@ -93,30 +94,21 @@ pub fn flush_bytes(l2_bytes: usize) -> usize {
 pub trait Backend {
     fn info(&self) -> BackendInfo;
 
-    /// Runs `kernel` on host inputs laid out by the problem's strides. The output buffer is
-    /// filled with NaN before the launch so that unwritten elements are caught.
-    fn forward(
-        &mut self,
-        problem: &Problem,
-        kernel: Kernel,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> evoattn::Result<Forward>;
+    /// Runs `kernel` on `inputs`, laid out by the problem's strides, and copies its output back.
+    /// The output buffer is filled with NaN before the launch so that unwritten elements are
+    /// caught.
+    fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward>;
 
     /// Times `samples` launches of `kernel` with device events, each after overwriting a buffer
     /// larger than L2 so no launch reads another's cache. Backends that cannot time say so.
-    #[allow(clippy::too_many_arguments)]
     fn time(
         &mut self,
         problem: &Problem,
         kernel: Kernel,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
+        inputs: Inputs,
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
-        let _ = (problem, q, k, v, options);
+        let _ = (problem, inputs, options);
         let what = match kernel {
             Kernel::Planned(_) | Kernel::Reference => "time kernels",
             Kernel::Variant(_) => "run source variants",
@@ -128,19 +120,14 @@ pub trait Backend {
     /// (`Attention::forward_on`) of `plan`, in `rounds` (inputs uploaded and the launch
     /// prepared once): what a caller's thread pays per call, GPU time excluded. One vector of
     /// samples per round. Backends without a launch path say so.
-    fn host_cost(
-        &mut self,
-        plan: &Plan,
-        inputs: [&[u16]; 3],
-        rounds: HostCostRounds,
-    ) -> evoattn::Result<Vec<Vec<f64>>> {
+    fn host_cost(&mut self, plan: &Plan, inputs: Inputs, rounds: HostCostRounds) -> evoattn::Result<Vec<Vec<f64>>> {
         let _ = (plan, inputs, rounds);
         Err(evoattn::Error::NoGpu(format!("the {} backend has no launch path to time", self.info().gpu)))
     }
 
     /// Launches `plan` (a `trace=1` kernel) `warmup` times, then once more with its timeline
     /// cleared, and returns that launch's timeline. Backends that cannot say so.
-    fn trace(&mut self, plan: &Plan, inputs: [&[u16]; 3], warmup: usize) -> evoattn::Result<TraceRun> {
+    fn trace(&mut self, plan: &Plan, inputs: Inputs, warmup: usize) -> evoattn::Result<TraceRun> {
         let _ = (plan, inputs, warmup);
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot trace kernels", self.info().gpu)))
     }

@@ -3,7 +3,7 @@
 //! float64, for large ones) and a kernel's check against it over several input sets.
 
 use crate::lab::backend::{Backend, Kernel};
-use crate::lab::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::inputs::{Distribution, Draw, Inputs};
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
 use evoattn::{Impl, Layout, Problem};
 use std::collections::HashMap;
@@ -12,26 +12,27 @@ use std::collections::HashMap;
 /// the `reference` kernel is. 2^27 keeps one CPU reference under about a second.
 pub const CPU_REFERENCE_LIMIT: u64 = 1 << 27;
 
-/// The oracle's O (dense, float64) and LSE of `problem` on `inputs`: float64 on the CPU, or the
-/// `reference` kernel.
+/// The oracle's O (dense, float64) and LSE of `problem` on drawn inputs: float64 on the CPU
+/// (the inputs drawn there), or the `reference` kernel (the inputs drawn where it runs).
 fn answer(
     backend: &mut dyn Backend,
     problem: &Problem,
-    inputs: &Inputs,
+    draw: Draw,
     on_cpu: bool,
 ) -> evoattn::Result<(Vec<f64>, Vec<f64>)> {
     if on_cpu {
+        let inputs = draw.host(problem);
         let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
         return Ok((r.o, r.lse));
     }
-    let r = backend.forward(problem, Kernel::Reference, &inputs.q, &inputs.k, &inputs.v)?;
+    let r = backend.forward(problem, Kernel::Reference, Inputs::Drawn(draw))?;
     Ok((dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect()))
 }
 
-/// The oracle's O (dense, float64) of `problem` on `inputs`: float64 on the CPU up to
+/// The oracle's O (dense, float64) of `problem` on drawn inputs: float64 on the CPU up to
 /// [`CPU_REFERENCE_LIMIT`] multiply-adds, else the `reference` kernel.
-pub fn expected_o(backend: &mut dyn Backend, problem: &Problem, inputs: &Inputs) -> evoattn::Result<Vec<f64>> {
-    Ok(answer(backend, problem, inputs, macs(problem) <= CPU_REFERENCE_LIMIT)?.0)
+pub fn expected_o(backend: &mut dyn Backend, problem: &Problem, draw: Draw) -> evoattn::Result<Vec<f64>> {
+    Ok(answer(backend, problem, draw, macs(problem) <= CPU_REFERENCE_LIMIT)?.0)
 }
 
 pub fn macs(p: &Problem) -> u64 {
@@ -44,7 +45,7 @@ pub fn macs(p: &Problem) -> u64 {
 /// kernel under test, so the tuner's worker computes them once per shape and seed and checks
 /// every candidate against the same answer (`check` keeps none across cases).
 pub struct Expected {
-    pub inputs: Inputs,
+    pub draw: Draw,
     pub o: Vec<f64>,
     pub lse: Vec<f64>,
 }
@@ -66,9 +67,9 @@ impl ExpectedCache {
         let key = (format!("{problem:?}"), seed, on_cpu);
         if !self.answers.contains_key(&key) {
             let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
-            let inputs = random_inputs(problem, dist, seed);
-            let (o, lse) = answer(backend, problem, &inputs, on_cpu).map_err(|e| format!("reference kernel: {e}"))?;
-            self.answers.insert(key.clone(), Expected { inputs, o, lse });
+            let draw = Draw::new(dist, seed);
+            let (o, lse) = answer(backend, problem, draw, on_cpu).map_err(|e| format!("reference kernel: {e}"))?;
+            self.answers.insert(key.clone(), Expected { draw, o, lse });
         }
         Ok(&self.answers[&key])
     }
@@ -91,7 +92,7 @@ impl CheckOptions {
     pub const TUNE: CheckOptions = CheckOptions { seeds: DEFAULT_SEEDS, seed: 0, cpu_limit: CPU_REFERENCE_LIMIT };
 }
 
-/// Random input sets per case by default: one standard normal, one wide.
+/// Random input sets per case by default: one of std 1, one wide.
 pub const DEFAULT_SEEDS: u64 = 2;
 
 /// One row of the table: a problem and the worst result over its seeds.
@@ -158,7 +159,7 @@ pub fn check_case(
                 return result;
             }
         };
-        let got = match backend.forward(problem, kernel, &want.inputs.q, &want.inputs.k, &want.inputs.v) {
+        let got = match backend.forward(problem, kernel, Inputs::Drawn(want.draw)) {
             Ok(f) => f,
             Err(e) => {
                 result.error = Some(format!("{e}"));

@@ -3,6 +3,7 @@
 use crate::lab::backend::{
     Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
+use crate::lab::inputs::{Draw, Inputs};
 use crate::stores::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
@@ -20,27 +21,82 @@ const F32_NAN: f32 = f32::NAN;
 
 pub struct GpuBackend {
     attention: Attention,
+    /// The last drawn inputs, by problem and draw: a case is checked, then timed in many blocks,
+    /// on the same inputs. Drawing them again would cost a launch; uploading them, host time.
+    drawn: Option<(String, Draw, DeviceInputs)>,
+}
+
+/// Q, K and V on the device.
+struct DeviceInputs {
+    q: CudaSlice<u16>,
+    k: CudaSlice<u16>,
+    v: CudaSlice<u16>,
 }
 
 impl GpuBackend {
     pub fn new(ordinal: usize) -> anyhow::Result<Self> {
-        Ok(GpuBackend { attention: Attention::new(ordinal)? })
+        Ok(GpuBackend { attention: Attention::new(ordinal)?, drawn: None })
     }
 
-    /// Uploads the inputs, poisons the output with NaN, runs `launch` on the tensors and copies
-    /// the result back; `launch` returns the name of the kernel it ran.
+    /// `inputs` on the device: drawn there (kept for the next call on the same problem and
+    /// draw) or uploaded. Take it with [`Self::take_inputs`] and return it with [`Self::keep`].
+    fn take_inputs(&mut self, problem: &Problem, inputs: Inputs) -> evoattn::Result<(Option<Draw>, DeviceInputs)> {
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let draw = match inputs {
+            Inputs::Drawn(draw) => draw,
+            Inputs::Host(host) => {
+                let [q, k, v] = [&host.q, &host.k, &host.v].map(|h| upload(&stream, h));
+                return Ok((None, DeviceInputs { q: q?, k: k?, v: v? }));
+            }
+        };
+        let key = format!("{problem:?}");
+        if let Some((cached_key, cached_draw, _)) = &self.drawn {
+            if *cached_key == key && *cached_draw == draw {
+                let (_, _, device) = self.drawn.take().expect("checked above");
+                return Ok((Some(draw), device));
+            }
+        }
+        // Free the last case's inputs before allocating this one's: both may be gigabytes.
+        self.drawn = None;
+        let gap = crate::lab::inputs::nan_bits(problem.dtype);
+        let tensor = |t: TensorName| -> evoattn::Result<CudaSlice<u16>> {
+            let mut buf = stream.alloc_zeros::<u16>(problem.extent(t).max(1)).map_err(driver("cuMemAlloc"))?;
+            self.attention.gpu().draw(problem, t, &draw.stream(t), gap, &mut buf.as_view_mut())?;
+            Ok(buf)
+        };
+        let device = DeviceInputs { q: tensor(TensorName::Q)?, k: tensor(TensorName::K)?, v: tensor(TensorName::V)? };
+        Ok((Some(draw), device))
+    }
+
+    /// Keeps drawn inputs for the next call on the same problem.
+    fn keep(&mut self, problem: &Problem, (draw, device): (Option<Draw>, DeviceInputs)) {
+        if let Some(draw) = draw {
+            self.drawn = Some((format!("{problem:?}"), draw, device));
+        }
+    }
+
+    /// Poisons the output with NaN, runs `launch` on `inputs` and copies the result back;
+    /// `launch` returns the name of the kernel it ran.
     fn forward_with(
         &mut self,
         problem: &Problem,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
+        inputs: Inputs,
         launch: impl FnOnce(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<String>,
     ) -> evoattn::Result<Forward> {
-        problem.validate()?;
+        let taken = self.take_inputs(problem, inputs)?;
+        let result = self.forward_on(problem, &taken.1, launch);
+        self.keep(problem, taken);
+        result
+    }
+
+    fn forward_on(
+        &mut self,
+        problem: &Problem,
+        inputs: &DeviceInputs,
+        launch: impl FnOnce(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<String>,
+    ) -> evoattn::Result<Forward> {
         let stream = self.attention.gpu().stream().clone();
-        let [q_dev, k_dev, v_dev] = [q, k, v].map(|host| upload(&stream, host));
-        let (q_dev, k_dev, v_dev) = (q_dev?, k_dev?, v_dev?);
         let o_len = problem.extent(TensorName::O);
         let poison = vec![crate::lab::inputs::nan_bits(problem.dtype); o_len.max(1)];
         let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
@@ -50,10 +106,11 @@ impl GpuBackend {
         } else {
             None
         };
+        let len = |t| problem.extent(t);
         let tensors = DeviceTensors {
-            q: q_dev.slice(..q.len()),
-            k: k_dev.slice(..k.len()),
-            v: v_dev.slice(..v.len()),
+            q: inputs.q.slice(..len(TensorName::Q)),
+            k: inputs.k.slice(..len(TensorName::K)),
+            v: inputs.v.slice(..len(TensorName::V)),
             o: o_dev.slice_mut(..o_len),
             lse: lse_dev.as_mut().map(|l| l.slice_mut(..problem.extent(TensorName::Lse))),
         };
@@ -77,15 +134,24 @@ impl GpuBackend {
     fn time_with(
         &mut self,
         problem: &Problem,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
+        inputs: Inputs,
+        options: TimingOptions,
+        launch: impl FnMut(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<()>,
+    ) -> evoattn::Result<Timing> {
+        let (draw, inputs) = self.take_inputs(problem, inputs)?;
+        let mut case = DeviceCase::new(self.attention.gpu().stream(), problem, inputs)?;
+        let result = self.time_on(&mut case, options, launch);
+        self.keep(problem, (draw, case.inputs));
+        result
+    }
+
+    fn time_on(
+        &mut self,
+        case: &mut DeviceCase,
         options: TimingOptions,
         mut launch: impl FnMut(&mut Attention, DeviceTensors<'_>) -> evoattn::Result<()>,
     ) -> evoattn::Result<Timing> {
-        problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
         let flush_len = crate::lab::backend::flush_bytes(self.attention.gpu().l2_bytes());
         let mut flush = stream.alloc_zeros::<u8>(flush_len.max(1)).map_err(driver("cuMemAlloc"))?;
         let mut launch = |attention: &mut Attention| launch(attention, case.tensors());
@@ -164,30 +230,27 @@ fn upload(stream: &Arc<CudaStream>, host: &[u16]) -> evoattn::Result<CudaSlice<u
 
 /// A case's inputs on the device, with zeroed outputs.
 struct DeviceCase {
-    q: CudaSlice<u16>,
-    k: CudaSlice<u16>,
-    v: CudaSlice<u16>,
+    inputs: DeviceInputs,
     o: CudaSlice<u16>,
     lse: Option<CudaSlice<f32>>,
 }
 
 impl DeviceCase {
-    fn upload(stream: &Arc<CudaStream>, problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> evoattn::Result<Self> {
-        let [q, k, v] = [q, k, v].map(|host| upload(stream, host));
+    fn new(stream: &Arc<CudaStream>, problem: &Problem, inputs: DeviceInputs) -> evoattn::Result<Self> {
         let o = stream.alloc_zeros::<u16>(problem.extent(TensorName::O).max(1)).map_err(driver("cuMemAlloc"))?;
         let lse = if problem.with_lse {
             Some(stream.alloc_zeros::<f32>(problem.extent(TensorName::Lse).max(1)).map_err(driver("cuMemAlloc"))?)
         } else {
             None
         };
-        Ok(DeviceCase { q: q?, k: k?, v: v?, o, lse })
+        Ok(DeviceCase { inputs, o, lse })
     }
 
     fn tensors(&mut self) -> DeviceTensors<'_> {
         DeviceTensors {
-            q: self.q.as_view(),
-            k: self.k.as_view(),
-            v: self.v.as_view(),
+            q: self.inputs.q.as_view(),
+            k: self.inputs.k.as_view(),
+            v: self.inputs.v.as_view(),
             o: self.o.as_view_mut(),
             lse: self.lse.as_mut().map(|l| l.as_view_mut()),
         }
@@ -217,27 +280,20 @@ impl Backend for GpuBackend {
         }
     }
 
-    fn forward(
-        &mut self,
-        problem: &Problem,
-        kernel: Kernel,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> evoattn::Result<Forward> {
+    fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward> {
         match kernel {
-            Kernel::Planned(plan) => self.forward_with(problem, q, k, v, |attention, tensors| {
+            Kernel::Planned(plan) => self.forward_with(problem, inputs, |attention, tensors| {
                 attention.forward(plan, tensors)?;
                 Ok(plan.spec.name())
             }),
             Kernel::Reference => {
                 let plan = self.attention.plan(problem, Request::Family(Impl::Reference))?;
-                self.forward(problem, Kernel::Planned(&plan), q, k, v)
+                self.forward(problem, Kernel::Planned(&plan), inputs)
             }
             Kernel::Variant(variant) => {
                 let loaded = load_variant(&self.attention, problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
-                self.forward_with(problem, q, k, v, |attention, tensors| {
+                self.forward_with(problem, inputs, |attention, tensors| {
                     let mut prepared = PreparedLaunch::new(attention.gpu(), &loaded, problem)?;
                     attention.run_prepared(&mut prepared, &stream, tensors)?;
                     Ok(loaded.spec().name())
@@ -250,41 +306,33 @@ impl Backend for GpuBackend {
         &mut self,
         problem: &Problem,
         kernel: Kernel,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
+        inputs: Inputs,
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
         match kernel {
             Kernel::Planned(plan) => {
-                self.time_with(problem, q, k, v, options, |attention, tensors| attention.forward(plan, tensors))
+                self.time_with(problem, inputs, options, |attention, tensors| attention.forward(plan, tensors))
             }
             Kernel::Reference => {
                 let plan = self.attention.plan(problem, Request::Family(Impl::Reference))?;
-                self.time(problem, Kernel::Planned(&plan), q, k, v, options)
+                self.time(problem, Kernel::Planned(&plan), inputs, options)
             }
             Kernel::Variant(variant) => {
                 let loaded = load_variant(&self.attention, problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
                 let mut prepared = PreparedLaunch::new(self.attention.gpu(), &loaded, problem)?;
-                self.time_with(problem, q, k, v, options, |attention, tensors| {
+                self.time_with(problem, inputs, options, |attention, tensors| {
                     attention.run_prepared(&mut prepared, &stream, tensors)
                 })
             }
         }
     }
 
-    fn host_cost(
-        &mut self,
-        plan: &Plan,
-        inputs: [&[u16]; 3],
-        rounds: HostCostRounds,
-    ) -> evoattn::Result<Vec<Vec<f64>>> {
+    fn host_cost(&mut self, plan: &Plan, inputs: Inputs, rounds: HostCostRounds) -> evoattn::Result<Vec<Vec<f64>>> {
         let problem = &plan.problem;
-        problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        let [q, k, v] = inputs;
-        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
+        let (_, inputs) = self.take_inputs(problem, inputs)?;
+        let mut case = DeviceCase::new(&stream, problem, inputs)?;
         // The first call plans, compiles or loads, and prepares: not what is measured.
         self.attention.forward_on(&stream, plan, case.tensors())?;
         let mut all = Vec::with_capacity(rounds.rounds);
@@ -308,12 +356,11 @@ impl Backend for GpuBackend {
         Ok(all)
     }
 
-    fn trace(&mut self, plan: &Plan, inputs: [&[u16]; 3], warmup: usize) -> evoattn::Result<TraceRun> {
+    fn trace(&mut self, plan: &Plan, inputs: Inputs, warmup: usize) -> evoattn::Result<TraceRun> {
         let problem = &plan.problem;
-        problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        let [q, k, v] = inputs;
-        let mut case = DeviceCase::upload(&stream, problem, q, k, v)?;
+        let (_, inputs) = self.take_inputs(problem, inputs)?;
+        let mut case = DeviceCase::new(&stream, problem, inputs)?;
         self.attention.prepare(plan)?;
         for _ in 0..warmup {
             self.attention.forward(plan, case.tensors())?;

@@ -1,20 +1,20 @@
 //! Random inputs for checks and benchmarks: fresh per seed, laid out by the problem's strides.
 //! Every buffer element outside the logical tensor (the gaps of non-dense strides) holds NaN,
-//! so a kernel that reads outside its tensor produces NaN and fails the check.
+//! so a kernel that reads outside its tensor produces NaN and fails the check. The values come
+//! from `evoattn::draw`, whose GPU and PyTorch twins draw the same bits where the tensors live.
 
-use evoattn::reference::logical_offsets;
+use evoattn::draw::{host_tensor, Stream};
 use evoattn::{Dtype, Problem, TensorName};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use rand_distr::StandardNormal;
+use std::borrow::Cow;
 
 /// Which values fill Q, K and V.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Distribution {
-    /// Q, K, V standard normal. With the default 1/sqrt(D) scale the scores are N(0, 1):
-    /// softmax rows spread over many keys, so P·V sums many similar terms.
+    /// Q, K, V with mean 0 and std 1 (the generator's near-normal bell). With the default
+    /// 1/sqrt(D) scale the scores have std 1: softmax rows spread over many keys, so P·V sums
+    /// many similar terms.
     Normal,
-    /// Q and K normal with std [`WIDE_QK_STD`], V standard normal. Scores get std 9 (with the
+    /// Q and K with std [`WIDE_QK_STD`], V with std 1. Scores get std 9 (with the
     /// default scale) and spread over about ±30: each row is dominated by a few keys, exp
     /// underflows for most keys (P rounds to 0 in f16), and a softmax without the max
     /// subtraction or a missed rescale overflows.
@@ -33,85 +33,76 @@ impl Distribution {
     }
 }
 
-/// Host buffers of raw dtype bits, each `problem.extent(t)` elements.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Inputs {
-    pub q: Vec<u16>,
-    pub k: Vec<u16>,
-    pub v: Vec<u16>,
-}
-
 /// The quiet-NaN bit pattern of `dtype`.
 pub fn nan_bits(dtype: Dtype) -> u16 {
     dtype.to_bits(f64::NAN)
 }
 
-/// Values per independently seeded chunk: chunks are drawn in parallel, and large enough that
-/// seeding costs nothing next to drawing.
-const CHUNK: usize = 1 << 20;
-
-/// SplitMix64's finaliser: distinct, well-mixed seeds for (seed, tensor, chunk).
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+/// A case's Q, K and V as the generator draws them (`evoattn::draw`): every value a pure
+/// function of the seed, the distribution, the tensor and the logical index, so the same
+/// wherever it is drawn: on the CPU for the float64 reference and the mock, on the GPU by the GPU
+/// backend, by PyTorch in the oracle. A large case never crosses the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Draw {
+    pub dist: Distribution,
+    pub seed: u64,
 }
 
-/// `n` values of `std`·N(0, 1) as dtype bits, in logical order; chunk `c` comes from its own
-/// generator seeded by (`seed`, `stream`, `c`), so the result does not depend on the threads.
-fn draw(dtype: Dtype, n: usize, std: f64, seed: u64, stream: u64) -> Vec<u16> {
-    let mut out = vec![0u16; n];
-    let chunks: Vec<(usize, &mut [u16])> = out.chunks_mut(CHUNK).enumerate().collect();
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(chunks.len().max(1));
-    let mut per_thread: Vec<Vec<(usize, &mut [u16])>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, chunk) in chunks.into_iter().enumerate() {
-        per_thread[i % threads].push(chunk);
+impl Draw {
+    pub fn new(dist: Distribution, seed: u64) -> Self {
+        Draw { dist, seed }
     }
-    std::thread::scope(|scope| {
-        for work in per_thread {
-            scope.spawn(move || {
-                for (c, values) in work {
-                    let mut rng = StdRng::seed_from_u64(mix(mix(seed ^ mix(stream)) ^ c as u64));
-                    for v in values.iter_mut() {
-                        let x: f64 = rng.sample(StandardNormal);
-                        *v = dtype.to_bits(std * x);
-                    }
-                }
-            });
-        }
-    });
-    out
+
+    /// The generator of tensor `t` (Q, K or V).
+    pub fn stream(&self, t: TensorName) -> Stream {
+        let (stream, std) = match t {
+            TensorName::K => (1, self.dist.qk_std()),
+            TensorName::V => (2, 1.0),
+            _ => (0, self.dist.qk_std()),
+        };
+        Stream::new(self.seed, stream, std)
+    }
+
+    /// The values on the host, laid out by the problem's strides with NaN in every gap, so that
+    /// a kernel that reads outside its tensor produces NaN and fails the check.
+    pub fn host(&self, problem: &Problem) -> HostInputs {
+        let fill = |t| host_tensor(problem, t, &self.stream(t), nan_bits(problem.dtype));
+        HostInputs { q: fill(TensorName::Q), k: fill(TensorName::K), v: fill(TensorName::V) }
+    }
 }
 
-/// Q, K and V for `problem`, reproducible from `seed`. Values are drawn in logical
-/// (b, h, s, d) order, so one seed gives the same logical tensors in every layout.
-pub fn random_inputs(problem: &Problem, dist: Distribution, seed: u64) -> Inputs {
-    let fill = |t: TensorName, stream: u64, std: f64| -> Vec<u16> {
-        let n = problem.elements(t);
-        let values = draw(problem.dtype, n, std, seed, stream);
-        let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
-        for (off, bits) in logical_offsets(problem, t).zip(values) {
-            buf[off] = bits;
+/// Host buffers of raw dtype bits, each `problem.extent(t)` elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostInputs {
+    pub q: Vec<u16>,
+    pub k: Vec<u16>,
+    pub v: Vec<u16>,
+}
+
+/// The Q, K and V a kernel runs on.
+#[derive(Clone, Copy, Debug)]
+pub enum Inputs<'a> {
+    /// Drawn where they are used.
+    Drawn(Draw),
+    /// Given by the caller (`run`'s file), laid out by the problem's strides.
+    Host(&'a HostInputs),
+}
+
+impl Inputs<'_> {
+    /// The values on the host: drawn there, or the caller's.
+    pub fn host(&self, problem: &Problem) -> Cow<'_, HostInputs> {
+        match self {
+            Inputs::Drawn(draw) => Cow::Owned(draw.host(problem)),
+            Inputs::Host(host) => Cow::Borrowed(host),
         }
-        buf
-    };
-    let qk_std = dist.qk_std();
-    Inputs { q: fill(TensorName::Q, 0, qk_std), k: fill(TensorName::K, 1, qk_std), v: fill(TensorName::V, 2, 1.0) }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn chunked_draws_are_reproducible_and_chunks_independent() {
-        let n = 2 * CHUNK + 5;
-        let a = draw(Dtype::Bf16, n, 1.0, 7, 0);
-        assert_eq!(a, draw(Dtype::Bf16, n, 1.0, 7, 0));
-        assert_ne!(a[..64], a[CHUNK..CHUNK + 64], "chunks must not repeat each other");
-        assert_ne!(a[..64], draw(Dtype::Bf16, n, 1.0, 7, 1)[..64], "streams (q, k, v) must differ");
-        assert_eq!(a.len(), n);
-    }
+    use evoattn::reference::logical_offsets;
     use evoattn::{Layout, Shape, Strides};
 
     fn shape() -> Shape {
@@ -139,14 +130,14 @@ mod tests {
     #[test]
     fn dense_buffers_are_fully_written_and_reproducible() {
         let p = Problem::dense(shape(), Dtype::Bf16, Layout::Bhsd);
-        let a = random_inputs(&p, Distribution::Normal, 7);
+        let a = Draw::new(Distribution::Normal, 7).host(&p);
         assert_eq!(a.q.len(), 2 * 4 * 33 * 64);
         assert_eq!(a.k.len(), 2 * 2 * 17 * 64);
         for buf in [&a.q, &a.k, &a.v] {
             assert!(buf.iter().all(|&x| Dtype::Bf16.from_bits(x).is_finite()));
         }
-        assert_eq!(a, random_inputs(&p, Distribution::Normal, 7));
-        assert_ne!(a.q, random_inputs(&p, Distribution::Normal, 8).q);
+        assert_eq!(a, Draw::new(Distribution::Normal, 7).host(&p));
+        assert_ne!(a.q, Draw::new(Distribution::Normal, 8).host(&p).q);
     }
 
     #[test]
@@ -154,7 +145,7 @@ mod tests {
         // Rows padded from 64 to 72 elements, heads padded by one extra row.
         let mut p = Problem::dense(shape(), Dtype::F16, Layout::Bhsd);
         p.q_strides = Strides { batch: 4 * 34 * 72, head: 34 * 72, seq: 72, dim: 1 };
-        let inputs = random_inputs(&p, Distribution::Normal, 1);
+        let inputs = Draw::new(Distribution::Normal, 1).host(&p);
         let extent = p.extent(TensorName::Q);
         assert_eq!(inputs.q.len(), extent);
         let nan = inputs.q.iter().filter(|&&x| Dtype::F16.from_bits(x).is_nan()).count();
@@ -168,7 +159,7 @@ mod tests {
     fn one_seed_gives_the_same_logical_tensors_in_both_layouts() {
         let bhsd = Problem::dense(shape(), Dtype::F16, Layout::Bhsd);
         let bshd = Problem::dense(shape(), Dtype::F16, Layout::Bshd);
-        let (a, b) = (random_inputs(&bhsd, Distribution::Wide, 3), random_inputs(&bshd, Distribution::Wide, 3));
+        let (a, b) = (Draw::new(Distribution::Wide, 3).host(&bhsd), Draw::new(Distribution::Wide, 3).host(&bshd));
         assert_ne!(a.q, b.q, "the buffers are laid out differently");
         assert_eq!(logical(&bhsd, TensorName::Q, &a.q), logical(&bshd, TensorName::Q, &b.q));
         assert_eq!(logical(&bhsd, TensorName::V, &a.v), logical(&bshd, TensorName::V, &b.v));
@@ -177,8 +168,8 @@ mod tests {
     #[test]
     fn wide_widens_q_and_k_but_not_v() {
         let p = Problem::dense(Shape::new(1, 4, 256, 64), Dtype::F16, Layout::Bhsd);
-        let normal = random_inputs(&p, Distribution::Normal, 5);
-        let wide = random_inputs(&p, Distribution::Wide, 5);
+        let normal = Draw::new(Distribution::Normal, 5).host(&p);
+        let wide = Draw::new(Distribution::Wide, 5).host(&p);
         let sd = |t, buf: &[u16]| std_dev(&logical(&p, t, buf));
         // 65536 samples: the sample std's relative standard error is 1/sqrt(2n) = 0.3%
         const REL: f64 = 0.02;
@@ -196,7 +187,7 @@ mod tests {
     #[test]
     fn empty_problems_get_empty_buffers() {
         let p = Problem::dense(Shape { b: 1, h: 2, hkv: 1, sq: 0, sk: 5, d: 64 }, Dtype::F16, Layout::Bshd);
-        let inputs = random_inputs(&p, Distribution::Normal, 0);
+        let inputs = Draw::new(Distribution::Normal, 0).host(&p);
         assert!(inputs.q.is_empty());
         assert_eq!(inputs.k.len(), 5 * 64);
     }

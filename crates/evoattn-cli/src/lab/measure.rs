@@ -4,7 +4,7 @@
 
 use crate::lab::backend::{flush_bytes, Backend, BackendInfo, Kernel, TimingOptions};
 use crate::lab::correctness::expected_o;
-use crate::lab::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::open::open;
 use crate::lab::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
@@ -30,7 +30,7 @@ const DEFAULT_BLOCK: usize = 20;
 /// (`stats::drift`), whose samples then replace the first's for every side.
 const MEASURE_ATTEMPTS: usize = 2;
 /// Mixed into a case's seed for its wide-range correctness inputs, so they differ from the
-/// timed (standard normal) ones.
+/// timed (std 1) ones.
 const WIDE_SEED: u64 = 0x57_1DE;
 /// The flags of a measurement, shared by `bench` and `gate`.
 #[derive(clap::Args, Debug)]
@@ -59,7 +59,8 @@ pub struct LabArgs {
     /// Samples per interleaved block (ours, then each peer, repeated).
     #[arg(long, default_value_t = DEFAULT_BLOCK)]
     pub block: usize,
-    /// Seed of the random inputs (standard normal), for reproducible runs.
+    /// Seed of the random inputs (mean 0, std 1; drawn on the GPU by a counter-based generator,
+    /// the same values on every machine), for reproducible runs.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
@@ -184,27 +185,30 @@ fn measure_with(
             _ => format!("{} ({})", origin.name(), plan.spec.config),
         });
         let seed = args.seed + i as u64;
-        let inputs = random_inputs(&problem, Distribution::Normal, seed);
-        let case =
-            CaseContext { problem: &problem, seed, layout: *layout, inputs: &inputs, plan: &plan, dir: &dir, id: i };
+        let draw = Draw::new(Distribution::Normal, seed);
+        let case = CaseContext { problem: &problem, seed, layout: *layout, draw, plan: &plan, dir: &dir, id: i };
         let started = std::time::Instant::now();
         let result =
-            measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes);
-        results.push(result?);
+            measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes)?;
         bar.inc(1);
         if !std::io::stderr().is_terminal() {
-            // No bar off a terminal (a log, CI, the GPU machine): one line per case instead.
+            // No bar off a terminal (a log, CI, the GPU machine): one line per case instead, with
+            // the time spent outside the timed samples (inputs, checks, compiles, the oracle).
+            let elapsed = started.elapsed().as_secs_f64();
+            let timed: f64 =
+                std::iter::once(&result.ours).chain(&result.peers).flat_map(|m| &m.samples_us).sum::<f64>() * 1e-6;
             errln!(
-                "[{}/{}] {} {} {} {} in {:.1} s",
+                "[{}/{}] {} {} {} {} in {elapsed:.1} s, {:.1} s of it outside the timed samples",
                 i + 1,
                 cases.len(),
                 problem.shape,
                 problem.dtype,
                 problem.causal,
                 layout,
-                started.elapsed().as_secs_f64()
+                elapsed - timed
             );
         }
+        results.push(result);
     }
     bar.finish_and_clear();
     let _ = std::fs::remove_dir_all(&dir);
@@ -225,7 +229,8 @@ struct CaseContext<'a> {
     problem: &'a Problem,
     seed: u64,
     layout: Layout,
-    inputs: &'a Inputs,
+    /// The timed inputs (the correctness check also draws wide-range ones).
+    draw: Draw,
     plan: &'a Plan,
     dir: &'a Path,
     id: usize,
@@ -297,7 +302,7 @@ fn measure_case(
     flush_bytes: usize,
 ) -> anyhow::Result<ResultRecord> {
     let p = case.problem;
-    let want = expected_o(backend, p, case.inputs)?;
+    let want = expected_o(backend, p, case.draw)?;
     let new_row = |name: &str| Measurement {
         name: name.to_string(),
         status: Status::Missing,
@@ -336,13 +341,13 @@ fn check_ours(
     new_row: impl Fn(&str) -> Measurement,
 ) -> anyhow::Result<Measurement> {
     let p = case.problem;
-    let got = backend.forward(p, Kernel::Planned(case.plan), &case.inputs.q, &case.inputs.k, &case.inputs.v)?;
+    let got = backend.forward(p, Kernel::Planned(case.plan), Inputs::Drawn(case.draw))?;
     let mut ours = new_row(&got.kernel);
     set_status(&mut ours, Status::Ok, None);
     judge(&mut ours, p, &got.o, want);
-    let wide = random_inputs(p, Distribution::Wide, case.seed ^ WIDE_SEED);
-    let wide_want = expected_o(backend, p, &wide)?;
-    let wide_got = backend.forward(p, Kernel::Planned(case.plan), &wide.q, &wide.k, &wide.v)?;
+    let wide = Draw::new(Distribution::Wide, case.seed ^ WIDE_SEED);
+    let wide_want = expected_o(backend, p, wide)?;
+    let wide_got = backend.forward(p, Kernel::Planned(case.plan), Inputs::Drawn(wide))?;
     let mut wide_row = new_row(&got.kernel);
     judge(&mut wide_row, p, &wide_got.o, &wide_want);
     ours.correct = Some(ours.correct == Some(true) && wide_row.correct == Some(true));
@@ -366,10 +371,7 @@ fn check_peers(
     flush_bytes: usize,
 ) -> anyhow::Result<Option<TorchTimed>> {
     let p = case.problem;
-    let path = case.dir.join(format!("{id}.safetensors"));
-    crate::lab::oracle::write_inputs(&path, p, case.layout, case.inputs)?;
-    o.load(id, &path, case.layout, p.causal, p.softmax_scale())?;
-    let _ = std::fs::remove_file(&path);
+    o.draw(id, p, case.layout, case.draw)?;
     let mut torch_timed = None;
     for row in peer_rows {
         let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
@@ -418,7 +420,7 @@ fn time_interleaved(
     flush_bytes: usize,
 ) -> anyhow::Result<()> {
     let p = case.problem;
-    let (q, k, v) = (&case.inputs.q, &case.inputs.k, &case.inputs.v);
+    let inputs = Inputs::Drawn(case.draw);
     for attempt in 1..=MEASURE_ATTEMPTS {
         let mut remaining = args.reps;
         for block in 0.. {
@@ -438,7 +440,7 @@ fn time_interleaved(
                 }
                 match (index, row.name.as_str(), oracle.as_deref_mut(), torch_timed) {
                     (0, _, _, _) | (_, SELF_PEER, _, _) => {
-                        row.samples_us.extend(backend.time(p, Kernel::Planned(case.plan), q, k, v, options)?.samples_us)
+                        row.samples_us.extend(backend.time(p, Kernel::Planned(case.plan), inputs, options)?.samples_us)
                     }
                     (_, TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
                         id,

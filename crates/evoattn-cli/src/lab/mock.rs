@@ -6,7 +6,7 @@
 use crate::lab::backend::{
     Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
-use crate::lab::inputs::nan_bits;
+use crate::lab::inputs::{nan_bits, Inputs};
 use crate::out::errln;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::plan;
@@ -189,16 +189,10 @@ impl Backend for MockBackend {
 
     /// Checks what the GPU path checks before a launch (problem, kernel spec, buffer sizes),
     /// then computes in float64 and stores like a kernel would.
-    fn forward(
-        &mut self,
-        problem: &Problem,
-        kernel: Kernel,
-        q: &[u16],
-        k: &[u16],
-        v: &[u16],
-    ) -> evoattn::Result<Forward> {
-        let spec = checked_spec(problem, kernel, [q, k, v])?;
-        let reference = attention_f64(problem, q, k, v);
+    fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward> {
+        let host = inputs.host(problem);
+        let spec = checked_spec(problem, kernel, [&host.q, &host.k, &host.v])?;
+        let reference = attention_f64(problem, &host.q, &host.k, &host.v);
         // Dense O is [B, H, Sq, D]: the last row of the last head is its last D elements.
         let written = match self.fault {
             Some(Fault::Unwritten) => reference.o.len().saturating_sub(problem.shape.d),
@@ -225,9 +219,7 @@ impl Backend for MockBackend {
         &mut self,
         problem: &Problem,
         kernel: Kernel,
-        _q: &[u16],
-        _k: &[u16],
-        _v: &[u16],
+        _inputs: Inputs,
         options: TimingOptions,
     ) -> evoattn::Result<Timing> {
         let spec = planned(problem, kernel);
@@ -242,20 +234,17 @@ impl Backend for MockBackend {
 
     /// Synthetic, deterministic samples around [`MOCK_HOST_COST_US`], after the checks a first
     /// (preparing) call makes. No pause between rounds: nothing disturbs the mock.
-    fn host_cost(
-        &mut self,
-        plan: &Plan,
-        inputs: [&[u16]; 3],
-        rounds: HostCostRounds,
-    ) -> evoattn::Result<Vec<Vec<f64>>> {
-        checked_spec(&plan.problem, Kernel::Planned(plan), inputs)?;
+    fn host_cost(&mut self, plan: &Plan, inputs: Inputs, rounds: HostCostRounds) -> evoattn::Result<Vec<Vec<f64>>> {
+        let host = inputs.host(&plan.problem);
+        checked_spec(&plan.problem, Kernel::Planned(plan), [&host.q, &host.k, &host.v])?;
         Ok((0..rounds.rounds)
             .map(|r| (0..rounds.calls).map(|i| MOCK_HOST_COST_US * (1.0 + jitter(r * rounds.calls + i))).collect())
             .collect())
     }
 
-    fn trace(&mut self, plan: &Plan, inputs: [&[u16]; 3], _warmup: usize) -> evoattn::Result<TraceRun> {
-        self.mock_trace(plan, inputs)
+    fn trace(&mut self, plan: &Plan, inputs: Inputs, _warmup: usize) -> evoattn::Result<TraceRun> {
+        let host = inputs.host(&plan.problem);
+        self.mock_trace(plan, [&host.q, &host.k, &host.v])
     }
 }
 
@@ -315,7 +304,7 @@ fn planted_faults(variant: &Variant) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::inputs::{random_inputs, Distribution};
+    use crate::lab::inputs::{Distribution, Draw, HostInputs};
     use evoattn::reference::dense_o;
     use evoattn::{Causal, Dtype, Layout, Shape};
 
@@ -329,10 +318,9 @@ mod tests {
     }
 
     fn run(fault: Option<Fault>, problem: &Problem, request: Request) -> evoattn::Result<(Forward, Vec<f64>)> {
-        let inputs = random_inputs(problem, Distribution::Wide, 11);
+        let inputs = Draw::new(Distribution::Wide, 11).host(problem);
         let plan = mock_plan(problem, request);
-        let forward =
-            MockBackend::new(fault).forward(problem, Kernel::Planned(&plan), &inputs.q, &inputs.k, &inputs.v)?;
+        let forward = MockBackend::new(fault).forward(problem, Kernel::Planned(&plan), Inputs::Host(&inputs))?;
         let reference = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
         let rounded = reference.o.iter().map(|&x| problem.dtype.round(x)).collect();
         Ok((forward, rounded))
@@ -397,8 +385,9 @@ mod tests {
         let err = run(None, &p, Request::Auto).unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{err}");
         let p = Problem::dense(Shape::new(1, 1, 4, 64), Dtype::Bf16, Layout::Bhsd);
+        let short = HostInputs { q: vec![0; 64], k: vec![], v: vec![] };
         let err = MockBackend::new(None)
-            .forward(&p, Kernel::Planned(&mock_plan(&p, Request::Auto)), &[0; 64], &[], &[])
+            .forward(&p, Kernel::Planned(&mock_plan(&p, Request::Auto)), Inputs::Host(&short))
             .unwrap_err();
         assert!(err.to_string().contains("tensor q: buffer holds 64 elements, the problem needs 256"), "{err}");
     }
@@ -410,7 +399,8 @@ mod tests {
         let time = |config: Option<KernelConfig>| {
             let request = config.map_or(Request::Family(Impl::Mma), Request::Config);
             let plan = mock_plan(&p, request);
-            MockBackend::new(None).time(&p, Kernel::Planned(&plan), &[], &[], &[], options).unwrap().samples_us[0]
+            let inputs = Inputs::Drawn(Draw::new(Distribution::Normal, 0));
+            MockBackend::new(None).time(&p, Kernel::Planned(&plan), inputs, options).unwrap().samples_us[0]
         };
         let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, 64);
         assert_eq!(relative_cost(default, 64), 1.0);

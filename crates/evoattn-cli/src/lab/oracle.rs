@@ -9,12 +9,11 @@
 //! current directory), `EVOATTN_ORACLE_FAKE=1` (synthetic answers without torch or a GPU, for
 //! tests), `EVOATTN_ORACLE_TIMEOUT` (seconds a request may take, default 300).
 
-use crate::lab::inputs::Inputs;
-use crate::lab::tensors_io::{bits, dtype_name, le_bytes, safetensors_dtype};
+use crate::lab::inputs::Draw;
+use crate::lab::tensors_io::{bits, dtype_name, safetensors_dtype};
 use crate::stores::record::{Mode, Status};
 use anyhow::{anyhow, bail, ensure, Context};
-use evoattn::{Causal, Layout, Problem, TensorName};
-use safetensors::tensor::TensorView;
+use evoattn::{Layout, Problem, TensorName};
 use safetensors::SafeTensors;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -42,7 +41,7 @@ const DEFAULT_PYTHON: &str = "python3";
 /// case, short enough that a wedged GPU does not hang a benchmark for ever.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The protocol version this client speaks (`PROTOCOL_VERSION` in the package).
-const PROTOCOL_VERSION: u32 = 1;
+const PROTOCOL_VERSION: u32 = 2;
 const PACKAGE: &str = "evoattn_oracle";
 /// Where the package lives relative to the repository root.
 const PACKAGE_PARENT: &str = "python";
@@ -220,13 +219,31 @@ impl Oracle {
         self.connection.timeout = timeout;
     }
 
-    /// Loads q, k, v from a safetensors file (see [`write_inputs`]) onto the GPU under `id`.
-    pub fn load(&mut self, id: &str, path: &Path, layout: Layout, causal: Causal, scale: f32) -> anyhow::Result<()> {
+    /// Has the oracle draw `problem`'s q, k and v on its GPU under `id`, dense in `layout`: the
+    /// values of `draw`, bit for bit (its generator is `evoattn::draw`'s twin), so no tensor
+    /// crosses the host.
+    pub fn draw(&mut self, id: &str, problem: &Problem, layout: Layout, draw: Draw) -> anyhow::Result<()> {
+        let dense = Problem::dense(problem.shape, problem.dtype, layout);
+        for t in [TensorName::Q, TensorName::K, TensorName::V] {
+            ensure!(
+                problem.strides(t) == dense.strides(t),
+                "the oracle takes dense tensors: {t}'s strides {:?} are not those of dense {layout}",
+                problem.strides(t)
+            );
+        }
+        let s = problem.shape;
+        let stream = |t| {
+            let g = draw.stream(t);
+            json!({ "keys": g.keys, "scale": f64::from(g.scale) })
+        };
         let fields = json!({
-            "id": id, "path": utf8(path)?, "layout": layout.name(), "causal": causal.name(),
-            "scale": f64::from(scale)
+            "id": id,
+            "shape": { "b": s.b, "h": s.h, "hkv": s.hkv, "sq": s.sq, "sk": s.sk, "d": s.d },
+            "dtype": problem.dtype.name(), "layout": layout.name(), "causal": problem.causal.name(),
+            "scale": f64::from(problem.softmax_scale()),
+            "tensors": { "q": stream(TensorName::Q), "k": stream(TensorName::K), "v": stream(TensorName::V) },
         });
-        self.connection.request("load", fields).map(drop)
+        self.connection.request("draw", fields).map(drop)
     }
 
     pub fn unload(&mut self, id: &str) -> anyhow::Result<()> {
@@ -312,29 +329,6 @@ impl Oracle {
         self.connection.child.wait().context("waiting for the oracle to exit")?;
         Ok(())
     }
-}
-
-/// Writes a problem's q, k, v, which must be dense in `layout`, to a safetensors file for
-/// [`Oracle::load`].
-pub fn write_inputs(path: &Path, problem: &Problem, layout: Layout, inputs: &Inputs) -> anyhow::Result<()> {
-    let dense = Problem::dense(problem.shape, problem.dtype, layout);
-    for t in [TensorName::Q, TensorName::K, TensorName::V] {
-        ensure!(
-            problem.strides(t) == dense.strides(t),
-            "the oracle takes dense tensors: {t}'s strides {:?} are not those of dense {layout}",
-            problem.strides(t)
-        );
-    }
-    let s = problem.shape;
-    let dtype = safetensors_dtype(problem.dtype);
-    let bytes = [le_bytes(&inputs.q), le_bytes(&inputs.k), le_bytes(&inputs.v)];
-    let shapes =
-        [layout.dims(s.b, s.h, s.sq, s.d), layout.dims(s.b, s.hkv, s.sk, s.d), layout.dims(s.b, s.hkv, s.sk, s.d)];
-    let mut tensors = Vec::with_capacity(3);
-    for ((name, shape), data) in ["q", "k", "v"].into_iter().zip(shapes).zip(&bytes) {
-        tensors.push((name, TensorView::new(dtype, shape.to_vec(), data)?));
-    }
-    std::fs::write(path, safetensors::serialize(tensors, None)?).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The `o` a peer wrote with [`Oracle::output`], as raw bits in dense `layout` order (the
@@ -581,9 +575,9 @@ impl Drop for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::inputs::{random_inputs, Distribution};
+    use crate::lab::inputs::{Distribution, Draw};
     use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
-    use evoattn::{Dtype, Shape};
+    use evoattn::{Causal, Dtype, Shape};
 
     const TEST_TIMEOUT: Duration = Duration::from_secs(60);
     const WARMUP: usize = 2;
@@ -600,13 +594,11 @@ mod tests {
         Oracle::start_with(&fake_options()).expect("the fake oracle starts (python3 on PATH)")
     }
 
-    /// Writes random inputs of `problem` in `layout` and loads them under `id`.
-    fn load(oracle: &mut Oracle, dir: &Path, id: &str, problem: &Problem, layout: Layout) -> (PathBuf, Inputs) {
-        let inputs = random_inputs(problem, Distribution::Normal, 1);
-        let path = dir.join(format!("{id}.safetensors"));
-        write_inputs(&path, problem, layout, &inputs).expect("writable temp dir");
-        oracle.load(id, &path, layout, problem.causal, problem.softmax_scale()).expect("load");
-        (path, inputs)
+    /// Has the oracle draw random inputs of `problem` in `layout` under `id`.
+    fn draw(oracle: &mut Oracle, id: &str, problem: &Problem, layout: Layout) -> Draw {
+        let draw = Draw::new(Distribution::Normal, 1);
+        oracle.draw(id, problem, layout, draw).expect("draw");
+        draw
     }
 
     fn gqa(causal: Causal, layout: Layout) -> Problem {
@@ -671,10 +663,9 @@ mod tests {
 
     #[test]
     fn load_and_time_return_the_samples_asked_for() {
-        let dir = tempfile::tempdir().unwrap();
         let mut oracle = start_fake();
         let problem = gqa(Causal::TopLeft, Layout::Bhsd);
-        load(&mut oracle, dir.path(), "a", &problem, Layout::Bhsd);
+        draw(&mut oracle, "a", &problem, Layout::Bhsd);
         for mode in [Mode::Eager, Mode::Graph] {
             let first = oracle.time("a", "sdpa-cudnn", mode, WARMUP, SAMPLES, FLUSH).unwrap();
             let PeerTiming::Samples(samples) = &first else { panic!("{first:?}") };
@@ -695,7 +686,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut oracle = start_fake();
         let problem = gqa(Causal::BottomRight, Layout::Bshd);
-        load(&mut oracle, dir.path(), "br", &problem, Layout::Bshd);
+        draw(&mut oracle, "br", &problem, Layout::Bshd);
         let flash = oracle.time("br", "sdpa-flash", Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap();
         assert!(matches!(&flash, PeerTiming::Refused(reason) if reason.contains("bottom-right")), "{flash:?}");
         let fa4 = oracle.time("br", "fa4", Mode::Graph, WARMUP, SAMPLES, FLUSH).unwrap();
@@ -713,11 +704,11 @@ mod tests {
         for layout in [Layout::Bhsd, Layout::Bshd] {
             let problem = gqa(Causal::None, layout);
             let id = layout.name();
-            let (_, inputs) = load(&mut oracle, dir.path(), id, &problem, layout);
+            draw(&mut oracle, id, &problem, layout);
             let path = dir.path().join(format!("o-{id}.safetensors"));
             assert_eq!(oracle.output(id, "sdpa-math", &path).unwrap(), PeerOutput::Written(path.clone()));
-            // The fake writes q back as o: same bits, dtype and shape.
-            assert_eq!(read_output(&path, &problem, layout).unwrap(), inputs.q);
+            // The fake writes zeros as o, in q's dtype and shape.
+            assert_eq!(read_output(&path, &problem, layout).unwrap(), vec![0; problem.extent(TensorName::Q)]);
             let other = Problem::dense(Shape { sq: 17, ..problem.shape }, problem.dtype, layout);
             assert!(format!("{:#}", read_output(&path, &other, layout).unwrap_err()).contains("expected bf16"));
         }
@@ -725,18 +716,23 @@ mod tests {
 
     #[test]
     fn bad_requests_are_errors_and_the_oracle_answers_on() {
-        let dir = tempfile::tempdir().unwrap();
         let mut oracle = start_fake();
         let problem = gqa(Causal::None, Layout::Bhsd);
-        load(&mut oracle, dir.path(), "a", &problem, Layout::Bhsd);
+        let any = Draw::new(Distribution::Normal, 0);
+        draw(&mut oracle, "a", &problem, Layout::Bhsd);
+        let mut uneven = problem.clone();
+        uneven.shape.hkv = 3;
+        uneven.k_strides = Layout::Bhsd.strides(3, uneven.shape.sk, uneven.shape.d);
+        uneven.v_strides = uneven.k_strides;
         let errors = [
             oracle.time("nope", "sdpa-math", Mode::Eager, 0, 1, 0).unwrap_err(),
             oracle.time("a", "sdpa-nope", Mode::Eager, 0, 1, 0).unwrap_err(),
             oracle.time("a", "sdpa-math", Mode::Eager, 0, 0, 0).unwrap_err(),
-            oracle.load("b", &dir.path().join("absent.safetensors"), Layout::Bhsd, Causal::None, 1.0).unwrap_err(),
-            oracle.load("c", Path::new("/dev/null"), Layout::Bhsd, Causal::None, f32::NAN).unwrap_err(),
+            oracle.draw("a", &problem, Layout::Bhsd, any).unwrap_err(),
+            oracle.draw("b", &uneven, Layout::Bhsd, any).unwrap_err(),
         ];
-        for (err, needle) in errors.iter().zip(["no case", "sdpa-nope", "'samples'", "cannot read", "'scale'"]) {
+        for (err, needle) in errors.iter().zip(["no case", "sdpa-nope", "'samples'", "already loaded", "do not divide"])
+        {
             let text = one_line(err);
             assert!(text.starts_with("the oracle refused") && text.contains(needle), "{text}");
         }
@@ -758,7 +754,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut oracle = start_fake();
         let problem = gqa(Causal::None, Layout::Bhsd);
-        load(&mut oracle, dir.path(), "a", &problem, Layout::Bhsd);
+        draw(&mut oracle, "a", &problem, Layout::Bhsd);
         let cubin = dir.path().join("k.cubin");
         std::fs::write(&cubin, b"\x7fELF").unwrap();
         let out = dir.path().join("o.safetensors");
@@ -812,7 +808,7 @@ mod tests {
         assert!(!oracle.hello().fake && oracle.hello().torch.is_some());
         let dir = tempfile::tempdir().unwrap();
         let problem = gqa(Causal::BottomRight, Layout::Bshd);
-        let (_, inputs) = load(&mut oracle, dir.path(), "real", &problem, Layout::Bshd);
+        let inputs = draw(&mut oracle, "real", &problem, Layout::Bshd).host(&problem);
         let want = attention_f64(&problem, &inputs.q, &inputs.k, &inputs.v).o;
         for peer in PEERS {
             let path = dir.path().join(format!("{peer}.safetensors"));
@@ -918,21 +914,14 @@ mod tests {
     }
 
     #[test]
-    fn write_inputs_takes_only_dense_tensors() {
-        let dir = tempfile::tempdir().unwrap();
+    fn draw_takes_only_dense_tensors() {
+        let mut oracle = start_fake();
         let mut problem = gqa(Causal::None, Layout::Bhsd);
-        let inputs = random_inputs(&problem, Distribution::Normal, 0);
-        let path = dir.path().join("qkv.safetensors");
-        write_inputs(&path, &problem, Layout::Bhsd, &inputs).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        let file = SafeTensors::deserialize(&bytes).unwrap();
-        assert_eq!(file.tensor("k").unwrap().shape(), [2, 2, 48, 64]);
-        assert_eq!(bits(&file.tensor("v").unwrap()), inputs.v);
-        assert!(write_inputs(&path, &problem, Layout::Bshd, &inputs).is_err(), "BHSD strides are not BSHD");
+        let any = Draw::new(Distribution::Normal, 0);
+        let err = oracle.draw("x", &problem, Layout::Bshd, any).unwrap_err();
+        assert!(format!("{err:#}").contains("not those of dense bshd"), "{err:#}");
         problem.k_strides.batch += 8;
-        assert!(
-            format!("{:#}", write_inputs(&path, &problem, Layout::Bhsd, &inputs).unwrap_err()).contains("k's strides")
-        );
+        assert!(format!("{:#}", oracle.draw("x", &problem, Layout::Bhsd, any).unwrap_err()).contains("k's strides"));
     }
 
     #[test]

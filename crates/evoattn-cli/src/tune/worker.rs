@@ -8,14 +8,13 @@ use super::evolve::Gate;
 use super::protocol::{Reply, Request};
 use crate::lab::backend::{Backend, Kernel, TimingOptions, Variant};
 use crate::lab::correctness::{check_case, row, CheckOptions, ExpectedCache};
-use crate::lab::inputs::{random_inputs, Distribution, Inputs};
+use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::open::open_on;
 use anyhow::Context;
 use evoattn::plan::plan;
 use evoattn::runtime::compile::CompiledKernel;
 use evoattn::runtime::resources::ResourceReport;
 use evoattn::{Arch, Causal, Dtype, Impl, KernelSpec, Layout, Problem, Shape};
-use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
@@ -63,14 +62,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What a worker keeps across candidates, per shape: the correctness gate's inputs with the
-/// oracle's answers, and the timing inputs. None depends on the candidate, and drawing them
-/// (plus a float64 or reference-kernel answer) took most of an evaluation's time, leaving the
-/// GPU idle while the CPU worked.
+/// What a worker keeps across candidates, per shape: the oracle's answers on the correctness
+/// gate's inputs. They do not depend on the candidate, and computing them (a float64 or
+/// reference-kernel answer) took most of an evaluation's time, leaving the GPU idle while the
+/// CPU worked.
 #[derive(Default)]
 struct WorkerInputs {
     expected: ExpectedCache,
-    timing: HashMap<String, Inputs>,
 }
 
 /// The request's kernel spec, problems and (for a proposed source) variant.
@@ -141,13 +139,10 @@ fn evaluate(
     let options = TimingOptions { warmup: request.warmup, samples: request.samples, mode: TIMING_MODE };
     let mut medians = Vec::with_capacity(job.problems.len());
     for problem in &job.problems {
-        let inputs = cached
-            .timing
-            .entry(format!("{problem:?}"))
-            .or_insert_with(|| random_inputs(problem, Distribution::Normal, TIMING_SEED));
+        let inputs = Inputs::Drawn(Draw::new(Distribution::Normal, TIMING_SEED));
         let plan = plan_of(problem);
         let kernel = job.variant.as_ref().map_or(Kernel::Planned(&plan), Kernel::Variant);
-        let timed = backend.time(problem, kernel, &inputs.q, &inputs.k, &inputs.v, options);
+        let timed = backend.time(problem, kernel, inputs, options);
         match timed.map(|t| crate::verdicts::stats::summarize(&t.samples_us)) {
             Ok(Some(s)) => medians.push(s.median),
             Ok(None) => return Ok(Err((Gate::Timing, "no samples".to_string()))),
