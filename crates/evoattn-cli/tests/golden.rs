@@ -330,6 +330,8 @@ fn normalise(text: &str) -> String {
     let text = mask_number_between(&text, " in ", " s (", "<secs>");
     let text = mask_number_between(&text, " in ", " s, ", "<secs>");
     let text = mask_number_between(&text, ", ", " s of it outside", "<secs>");
+    let text = mask_number_between(&text, "(checking ours ", " s, ", "<secs>");
+    let text = mask_number_between(&text, " the peers ", " s)", "<secs>");
     let text = compile_summary_seconds(&text);
     let text = compile_time_column(&text);
     let text = mask_json_string(&text, "date_utc", "<DATE>");

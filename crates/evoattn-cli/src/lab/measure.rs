@@ -188,7 +188,7 @@ fn measure_with(
         let draw = Draw::new(Distribution::Normal, seed);
         let case = CaseContext { problem: &problem, seed, layout: *layout, draw, plan: &plan, dir: &dir, id: i };
         let started = std::time::Instant::now();
-        let result =
+        let (result, checks) =
             measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes)?;
         bar.inc(1);
         if !std::io::stderr().is_terminal() {
@@ -198,14 +198,17 @@ fn measure_with(
             let timed: f64 =
                 std::iter::once(&result.ours).chain(&result.peers).flat_map(|m| &m.samples_us).sum::<f64>() * 1e-6;
             errln!(
-                "[{}/{}] {} {} {} {} in {elapsed:.1} s, {:.1} s of it outside the timed samples",
+                "[{}/{}] {} {} {} {} in {elapsed:.1} s, {:.1} s of it outside the timed samples (checking ours \
+                 {:.1} s, the peers {:.1} s)",
                 i + 1,
                 cases.len(),
                 problem.shape,
                 problem.dtype,
                 problem.causal,
                 layout,
-                elapsed - timed
+                elapsed - timed,
+                checks.ours.as_secs_f64(),
+                checks.peers.as_secs_f64()
             );
         }
         results.push(result);
@@ -300,8 +303,9 @@ fn measure_case(
     peers: &[String],
     oracle_error: Option<&str>,
     flush_bytes: usize,
-) -> anyhow::Result<ResultRecord> {
+) -> anyhow::Result<(ResultRecord, CheckTimes)> {
     let p = case.problem;
+    let started = std::time::Instant::now();
     let want = expected_o(backend, p, case.draw)?;
     let new_row = |name: &str| Measurement {
         name: name.to_string(),
@@ -313,6 +317,7 @@ fn measure_case(
         correct: None,
     };
     let ours = check_ours(case, backend, &want, new_row)?;
+    let ours_checked = started.elapsed();
     let id = format!("case{}", case.id);
     let mut peer_rows: Vec<Measurement> = peers.iter().map(|name| new_row(name)).collect();
     for row in peer_rows.iter_mut().filter(|r| r.name == SELF_PEER) {
@@ -323,13 +328,21 @@ fn measure_case(
         Some(o) => check_peers(args, case, &id, backend, o, &mut peer_rows, &want, flush_bytes)?,
         None => None,
     };
+    let times = CheckTimes { ours: ours_checked, peers: started.elapsed() - ours_checked };
     let mut sides: Vec<Measurement> = std::iter::once(ours).chain(peer_rows).collect();
     time_interleaved(args, case, &id, backend, oracle.as_deref_mut(), torch_timed.as_ref(), &mut sides, flush_bytes)?;
     let ours = sides.remove(0);
     if let Some(o) = oracle {
         o.unload(&id)?;
     }
-    Ok(ResultRecord { case: case_record(p, case.layout), ours, peers: sides })
+    Ok((ResultRecord { case: case_record(p, case.layout), ours, peers: sides }, times))
+}
+
+/// Where a case's time outside its samples went: checking ours (its answer, inputs drawn,
+/// kernels compiled or loaded) and the peers (the oracle's inputs, each peer's first call).
+struct CheckTimes {
+    ours: std::time::Duration,
+    peers: std::time::Duration,
 }
 
 /// Our kernel's row: its output judged on the case's inputs and, as `check` does, on wide-range
