@@ -27,7 +27,8 @@ pub struct Args {
     /// First seed, for reproducing a failure.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Largest B·H·Sq·Sk·D checked against float64 on the CPU; larger use the reference kernel.
+    /// Largest B·H·Sq·Sk·D checked against float64 on the CPU (problems of at most 2^24 input
+    /// elements, which the host draws); larger use the reference kernel, on inputs drawn on the GPU.
     #[arg(long, default_value_t = CPU_REFERENCE_LIMIT)]
     cpu_limit: u64,
     /// Softmax scale for every case [default: 1/sqrt(D)]. Any finite non-zero value; a negative

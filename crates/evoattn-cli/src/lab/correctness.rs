@@ -5,12 +5,24 @@
 use crate::lab::backend::{Backend, Kernel};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
-use evoattn::{Impl, Layout, Problem};
+use evoattn::{Impl, Layout, Problem, TensorName};
 use std::collections::HashMap;
 
 /// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
 /// the `reference` kernel is. 2^27 keeps one CPU reference under about a second.
 pub const CPU_REFERENCE_LIMIT: u64 = 1 << 27;
+
+/// Input elements (Q, K and V together) up to which the float64 CPU reference is the oracle:
+/// its inputs are drawn on the host, by one thread. A decode case of 2^27 multiply-adds has
+/// 2^28 of them: its check took 7 s of host time (two input sets; docs/perf-log.md, session 28).
+pub const CPU_INPUT_LIMIT: u64 = 1 << 24;
+
+/// Whether the float64 CPU reference answers `problem`: at most `macs_limit` multiply-adds
+/// and [`CPU_INPUT_LIMIT`] input elements.
+pub fn answered_on_cpu(problem: &Problem, macs_limit: u64) -> bool {
+    let inputs = [TensorName::Q, TensorName::K, TensorName::V].map(|t| problem.elements(t) as u64);
+    macs(problem) <= macs_limit && inputs.iter().fold(0u64, |n, &x| n.saturating_add(x)) <= CPU_INPUT_LIMIT
+}
 
 /// The oracle's O (dense, float64) and LSE of `problem` on drawn inputs: float64 on the CPU
 /// (the inputs drawn there), or the `reference` kernel (the inputs drawn where it runs).
@@ -30,9 +42,10 @@ fn answer(
 }
 
 /// The oracle's O (dense, float64) of `problem` on drawn inputs: float64 on the CPU up to
-/// [`CPU_REFERENCE_LIMIT`] multiply-adds, else the `reference` kernel.
+/// [`CPU_REFERENCE_LIMIT`] multiply-adds and [`CPU_INPUT_LIMIT`] input elements, else the
+/// `reference` kernel.
 pub fn expected_o(backend: &mut dyn Backend, problem: &Problem, draw: Draw) -> evoattn::Result<Vec<f64>> {
-    Ok(answer(backend, problem, draw, macs(problem) <= CPU_REFERENCE_LIMIT)?.0)
+    Ok(answer(backend, problem, draw, answered_on_cpu(problem, CPU_REFERENCE_LIMIT))?.0)
 }
 
 pub fn macs(p: &Problem) -> u64 {
@@ -138,7 +151,7 @@ pub fn check_case(
         Kernel::Planned(plan) => plan.spec.imp() == Impl::Reference,
         Kernel::Variant(_) => false,
     };
-    let on_cpu = macs(problem) <= options.cpu_limit || is_reference;
+    let on_cpu = answered_on_cpu(problem, options.cpu_limit) || is_reference;
     let mut result = CaseResult {
         problem: problem.clone(),
         layout,
@@ -209,5 +222,29 @@ pub fn row(r: &CaseResult) -> String {
             verdict
         ),
         (None, None) => format!("{:<22} no seeds run", p.shape.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evoattn::{Dtype, Shape};
+
+    fn problem(b: usize, h: usize, hkv: usize, sq: usize, sk: usize) -> Problem {
+        Problem::dense(Shape { b, h, hkv, sq, sk, d: 128 }, Dtype::Bf16, Layout::Bhsd)
+    }
+
+    #[test]
+    fn the_cpu_answers_small_problems_and_the_reference_kernel_large_or_wide_ones() {
+        // The founding documents' shape: 2^27 multiply-adds, 3·2^18 input elements.
+        let mission = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
+        assert!(answered_on_cpu(&mission, CPU_REFERENCE_LIMIT));
+        // Decoding over 32k keys: 2^27 multiply-adds (within the limit) but 2^28 input elements.
+        let decode = problem(1, 32, 32, 1, 32768);
+        assert_eq!(macs(&decode), CPU_REFERENCE_LIMIT);
+        assert!(!answered_on_cpu(&decode, CPU_REFERENCE_LIMIT));
+        // Past the multiply-add limit with few inputs.
+        let long = problem(1, 1, 1, 4096, 4096);
+        assert!(!answered_on_cpu(&long, CPU_REFERENCE_LIMIT) && answered_on_cpu(&long, u64::MAX));
     }
 }
