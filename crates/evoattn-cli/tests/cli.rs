@@ -322,6 +322,21 @@ fn bad_inputs_exit_2_with_a_one_line_reason() {
     v_shape[2] = Tensor::pattern("v", Dtype::F16, &[1, 2, 7, 64], 3);
     assert_rejected(&v_shape, &[], &[], "tensor v: expected shape [1, 2, 8, 64], got [1, 2, 7, 64]");
 
+    // k is the odd one out: q and v have 8 rows, k 7. Named, with v's shape expected.
+    let mut k_rows = good();
+    k_rows[1] = Tensor::pattern("k", Dtype::F16, &[1, 2, 7, 64], 2);
+    assert_rejected(&k_rows, &[], &[], "tensor k: expected shape [1, 2, 8, 64], got [1, 2, 7, 64]");
+    // Where q backs neither (7 and 6 rows against its 8), both are named.
+    let mut both = good();
+    both[1] = Tensor::pattern("k", Dtype::F16, &[1, 2, 7, 64], 2);
+    both[2] = Tensor::pattern("v", Dtype::F16, &[1, 2, 6, 64], 3);
+    assert_rejected(
+        &both,
+        &[],
+        &[],
+        "tensors k and v must have the same shape: k is [1, 2, 7, 64], v is [1, 2, 6, 64]",
+    );
+
     let mut k_batch = qkv(shape, Dtype::F16, Layout::Bshd);
     k_batch[1].shape = vec![2, 8, 2, 32];
     assert_rejected(&k_batch, &["--layout", "bshd"], &[], "tensor k: expected shape [1, 8, 2, 64], got [2, 8, 2, 32]");
@@ -335,6 +350,74 @@ fn bad_inputs_exit_2_with_a_one_line_reason() {
     assert_rejected(&good(), &["--scale", "0"], &[], "scale 0 must be finite and non-zero");
     assert_rejected(&good(), &["--impl", "mma", "--config", "warps=4"], &[], "--config: 'warps' is not a lever of mma");
     assert_rejected(&good(), &[], &[("EVOATTN_MOCK_FAULT", "bogus")], "EVOATTN_MOCK_FAULT=bogus");
+}
+
+#[test]
+fn a_negative_scale_reaches_run() {
+    let shape = Shape { b: 1, h: 2, hkv: 1, sq: 5, sk: 9, d: 64 };
+    assert_round_trip(
+        &Problem::dense(shape, Dtype::F16, Layout::Bhsd).with_scale(Some(-0.3)),
+        Layout::Bhsd,
+        &["--scale", "-0.3"],
+    );
+}
+
+#[test]
+fn check_names_an_unsupported_dtype_mask_or_layout_before_asking_for_problems() {
+    // Alone on the line, the bad value is what is wrong, not the missing problems.
+    for (args, message) in [
+        (&["check", "--dtype", "f32"][..], "dtype 'f32' is not supported: expected f16, bf16 or all"),
+        (
+            &["check", "--shape", "1,2,33,64", "--dtype", "f32"][..],
+            "dtype 'f32' is not supported: expected f16, bf16 or all",
+        ),
+        (
+            &["bench", "--causal", "diagonal"][..],
+            "mask 'diagonal' is not supported: expected none, top-left, bottom-right or all",
+        ),
+        (&["check", "--layout", "sbhd"][..], "layout 'sbhd' is not supported: expected bhsd, bshd or all"),
+    ] {
+        let out = evoattn(args, &[]);
+        assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).trim_end(), format!("evoattn: {message}"), "{args:?}");
+    }
+}
+
+#[test]
+fn output_files_are_checked_before_anything_runs() {
+    // A file in a directory that does not exist: refused at once, before measuring, tuning or
+    // tracing (no progress line, nothing added to the history or the tuner's store).
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let absent = dir.path().join("absent/out.json");
+    let absent = absent.to_str().unwrap();
+    let small = ["--shape", "1,2,64,64"];
+    let runs: [(Vec<&str>, &str); 4] = [
+        ([&["bench"][..], &small, &["--reps", "10", "--json", absent]].concat(), "--json"),
+        (
+            [&["gate"][..], &small, &["--peers", "self", "--against", "self", "--reps", "10", "--record", absent]]
+                .concat(),
+            "--record",
+        ),
+        ([&["tune"][..], &small, &["--impl", "mma", "--json", absent]].concat(), "--json"),
+        ([&["trace"][..], &small, &["--impl", "wgmma", "--out", absent]].concat(), "--out"),
+    ];
+    for (args, flag) in runs {
+        let out = evoattn(&args, &[("EVOATTN_CACHE_DIR", cache.to_str().unwrap()), ("EVOATTN_ORACLE_FAKE", "1")]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line, nothing measured: {err}");
+        assert!(
+            err.starts_with(&format!("evoattn: {flag} {absent}: the directory ")) && err.contains("does not exist"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(!cache.join("history.sqlite").exists() && !cache.join("tune.sqlite").exists(), "{args:?}");
+    }
+    // A directory where a file belongs is refused as such.
+    let out = evoattn(&["gate", "--shape", "1,2,64,64", "--record", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("names a directory: --record takes a file name"), "{}", stderr(&out));
 }
 
 #[test]

@@ -181,6 +181,7 @@ fn bad_flags_could_not_run() {
         // A record decides its own cases: measurement flags make no sense beside it.
         vec!["--samples", win, "--preset", "mission"],
         vec!["--samples", win, "--reps", "10"],
+        vec!["--samples", win, "--no-tuned"],
     ] {
         assert_exit(&gate(&args), EXIT_COULD_NOT_RUN);
     }

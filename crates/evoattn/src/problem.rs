@@ -137,6 +137,8 @@ pub enum Layout {
 }
 
 impl Layout {
+    pub const ALL: [Layout; 2] = [Layout::Bhsd, Layout::Bshd];
+
     pub fn name(self) -> &'static str {
         match self {
             Layout::Bhsd => "bhsd",

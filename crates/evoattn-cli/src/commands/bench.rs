@@ -12,14 +12,23 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(after_help = "Each case: our output checked (standard normal and wide-range inputs), each peer's judged
+against the same answer, then every side timed in interleaved blocks. Exit 0 when our output was
+correct on every case, 1 when it was wrong on one, 2 when nothing could run.
+
+Examples:
+  evoattn bench --preset seed --json run.json                                           # keep the record
+  evoattn bench --shape 4,16,4096,128 --dtype bf16 --peers sdpa-cudnn,fa4 --mode graph  # kernel time, FA4 too
+  evoattn bench --shape 1,32,1,128,8,32768 --dtype bf16 --impl splitkv --host-cost      # a decode step")]
 pub struct Args {
     #[command(flatten)]
     lab: LabArgs,
     /// Do not add this run to the history (history.sqlite in the cache dir, EVOATTN_CACHE_DIR).
     #[arg(long)]
     no_history: bool,
-    /// Write the record (raw samples of ours and every peer, the environment) to this file;
-    /// `evoattn gate --samples FILE` re-gates it with no GPU.
+    /// Write the record (raw samples of ours and every peer, the environment) to this file (its
+    /// directory must exist; checked before measuring); `evoattn gate --samples FILE` re-gates
+    /// it with no GPU.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
     /// Also measure the host cost of one call: the CPU time of the library's launch path
@@ -196,6 +205,9 @@ fn print_table(record: &BenchRecord) -> anyhow::Result<()> {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.json {
+        crate::stores::output::check_writable("--json", path)?;
+    }
     let measured = measure(&args.lab)?;
     let record = measured.record;
     print_table(&record)?;

@@ -15,6 +15,13 @@ use evoattn::Dtype;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(after_help = "Exit 0 when every case passes, 1 when one fails (a wrong output, NaN, or no kernel for it), 2
+when nothing could run.
+
+Examples:
+  evoattn check --preset small                                              # every head dim, dtype and mask
+  evoattn check --shape 2,32,1000,128,8 --dtype bf16 --causal bottom-right  # GQA 32:8, the KV-cache mask
+  evoattn check --preset sanitize --impl wgmma --scale -0.3                 # one family, a negative scale")]
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
@@ -35,7 +42,7 @@ pub struct Args {
     /// one checks the kernels' reductions over raw scores, which flip from max to min.
     #[arg(long, allow_hyphen_values = true)]
     scale: Option<f32>,
-    /// Print only failing rows and the summary.
+    /// Print only the failing rows (with the header and the summary).
     #[arg(long)]
     quiet: bool,
 }

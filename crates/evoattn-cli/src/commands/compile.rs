@@ -21,6 +21,13 @@ use std::time::Instant;
 const ALL: &str = "all";
 
 #[derive(clap::Args)]
+#[command(after_help = "Needs NVRTC, not a GPU. Exit 0 when every variant compiled and (without --space) passes the
+resource gate and none was rejected, 1 otherwise, 2 on bad arguments or without NVRTC.
+
+Examples:
+  evoattn compile --impl mma --arch sm_90a   # the defaults' registers, spills and shared memory
+  evoattn compile --impl wgmma --levers      # the levers --config takes, and what each does
+  evoattn compile --impl mma --arch sm_89 --dtype bf16 --head-dim 128 --config block_n=32,stages=3 --cubin-dir sass/")]
 pub struct Args {
     /// Kernel family (reference, mma, wgmma, splitkv), or `all`.
     #[arg(long = "impl", default_value = ALL)]
@@ -47,7 +54,8 @@ pub struct Args {
     /// warnings, e.g. wgmma serialisation, where this NVRTC reports them).
     #[arg(long)]
     log: bool,
-    /// Write each compiled variant's CUBIN to DIR as KERNEL_ARCH.cubin, for `cuobjdump --dump-sass`.
+    /// Write each compiled variant's CUBIN to DIR (created if absent) as KERNEL_ARCH.cubin, for
+    /// `cuobjdump --dump-sass`.
     #[arg(long, value_name = "DIR")]
     cubin_dir: Option<std::path::PathBuf>,
     /// Print each selected family's levers (the names `--config` takes) and what each does,

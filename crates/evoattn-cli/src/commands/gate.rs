@@ -16,7 +16,8 @@ use std::process::ExitCode;
 /// The argument ids of `LabArgs` (its problem flags by their group): `--samples` conflicts with
 /// all of them. Listed because clap's derive leaves the group of an `Args` struct that itself
 /// flattens another one empty.
-const LAB_FLAGS: [&str; 9] = ["ProblemArgs", "imp", "config", "peers", "mode", "reps", "warmup", "block", "seed"];
+const LAB_FLAGS: [&str; 11] =
+    ["ProblemArgs", "imp", "config", "config_on_plan", "no_tuned", "peers", "mode", "reps", "warmup", "block", "seed"];
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Format {
@@ -30,13 +31,13 @@ enum Format {
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
-    evoattn gate --preset seed --against sdpa-cudnn --format markdown   # measure, gate against cuDNN\n  \
-    evoattn gate --samples run.json                                     # re-gate a record, no GPU\n  \
-    evoattn gate --preset seed --against-history                        # against the best run on this GPU\n  \
-    evoattn gate --samples run.json --against-history --no-history     # offline, history left as it is")]
+    evoattn gate --preset seed --against sdpa-cudnn --format markdown --record seed.json  # measure, keep the record\n  \
+    evoattn gate --samples run.json                                 # re-gate a bench record, no GPU\n  \
+    evoattn gate --samples run.json --against-history --no-history  # against the best run, history left as it is")]
 pub struct Args {
     /// Re-gate this bench record (`bench --json`) instead of measuring; needs no GPU. The record
-    /// decides the cases, so the measurement flags do not apply.
+    /// decides the cases and the kernel, so the measurement flags (problems, kernel, peers,
+    /// timing) are refused beside it.
     #[arg(long, value_name = "FILE.json", conflicts_with_all = LAB_FLAGS)]
     samples: Option<PathBuf>,
     /// The peer to beat: a peer name (sdpa-cudnn, fa4, ...) or best, the fastest peer that ran
@@ -47,7 +48,7 @@ pub struct Args {
     /// 2% above the best (lowest) median recorded for the same GPU, mode, problem and kernel
     /// family, and the bootstrap interval of that change lies entirely above +2%. A case never
     /// recorded passes with the note "no history". The history is history.sqlite in the cache
-    /// dir (EVOATTN_CACHE_DIR); every bench and gate run adds to it.
+    /// dir (EVOATTN_CACHE_DIR); every bench and gate run adds to it, unless --no-history.
     #[arg(long, conflicts_with_all = ["against", "speedup", "p90"])]
     against_history: bool,
     /// Do not add this run to the history.
@@ -63,9 +64,11 @@ pub struct Args {
     /// Also require p90(ours) ≤ p90(peer): no worse tail.
     #[arg(long)]
     p90: bool,
+    /// How the report is printed on stdout (the one-line reason of exit 2 goes to stderr).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Write the measured bench record here, to re-gate it later with --samples.
+    /// Write the measured bench record to this file (its directory must exist; checked before
+    /// measuring), to re-gate it later with --samples.
     #[arg(long, value_name = "FILE.json", conflicts_with = "samples")]
     record: Option<PathBuf>,
     #[command(flatten)]
@@ -79,6 +82,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // Negated so that NaN is refused too.
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         bail!("--confidence must lie strictly between 0 and 1, got {}", args.confidence);
+    }
+    if let Some(path) = &args.record {
+        crate::stores::output::check_writable("--record", path)?;
     }
     let record = match &args.samples {
         Some(path) => BenchRecord::read(path)?,

@@ -7,6 +7,12 @@ use evoattn::{Arch, Impl};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(after_help = "Exit 0 when a GPU and NVRTC are usable, 2 when either is missing (the rest is printed all the
+same).
+
+Examples:
+  evoattn info                # this machine: GPU, NVRTC, the peers, the kernels and their defaults
+  evoattn info --remeasure    # measure the matmul and copy ceilings again")]
 pub struct Args {
     /// Measure the GPU's ceilings (bf16 matmul peak, copy bandwidth) again instead of reading
     /// them from the cache (they are measured through the PyTorch oracle on first use).

@@ -27,15 +27,24 @@ const BENCH_REPS: &str = "2";
 const BENCH_WARMUP: &str = "1";
 
 #[derive(clap::Args)]
+#[command(after_help = "Runs `evoattn bench` on the same problems and kernel under ncu (no peers, 2 timed launches, no
+history) and reads the counters of our kernel's launches. Needs a GPU, ncu and access to the
+counters.
+
+Examples:
+  evoattn profile --shape 4,16,4096,128 --dtype bf16 --out prof/   # counters, and what bounds the kernel
+  evoattn profile --preset seed --impl mma --launches 4            # the first 4 launches of mma kernels")]
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
     #[command(flatten)]
     kernel: KernelArgs,
-    /// Kernel launches to profile: the first N whose name starts with evoattn_.
+    /// Kernel launches to profile: the first N of our kernel's family (names evoattn_FAMILY_...;
+    /// with auto, any family but the reference kernel the correctness check may launch).
     #[arg(long, default_value_t = 1)]
     launches: u32,
-    /// Write profile.csv (ncu's raw output) and profile.json (parsed and classified) here.
+    /// Write profile.csv (ncu's raw output) and profile.json (parsed and classified) to this
+    /// directory (created if absent).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// The ncu binary. Default: ncu on PATH, else /usr/local/cuda/bin/ncu.
@@ -75,6 +84,9 @@ fn bench_args(args: &Args) -> Vec<String> {
     push("warmup", BENCH_WARMUP.into());
     // Times taken under ncu's replay are no run to keep.
     out.push("--no-history".into());
+    if args.kernel.config_on_plan {
+        out.push("--config-on-plan".into());
+    }
     if args.kernel.no_tuned {
         out.push("--no-tuned".into());
     }
@@ -144,6 +156,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(path) => path.clone(),
         None => find_ncu()?,
     };
+    if let Some(dir) = &args.out {
+        crate::stores::output::create_dir("--out", dir)?;
+    }
     let exe = std::env::current_exe().context("cannot locate the evoattn executable to profile")?;
     let output = std::process::Command::new(&ncu)
         .args([
@@ -225,6 +240,25 @@ mod tests {
                 "--warmup=1",
                 "--no-history"
             ]
+        );
+    }
+
+    #[test]
+    fn bench_gets_config_on_plan_too() {
+        let cli = Cli::parse_from([
+            "profile",
+            "--shape",
+            "1,2,64,64",
+            "--impl",
+            "wgmma",
+            "--config",
+            "block_n=64",
+            "--config-on-plan",
+        ]);
+        let args = bench_args(&cli.args);
+        assert!(
+            args.contains(&"--config=block_n=64".to_string()) && args.contains(&"--config-on-plan".to_string()),
+            "{args:?}"
         );
     }
 

@@ -12,9 +12,9 @@ use std::process::ExitCode;
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:\n  \
-    evoattn report --dir bench/results --out bench/report       # the committed records\n  \
-    evoattn report --out hist/ --since 2026-11-20                # the history alone, from that day\n  \
-    evoattn report --dir runs/ --history --since b4f86e8 --out r/  # records and history from a commit's first run")]
+    evoattn report --dir bench/results --out bench/report                  # the committed records\n  \
+    evoattn report --out hist/ --since 2026-11-20                          # the history alone, from that day\n  \
+    evoattn report --dir bench/results --history --since b4f86e8 --out r/  # both, from a commit's first run")]
 pub struct Args {
     /// Bench records (`bench --json` output) to report, in this order.
     #[arg(long, num_args = 1.., value_name = "FILE.json", conflicts_with = "dir")]

@@ -17,12 +17,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
-#[command(after_help = "Example (tensors saved from PyTorch with \
-safetensors.torch.save_file({\"q\": q, \"k\": k, \"v\": v}, \"qkv.safetensors\")):
-  evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd
+#[command(after_help = "The tensors come from PyTorch with safetensors.torch.save_file({\"q\": q, \"k\": k, \"v\": v},
+\"qkv.safetensors\"). Bad input (a wrong rank or shape, mixed or unsupported dtypes, an
+unsupported head dim, Hkv not dividing H) exits 2 with a one-line reason, naming the tensor at
+fault where one is; nothing is written then.
 
-Bad input (wrong rank or shape, mixed dtypes, unsupported head dim, Hkv not dividing H) exits 2
-with a one-line reason naming the tensor.")]
+Examples:
+  evoattn run --input qkv.safetensors --output o.safetensors                          # [B, H, S, D], no mask
+  evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd   # [B, S, H, D], SDPA's mask
+  evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1")]
 pub struct Args {
     /// Safetensors file with tensors q, k, v: rank 4, all f16 or all bf16, row-major in
     /// --layout order. BHSD: q [B, H, Sq, D], k and v [B, Hkv, Sk, D]; Hkv must divide H
@@ -32,22 +35,25 @@ pub struct Args {
     /// File to write: o with q's dtype and shape, plus lse with --lse.
     #[arg(long, value_name = "OUT.safetensors")]
     output: PathBuf,
-    /// Causal mask. Bare --causal is top-left, PyTorch SDPA's is_causal=True: query i sees
-    /// keys 0..=i. bottom-right is FlashAttention's and KV-cache decoding's: query i sees keys
-    /// 0..=i+Sk-Sq, so the last query sees every key. The two agree when Sq = Sk.
+    /// Causal mask: top-left, bottom-right or none (no --causal: none). Bare --causal is
+    /// top-left, PyTorch SDPA's is_causal=True: query i sees keys 0..=i. bottom-right is
+    /// FlashAttention's and KV-cache decoding's: query i sees keys 0..=i+Sk-Sq, so the last
+    /// query sees every key. The two agree when Sq = Sk.
     #[arg(long, value_name = "ALIGN", num_args = 0..=1, default_missing_value = "top-left", value_parser = parse_causal)]
     causal: Option<Causal>,
-    /// Softmax scale applied to Q·Kᵀ [default: 1/sqrt(D)].
-    #[arg(long)]
+    /// Softmax scale applied to Q·Kᵀ [default: 1/sqrt(D)]: any finite non-zero value, negative
+    /// ones included.
+    #[arg(long, allow_hyphen_values = true)]
     scale: Option<f32>,
-    /// Kernel: auto (the planner's choice; the EVOATTN_IMPL environment variable overrides
-    /// it) or a kernel name, e.g. mma or reference (`evoattn info` lists them).
+    /// Kernel family: auto (the planner's choice; the EVOATTN_IMPL environment variable
+    /// overrides it), reference, mma, wgmma or splitkv (`evoattn info` says which run here).
     #[arg(long = "impl", value_name = "NAME", default_value = "auto")]
     imp: String,
     /// Memory order of q, k, v and o: bhsd [B, H, S, D] or bshd [B, S, H, D].
     #[arg(long, value_name = "ORDER", default_value = "bhsd", value_parser = parse_layout)]
     layout: Layout,
-    /// Lever overrides for the kernel that runs, e.g. block_m=64,stages=3.
+    /// Lever overrides for the kernel that runs (with auto, the planner's pick), e.g.
+    /// block_m=64,stages=3; `evoattn compile --levers` lists each family's levers.
     #[arg(long, value_name = "KEY=VALUE,...")]
     config: Option<String>,
     /// Also write lse: the natural-log log-sum-exp of each row's scaled scores, f32
@@ -57,11 +63,13 @@ pub struct Args {
 }
 
 fn parse_causal(text: &str) -> Result<Causal, String> {
-    Causal::parse(text).ok_or_else(|| format!("'{text}': expected top-left or bottom-right"))
+    let names: Vec<&str> = Causal::ALL.iter().map(|c| c.name()).collect();
+    Causal::parse(text).ok_or_else(|| format!("'{text}': expected {}", crate::lab::presets::one_of(&names)))
 }
 
 fn parse_layout(text: &str) -> Result<Layout, String> {
-    Layout::parse(text).ok_or_else(|| format!("'{text}': expected bhsd or bshd"))
+    let names: Vec<&str> = Layout::ALL.iter().map(|l| l.name()).collect();
+    Layout::parse(text).ok_or_else(|| format!("'{text}': expected {}", crate::lab::presets::one_of(&names)))
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -155,15 +163,42 @@ impl Inputs {
             Layout::Bshd => (dims[0], dims[2], dims[1], dims[3]),
         };
         let (b, h, sq, d) = logical(q.shape());
-        let (_, hkv, sk, _) = logical(k.shape());
-        let kv_dims = layout.dims(b, hkv, sk, d).to_vec();
+        // k and v each agree with q on B and D ...
         for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
-            if view.shape() != kv_dims {
-                let (expected, got) = (kv_dims.clone(), view.shape().to_vec());
-                return Err(ProblemError::ShapeMismatch { tensor: t, expected, got }.into());
+            let (_, heads, rows, _) = logical(view.shape());
+            let expected = layout.dims(b, heads, rows, d).to_vec();
+            if view.shape() != expected {
+                return Err(ProblemError::ShapeMismatch { tensor: t, expected, got: view.shape().to_vec() }.into());
             }
         }
+        // ... and with each other on Hkv and Sk.
+        let (_, hkv, sk, _) = logical(k.shape());
+        let (_, v_hkv, v_sk, _) = logical(v.shape());
+        if (hkv, sk) != (v_hkv, v_sk) {
+            return Err(kv_disagree([(k.shape(), (hkv, sk)), (v.shape(), (v_hkv, v_sk))], (h, sq)));
+        }
         Ok(Inputs { shape: Shape { b, h, hkv, sq, sk, d }, dtype, q: bits(&q), k: bits(&k), v: bits(&v) })
+    }
+}
+
+/// The error for k and v that disagree on Hkv or Sk, given each one's shape and its (heads,
+/// rows), and q's. The one at fault is the one q does not back: on every axis where k and v
+/// differ, the other matches q (q and v with 16 rows, k with 15: k), and it is named with the
+/// other's shape expected. Where q backs both or neither, both are named.
+fn kv_disagree(
+    [(k_dims, k_hs), (v_dims, v_hs)]: [(&[usize], (usize, usize)); 2],
+    q_hs: (usize, usize),
+) -> anyhow::Error {
+    let backed = |(heads, rows): (usize, usize), (other_heads, other_rows): (usize, usize)| {
+        (heads == other_heads || heads == q_hs.0) && (rows == other_rows || rows == q_hs.1)
+    };
+    let mismatch = |tensor, expected: &[usize], got: &[usize]| -> anyhow::Error {
+        ProblemError::ShapeMismatch { tensor, expected: expected.to_vec(), got: got.to_vec() }.into()
+    };
+    match (backed(k_hs, v_hs), backed(v_hs, k_hs)) {
+        (false, true) => mismatch(TensorName::K, v_dims, k_dims),
+        (true, false) => mismatch(TensorName::V, k_dims, v_dims),
+        _ => anyhow!("tensors k and v must have the same shape: k is {k_dims:?}, v is {v_dims:?}"),
     }
 }
 

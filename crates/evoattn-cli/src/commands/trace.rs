@@ -17,6 +17,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
+#[command(after_help = "Only the warp-specialised wgmma kernel has marks: the problem must plan to it (or pass --impl
+wgmma), on an sm_90a GPU (H100, H200). One traced launch per problem.
+
+Examples:
+  evoattn trace --shape 32,32,512,64 --dtype bf16 --out t.json          # the planner's wgmma kernel
+  evoattn trace --shape 1,16,4096,128 --impl wgmma --config block_n=128  # one lever's effect on the timeline")]
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
@@ -28,7 +34,8 @@ pub struct Args {
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Write every traced warp's marks (tag, SM clock) to this JSON file.
+    /// Write every traced warp's marks (tag, SM clock) to this JSON file (its directory must
+    /// exist; checked before tracing).
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
 }
@@ -140,6 +147,9 @@ fn write_json(path: &PathBuf, runs: &[(Problem, TraceRun)]) -> anyhow::Result<()
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.out {
+        crate::stores::output::check_writable("--out", path)?;
+    }
     let mut backend = crate::lab::open::open()?;
     let info = backend.info();
     let arch = Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;

@@ -26,30 +26,32 @@ use std::time::{Duration, Instant};
 const DEFAULT_GENERATIONS: usize = 10;
 
 #[derive(clap::Args)]
-#[command(after_help = "Examples:
-  evoattn tune --shape 1,16,4096,128 --shape 4,16,1024,128 --impl mma --budget 8m
-  evoattn tune --preset seed --gpus 0,1 --json elite.json
-  evoattn tune --shape 1,8,2048,64 --proposer 'python3 my_llm_proposer.py'
-  evoattn tune --show
+#[command(
+    after_help = "Each generation changes one lever of an elite (plus random restarts and the proposer's answers),
+and every child passes compile -> resources -> correctness -> timing. Fitness is the
+geometric-mean speedup over the planner's default on the shapes; a child more than 10% slower on
+two or more shapes is discarded. Every evaluation is stored as it completes (in --store), and
+from the default store `check`, `bench`, `gate`, `profile` and `trace` then plan with the best
+config per GPU and problem bucket (--no-tuned or EVOATTN_NO_TUNED=1 to compare with the
+defaults). Shapes are grouped by dtype, head dim and mask, one search each; tuning times BHSD
+tensors, so --layout does not enter. `--proposer CMD` runs CMD under sh -c.
 
-Each generation changes one lever of an elite (plus random restarts), and every child passes
-compile -> resources -> correctness -> timing. Fitness is the geometric-mean speedup over the
-planner's default on the shapes; a child slower by >10% on two shapes is discarded. Every
-evaluation is stored as it completes (tune.sqlite in the kernel cache dir), and `check`,
-`bench`, `gate` then plan with the best stored config per GPU and problem bucket
-(--no-tuned or EVOATTN_NO_TUNED=1 to compare with the defaults). Shapes are grouped by dtype,
-head dim and mask, one search each; tuning times BHSD tensors, so --layout does not enter.")]
+Examples:
+  evoattn tune --shape 1,16,4096,128 --shape 4,16,1024,128 --impl mma --budget 8m --json elite.json
+  evoattn tune --preset seed --gpus 0,1 --resume   # one worker per GPU; continue a killed run
+  evoattn tune --show                              # every stored evaluation"
+)]
 pub struct Args {
     /// List every stored evaluation, oldest first, and exit.
     #[arg(long)]
     show: bool,
-    /// The store (default: tune.sqlite in the kernel cache dir, which the planner reads).
-    #[arg(long)]
+    /// The store (default: tune.sqlite in the kernel cache dir, the one the planner reads).
+    #[arg(long, value_name = "FILE")]
     store: Option<PathBuf>,
     #[command(flatten)]
     problems: ProblemArgs,
-    /// The kernel whose levers are searched: mma or wgmma (default: the planner's choice for
-    /// this GPU).
+    /// The kernel family whose levers are searched: mma, wgmma or splitkv (default: the
+    /// planner's choice on this GPU for each group's first shape).
     #[arg(long = "impl")]
     imp: Option<String>,
     /// Generations to run (each: one-lever children of the elites, random restarts, proposals).
@@ -69,7 +71,8 @@ pub struct Args {
     /// measuring them again (continues an interrupted run).
     #[arg(long)]
     resume: bool,
-    /// Write the final elites (configs, fitness, per-shape medians and speedups) as JSON.
+    /// Write the final elites (configs, fitness, per-shape medians and speedups) as JSON to this
+    /// file (its directory must exist; checked before tuning).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
     /// A program run each generation with a prompt on stdin (task, elites and the kernel
@@ -87,6 +90,12 @@ pub struct Args {
     /// Seed of the search (mutations and restarts).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+/// Whether `tune` searches a family's levers: every family but the reference kernel, the oracle
+/// the others are checked against.
+pub fn tunable(imp: Impl) -> bool {
+    imp != Impl::Reference
 }
 
 /// `90s`, `10m`, `1h` or plain seconds.
@@ -356,8 +365,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(name) => Request::parse(name).map_err(anyhow::Error::msg)?,
         None => Request::Auto,
     };
-    if request == Request::Family(Impl::Reference) {
-        bail!("the reference kernel is the oracle, not a tuning target: --impl mma or wgmma");
+    if request.family().is_some_and(|imp| !tunable(imp)) {
+        let names: Vec<&str> = Impl::ALL.into_iter().filter(|&i| tunable(i)).map(Impl::name).collect();
+        bail!(
+            "the reference kernel is the oracle, not a tuning target: --impl {}",
+            crate::lab::presets::one_of(&names)
+        );
+    }
+    if let Some(path) = &args.json {
+        crate::stores::output::check_writable("--json", path)?;
     }
     let insights = match &args.insights {
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),

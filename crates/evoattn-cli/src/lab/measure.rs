@@ -43,7 +43,7 @@ pub struct LabArgs {
     /// sdpa-efficient, sdpa-math, sdpa-auto, fa4; `self` (our kernel again, as an independent
     /// sample set: the A/A check); `self-torch-events` (our kernel timed by the oracle with
     /// PyTorch's events: the timer cross-check); `evoattn-torch` (ours through the Python
-    /// package `evoattn`, what a PyTorch caller sees; needs its wheel in the oracle's Python);
+    /// package evoattn, what a PyTorch caller sees; needs its wheel in the oracle's Python);
     /// or `none`. The last three are controls, never the best peer a speedup is claimed against.
     #[arg(long, value_delimiter = ',', default_value = "sdpa-cudnn,sdpa-flash")]
     pub peers: Vec<String>,
@@ -53,14 +53,16 @@ pub struct LabArgs {
     /// Timed launches per implementation and case, each after an L2 flush (at most 10^6).
     #[arg(long, default_value_t = 100)]
     pub reps: usize,
-    /// Untimed launches before each block of samples.
+    /// Untimed launches before each side's block of samples.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
-    /// Samples per interleaved block (ours, then each peer, repeated).
+    /// Samples per block: each round, every side (ours, each peer) takes a block of this many,
+    /// in an order reversed from one round to the next.
     #[arg(long, default_value_t = DEFAULT_BLOCK)]
     pub block: usize,
-    /// Seed of the random inputs (mean 0, std 1; drawn on the GPU by a counter-based generator,
-    /// the same values on every machine), for reproducible runs.
+    /// Seed of the random inputs, for reproducible runs: case i draws its timed inputs (mean 0,
+    /// std 1), and the wide-range ones of its correctness check, from SEED + i, with a
+    /// counter-based generator that gives the same values on every machine, on the GPU.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }

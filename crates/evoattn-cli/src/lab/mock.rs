@@ -148,6 +148,23 @@ enum Fault {
     Warming,
 }
 
+impl Fault {
+    const ALL: [Fault; 3] = [Fault::Unwritten, Fault::Wrong, Fault::Warming];
+
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Unwritten => "unwritten",
+            Fault::Wrong => "wrong",
+            Fault::Warming => "warming",
+        }
+    }
+}
+
+/// The values `EVOATTN_MOCK_FAULT` takes, as `--help` lists them.
+pub fn fault_names() -> Vec<&'static str> {
+    Fault::ALL.iter().map(|f| f.name()).collect()
+}
+
 /// The CPU backend selected by `EVOATTN_BACKEND=mock`.
 pub struct MockBackend {
     fault: Option<Fault>,
@@ -160,10 +177,14 @@ impl MockBackend {
     pub fn from_env() -> anyhow::Result<Self> {
         let fault = match std::env::var(FAULT_ENV).as_deref() {
             Err(_) | Ok("") => None,
-            Ok("unwritten") => Some(Fault::Unwritten),
-            Ok("wrong") => Some(Fault::Wrong),
-            Ok("warming") => Some(Fault::Warming),
-            Ok(other) => anyhow::bail!("{FAULT_ENV}={other}: expected 'unwritten', 'wrong' or 'warming'"),
+            Ok(name) => match Fault::ALL.into_iter().find(|f| f.name() == name) {
+                Some(fault) => Some(fault),
+                None => {
+                    let quoted: Vec<String> = fault_names().iter().map(|n| format!("'{n}'")).collect();
+                    let quoted: Vec<&str> = quoted.iter().map(String::as_str).collect();
+                    anyhow::bail!("{FAULT_ENV}={name}: expected {}", crate::lab::presets::one_of(&quoted))
+                }
+            },
         };
         Ok(MockBackend::new(fault))
     }

@@ -42,7 +42,7 @@ fn gqa(b: usize, h: usize, hkv: usize, sq: usize, sk: usize, d: usize) -> Shape 
 pub fn preset(name: &str) -> Result<Preset, String> {
     let all_dtypes = Dtype::ALL.to_vec();
     let all_causal = Causal::ALL.to_vec();
-    let both_layouts = vec![Layout::Bhsd, Layout::Bshd];
+    let both_layouts = Layout::ALL.to_vec();
     let p = match name {
         "mission" => Preset {
             name: "mission",
@@ -173,7 +173,7 @@ pub fn preset(name: &str) -> Result<Preset, String> {
     Ok(p)
 }
 
-/// The problem-selection flags `check` and `bench` share.
+/// The problem-selection flags of `check`, `bench`, `gate`, `profile`, `trace` and `tune`.
 #[derive(clap::Args, Debug, Default)]
 pub struct ProblemArgs {
     /// A named problem set (repeatable): mission, small, long, wide, stress, seed (docs/anchors.md's
@@ -188,48 +188,72 @@ pub struct ProblemArgs {
     /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
     #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
     pub shapes: Vec<String>,
-    /// Element types, comma-separated: f16, bf16 or all. Default: the preset's, else f16.
+    /// Element types, comma-separated: f16, bf16 or all. Default: each preset's (or workload
+    /// case's) own, else f16.
     #[arg(long, value_delimiter = ',')]
     pub dtype: Vec<String>,
     /// Masks, comma-separated: none, top-left, bottom-right or all. `--causal` alone means
-    /// top-left (PyTorch is_causal=True). Default: the preset's, else none.
+    /// top-left (PyTorch is_causal=True). Default: each preset's (or workload case's) own, else
+    /// none.
     #[arg(long, value_delimiter = ',', num_args = 0..=1, default_missing_value = "top-left")]
     pub causal: Vec<String>,
-    /// Layouts, comma-separated: bhsd, bshd or all. Default: the preset's, else bhsd.
+    /// Layouts, comma-separated: bhsd, bshd or all. Default: each preset's (or workload case's)
+    /// own, else bhsd.
     #[arg(long, value_delimiter = ',')]
     pub layout: Vec<String>,
 }
 
+/// `names` as a sentence's list: `a, b or c`.
+pub fn one_of(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// The error for a value no parser takes: what it is not, and what there is.
+fn unknown(what: &str, value: &str, names: &[&str]) -> anyhow::Error {
+    anyhow::anyhow!("{what} '{value}' is not supported: expected {}", one_of(names))
+}
+
+/// A comma-separated flag's values (`--dtype`, `--causal`, `--layout`), or `None` when the flag
+/// is not given; `all` is every value in `all`.
 fn parse_list<T>(
     values: &[String],
-    fallback: &[T],
     all: &[T],
     parse: impl Fn(&str) -> Option<T>,
+    name: impl Fn(T) -> &'static str,
     what: &str,
-) -> anyhow::Result<Vec<T>>
+) -> anyhow::Result<Option<Vec<T>>>
 where
     T: Copy + PartialEq,
 {
     if values.is_empty() {
-        return Ok(fallback.to_vec());
+        return Ok(None);
     }
     let mut out = Vec::new();
     for v in values {
         if v.eq_ignore_ascii_case("all") {
-            return Ok(all.to_vec());
+            return Ok(Some(all.to_vec()));
         }
-        let item = parse(v).with_context(|| format!("unknown {what} '{v}'"))?;
+        let names: Vec<&str> = all.iter().map(|&x| name(x)).chain(["all"]).collect();
+        let item = parse(v).ok_or_else(|| unknown(what, v, &names))?;
         if !out.contains(&item) {
             out.push(item);
         }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 impl ProblemArgs {
     /// Expands presets and shapes into problems (with LSE, for checking), each with its layout.
     pub fn expand(&self) -> anyhow::Result<Vec<(Problem, Layout)>> {
         let args = self;
+        // The flags' lists first: a value no kernel has is named as such, problems given or not.
+        let dtypes = parse_list(&args.dtype, &Dtype::ALL, Dtype::parse, Dtype::name, "dtype")?;
+        let causals = parse_list(&args.causal, &Causal::ALL, Causal::parse, Causal::name, "mask")?;
+        let layouts = parse_list(&args.layout, &Layout::ALL, Layout::parse, Layout::name, "layout")?;
         let mut sets: Vec<Preset> = Vec::new();
         for name in &args.presets {
             let set = preset(name).map_err(anyhow::Error::msg)?;
@@ -258,16 +282,12 @@ impl ProblemArgs {
         if sets.is_empty() {
             bail!("no problems given: use --preset NAME, --shape B,H,S,D or --workload FILE.toml (see --help)");
         }
-        let layouts_all = [Layout::Bhsd, Layout::Bshd];
         let mut out = Vec::new();
         for set in &sets {
-            let dtypes = parse_list(&args.dtype, &set.dtypes, &Dtype::ALL, Dtype::parse, "dtype")?;
-            let causals = parse_list(&args.causal, &set.causal, &Causal::ALL, Causal::parse, "mask")?;
-            let layouts = parse_list(&args.layout, &set.layouts, &layouts_all, Layout::parse, "layout")?;
             for shape in &set.shapes {
-                for &dtype in &dtypes {
-                    for &causal in &causals {
-                        for &layout in &layouts {
+                for &dtype in dtypes.as_deref().unwrap_or(&set.dtypes) {
+                    for &causal in causals.as_deref().unwrap_or(&set.causal) {
+                        for &layout in layouts.as_deref().unwrap_or(&set.layouts) {
                             let problem = Problem::dense(*shape, dtype, layout).with_causal(causal).with_lse(true);
                             problem.validate().with_context(|| format!("shape {shape}"))?;
                             out.push((problem, layout));
@@ -312,17 +332,17 @@ struct WorkloadFile {
     case: Vec<WorkloadCase>,
 }
 
-fn parse_items<T>(
+fn parse_items<T: Copy>(
     items: Option<&OneOrMany>,
-    default: T,
+    (default, all): (T, &[T]),
     parse: impl Fn(&str) -> Option<T>,
+    name: impl Fn(T) -> &'static str,
     what: &str,
 ) -> anyhow::Result<Vec<T>> {
+    let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
     match items {
         None => Ok(vec![default]),
-        Some(list) => {
-            list.items().into_iter().map(|v| parse(v).with_context(|| format!("unknown {what} '{v}'"))).collect()
-        }
+        Some(list) => list.items().into_iter().map(|v| parse(v).ok_or_else(|| unknown(what, v, &names))).collect(),
     }
 }
 
@@ -339,9 +359,24 @@ fn read_workload(path: &std::path::Path) -> anyhow::Result<Vec<Preset>> {
                 name: "workload",
                 about: "",
                 shapes: vec![Shape::parse(&c.shape).map_err(anyhow::Error::msg).with_context(context)?],
-                dtypes: parse_items(c.dtype.as_ref(), Dtype::F16, Dtype::parse, "dtype").with_context(context)?,
-                causal: parse_items(c.causal.as_ref(), Causal::None, Causal::parse, "mask").with_context(context)?,
-                layouts: parse_items(c.layout.as_ref(), Layout::Bhsd, Layout::parse, "layout").with_context(context)?,
+                dtypes: parse_items(c.dtype.as_ref(), (Dtype::F16, &Dtype::ALL), Dtype::parse, Dtype::name, "dtype")
+                    .with_context(context)?,
+                causal: parse_items(
+                    c.causal.as_ref(),
+                    (Causal::None, &Causal::ALL),
+                    Causal::parse,
+                    Causal::name,
+                    "mask",
+                )
+                .with_context(context)?,
+                layouts: parse_items(
+                    c.layout.as_ref(),
+                    (Layout::Bhsd, &Layout::ALL),
+                    Layout::parse,
+                    Layout::name,
+                    "layout",
+                )
+                .with_context(context)?,
             })
         })
         .collect()

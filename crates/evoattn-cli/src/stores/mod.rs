@@ -3,4 +3,5 @@
 
 pub mod db;
 pub mod history;
+pub mod output;
 pub mod record;
