@@ -92,6 +92,10 @@ const SHORT_BLOCK_N: u32 = 128;
 /// (`schedule=split-tail`).
 /// Evidence: docs/decisions/wgmma.md#split-tail
 pub const SPLIT_TAIL_MIN_KEY_BLOCKS: usize = 16;
+/// Fewest query rows for the tail to split: a tile of fewer (decoding) is mostly padding, and a
+/// piece's partial and merge cost a whole tile's rows all the same.
+/// Evidence: docs/decisions/wgmma.md#split-tail-decode
+pub const SPLIT_TAIL_MIN_QUERY_ROWS: usize = WGMMA_TILE_ROWS;
 
 /// The `wgmma` config for one problem on a GPU with `sm_count` SMs: the head dim's
 /// [`default`] adapted by the first rule of [`WGMMA_RULES`] that applies.
@@ -219,6 +223,7 @@ const WGMMA_RULES: &[Rule] = &[
                 WgmmaConfig { block_n: SHORT_BLOCK_N, consumer_warpgroups, ring_test, ..c }
             };
             let split = p.shape.sk.div_ceil(base.block_n as usize) >= SPLIT_TAIL_MIN_KEY_BLOCKS
+                && p.shape.sq >= SPLIT_TAIL_MIN_QUERY_ROWS
                 && base.split_tail_fits(p.shape.sk, p.sms);
             let schedule = if split { Schedule::SplitTail } else { Schedule::Persistent };
             WgmmaConfig { schedule, ..base }
@@ -452,6 +457,13 @@ mod tests {
         assert_eq!(wgmma_for(&causal).schedule, Schedule::Claimed);
         // Past the kernel's 32-bit piece arithmetic (15.8M keys on 132 SMs): no split.
         assert!(split(1, 1, 1 << 16, 64) && !split(1, 1, 1 << 24, 64));
+        // Decoding (1 or 4 queries, tiles of padding): persistent blocks, no split; from a whole
+        // tile of queries, the split.
+        for (sq, schedule) in [(1, Schedule::Persistent), (4, Schedule::Persistent), (128, Schedule::SplitTail)] {
+            let decode =
+                Problem::dense(Shape { b: 8, h: 32, hkv: 32, sq, sk: 8192, d: 128 }, Dtype::Bf16, Layout::Bhsd);
+            assert_eq!(wgmma_for(&decode).schedule, schedule, "Sq={sq}");
+        }
     }
 
     #[test]
