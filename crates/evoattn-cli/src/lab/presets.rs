@@ -214,16 +214,19 @@ where
         return Ok(fallback.to_vec());
     }
     let mut out = Vec::new();
+    let mut every = false;
     for v in values {
+        // `all` takes every value, but what else the list says must still be one.
         if v.eq_ignore_ascii_case("all") {
-            return Ok(all.to_vec());
+            every = true;
+            continue;
         }
         let item = parse(v).with_context(|| format!("unknown {what} '{v}'"))?;
         if !out.contains(&item) {
             out.push(item);
         }
     }
-    Ok(out)
+    Ok(if every { all.to_vec() } else { out })
 }
 
 impl ProblemArgs {
@@ -320,6 +323,8 @@ fn parse_items<T>(
 ) -> anyhow::Result<Vec<T>> {
     match items {
         None => Ok(vec![default]),
+        // An empty list would drop the case without a word.
+        Some(list) if list.items().is_empty() => bail!("an empty {what} list (leave the key out for the default)"),
         Some(list) => {
             list.items().into_iter().map(|v| parse(v).with_context(|| format!("unknown {what} '{v}'"))).collect()
         }
