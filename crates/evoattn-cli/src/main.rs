@@ -16,6 +16,8 @@ mod kernel_invariant_env {
 }
 mod lab;
 mod out;
+#[cfg(test)]
+mod properties;
 mod stores;
 mod tune;
 mod verdicts;

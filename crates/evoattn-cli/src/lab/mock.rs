@@ -211,6 +211,8 @@ impl Backend for MockBackend {
     /// Checks what the GPU path checks before a launch (problem, kernel spec, buffer sizes),
     /// then computes in float64 and stores like a kernel would.
     fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward> {
+        // Before drawing: an invalid problem's extents may not fit memory.
+        problem.validate()?;
         let host = inputs.host(problem);
         let spec = checked_spec(problem, kernel, [&host.q, &host.k, &host.v])?;
         let reference = attention_f64(problem, &host.q, &host.k, &host.v);
@@ -256,6 +258,7 @@ impl Backend for MockBackend {
     /// Synthetic, deterministic samples around [`MOCK_HOST_COST_US`], after the checks a first
     /// (preparing) call makes. No pause between rounds: nothing disturbs the mock.
     fn host_cost(&mut self, plan: &Plan, inputs: Inputs, rounds: HostCostRounds) -> evoattn::Result<Vec<Vec<f64>>> {
+        plan.problem.validate()?;
         let host = inputs.host(&plan.problem);
         checked_spec(&plan.problem, Kernel::Planned(plan), [&host.q, &host.k, &host.v])?;
         Ok((0..rounds.rounds)
@@ -264,6 +267,7 @@ impl Backend for MockBackend {
     }
 
     fn trace(&mut self, plan: &Plan, inputs: Inputs, _warmup: usize) -> evoattn::Result<TraceRun> {
+        plan.problem.validate()?;
         let host = inputs.host(&plan.problem);
         self.mock_trace(plan, [&host.q, &host.k, &host.v])
     }

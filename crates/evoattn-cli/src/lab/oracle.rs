@@ -265,23 +265,13 @@ impl Oracle {
             "id": id, "peer": peer, "mode": mode.name(), "warmup": warmup, "samples": samples,
             "flush_bytes": flush_bytes
         });
-        let reply: PeerReply = decode("time", &self.connection.request("time", fields)?)?;
-        Ok(match reply.outcome()? {
-            Outcome::Ran => PeerTiming::Samples(reply.samples_us.context("the oracle's 'time' reply has no samples")?),
-            Outcome::Refused(reason) => PeerTiming::Refused(reason),
-            Outcome::Missing(reason) => PeerTiming::Missing(reason),
-        })
+        timing(&self.connection.request("time", fields)?, samples)
     }
 
     /// Runs `peer` once on case `id` and has it write `o` (q's dtype, layout and shape) to `path`.
     pub fn output(&mut self, id: &str, peer: &str, path: &Path) -> anyhow::Result<PeerOutput> {
         let fields = json!({ "id": id, "peer": peer, "path": utf8(path)? });
-        let reply: PeerReply = decode("output", &self.connection.request("output", fields)?)?;
-        Ok(match reply.outcome()? {
-            Outcome::Ran => PeerOutput::Written(path.to_path_buf()),
-            Outcome::Refused(reason) => PeerOutput::Refused(reason),
-            Outcome::Missing(reason) => PeerOutput::Missing(reason),
-        })
+        peer_output(&self.connection.request("output", fields)?, path)
     }
 
     /// Dense n×n×n matmul throughput of this GPU in TFLOP/s (median of the oracle's samples);
@@ -297,8 +287,7 @@ impl Oracle {
     }
 
     fn ceiling(&mut self, op: &str, fields: Value, key: &str) -> anyhow::Result<f64> {
-        let reply = self.connection.request(op, fields)?;
-        reply.get(key).and_then(Value::as_f64).with_context(|| format!("the oracle's '{op}' reply has no '{key}'"))
+        ceiling_value(op, &self.connection.request(op, fields)?, key)
     }
 
     /// Times one of our kernels inside the oracle, on case `id`'s tensors, with PyTorch's events:
@@ -319,8 +308,7 @@ impl Oracle {
             "mode": mode.name(),
             "warmup": warmup, "samples": samples, "flush_bytes": flush_bytes
         });
-        let reply: PeerReply = decode("time_kernel", &self.connection.request("time_kernel", fields)?)?;
-        reply.samples_us.context("the oracle's 'time_kernel' reply has no samples")
+        kernel_samples(&self.connection.request("time_kernel", fields)?, samples)
     }
 
     /// Asks the oracle to exit and waits for it.
@@ -335,8 +323,14 @@ impl Oracle {
 /// problem's strides when it is dense), after checking its dtype and shape.
 pub fn read_output(path: &Path, problem: &Problem, layout: Layout) -> anyhow::Result<Vec<u16>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading the oracle's output {}", path.display()))?;
+    parse_output(&bytes, path, problem, layout)
+}
+
+/// [`read_output`] of a file's `bytes` (read from `path`, named in errors): any bytes give `o`'s
+/// bits, as many as the problem's dense `o` has, or a typed error.
+pub(crate) fn parse_output(bytes: &[u8], path: &Path, problem: &Problem, layout: Layout) -> anyhow::Result<Vec<u16>> {
     let file =
-        SafeTensors::deserialize(&bytes).with_context(|| format!("{} is not a safetensors file", path.display()))?;
+        SafeTensors::deserialize(bytes).with_context(|| format!("{} is not a safetensors file", path.display()))?;
     let o = file.tensor("o").map_err(|_| anyhow!("{} has no tensor 'o'", path.display()))?;
     let s = problem.shape;
     let shape = layout.dims(s.b, s.h, s.sq, s.d);
@@ -396,13 +390,87 @@ enum Outcome {
 
 impl PeerReply {
     fn outcome(&self) -> anyhow::Result<Outcome> {
-        let reason = || self.reason.clone().unwrap_or_else(|| "no reason given".into());
+        // An empty reason is none: a refusal always says something.
+        let reason =
+            || self.reason.clone().filter(|r| !r.trim().is_empty()).unwrap_or_else(|| "no reason given".into());
         Ok(match self.status.as_deref().and_then(Status::parse) {
             Some(Status::Ok) => Outcome::Ran,
             Some(Status::Refused) => Outcome::Refused(reason()),
             Some(Status::Missing) => Outcome::Missing(reason()),
             None => bail!("the oracle answered with status {:?}", self.status),
         })
+    }
+
+    /// The samples of a reply that ran: exactly the `wanted` number the request asked for (the
+    /// protocol's promise), each a time, finite and not negative.
+    fn samples(self, op: &str, wanted: usize) -> anyhow::Result<Vec<f64>> {
+        let samples = self.samples_us.with_context(|| format!("the oracle's '{op}' reply has no samples"))?;
+        ensure!(
+            samples.len() == wanted,
+            "the oracle's '{op}' reply has {} samples, not the {wanted} asked for",
+            samples.len()
+        );
+        if let Some(bad) = samples.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
+            bail!("the oracle's '{op}' reply has a sample of {bad} µs");
+        }
+        Ok(samples)
+    }
+}
+
+/// A `time` reply (its fields, [`reply_fields`]) to a request for `wanted` samples.
+pub(crate) fn timing(reply: &Value, wanted: usize) -> anyhow::Result<PeerTiming> {
+    let reply: PeerReply = decode("time", reply)?;
+    Ok(match reply.outcome()? {
+        Outcome::Ran => PeerTiming::Samples(reply.samples("time", wanted)?),
+        Outcome::Refused(reason) => PeerTiming::Refused(reason),
+        Outcome::Missing(reason) => PeerTiming::Missing(reason),
+    })
+}
+
+/// An `output` reply to a request to write `path`.
+pub(crate) fn peer_output(reply: &Value, path: &Path) -> anyhow::Result<PeerOutput> {
+    let reply: PeerReply = decode("output", reply)?;
+    Ok(match reply.outcome()? {
+        Outcome::Ran => PeerOutput::Written(path.to_path_buf()),
+        Outcome::Refused(reason) => PeerOutput::Refused(reason),
+        Outcome::Missing(reason) => PeerOutput::Missing(reason),
+    })
+}
+
+/// A `time_kernel` reply to a request for `wanted` samples.
+pub(crate) fn kernel_samples(reply: &Value, wanted: usize) -> anyhow::Result<Vec<f64>> {
+    decode::<PeerReply>("time_kernel", reply)?.samples("time_kernel", wanted)
+}
+
+/// A ceiling's figure (`key` of an `op` reply): finite and positive.
+pub(crate) fn ceiling_value(op: &str, reply: &Value, key: &str) -> anyhow::Result<f64> {
+    reply
+        .get(key)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .with_context(|| format!("the oracle's '{op}' reply has no positive '{key}'"))
+}
+
+/// Why a reply line gives no fields.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ReplyError {
+    /// `"ok": false`: the oracle refused the request (its message) and serves on.
+    Refused(String),
+    /// Not a reply of the protocol (why): the oracle is not to be asked again.
+    Broken(String),
+}
+
+/// The fields of the oracle's reply `line` to `op` (without `ok`), or why there are none.
+pub(crate) fn reply_fields(op: &str, line: &str) -> Result<Value, ReplyError> {
+    let mut reply: serde_json::Map<String, Value> = serde_json::from_str(line)
+        .map_err(|_| ReplyError::Broken(format!("it answered '{op}' with a line that is not JSON: {line}")))?;
+    match reply.remove("ok") {
+        Some(Value::Bool(true)) => Ok(Value::Object(reply)),
+        Some(Value::Bool(false)) => {
+            let error = reply.get("error").and_then(Value::as_str).filter(|e| !e.trim().is_empty());
+            Err(ReplyError::Refused(error.unwrap_or("no message").to_string()))
+        }
+        _ => Err(ReplyError::Broken(format!("its reply to '{op}' has no \"ok\" field: {line}"))),
     }
 }
 
@@ -411,7 +479,7 @@ fn utf8(path: &Path) -> anyhow::Result<&str> {
     path.to_str().with_context(|| format!("the oracle takes UTF-8 paths, not {}", path.display()))
 }
 
-fn decode<T: DeserializeOwned>(op: &str, reply: &Value) -> anyhow::Result<T> {
+pub(crate) fn decode<T: DeserializeOwned>(op: &str, reply: &Value) -> anyhow::Result<T> {
     T::deserialize(reply).with_context(|| format!("the oracle's '{op}' reply does not fit the protocol: {reply}"))
 }
 
@@ -515,17 +583,10 @@ impl Connection {
                 return Err(self.break_with(why));
             }
         };
-        let mut reply: serde_json::Map<String, Value> = match serde_json::from_str(&line) {
-            Ok(reply) => reply,
-            Err(_) => return Err(self.break_with(format!("it answered '{op}' with a line that is not JSON: {line}"))),
-        };
-        match reply.remove("ok") {
-            Some(Value::Bool(true)) => Ok(Value::Object(reply)),
-            Some(Value::Bool(false)) => {
-                let error = reply.get("error").and_then(Value::as_str).unwrap_or("no message");
-                bail!("the oracle refused '{op}': {error}")
-            }
-            _ => Err(self.break_with(format!("its reply to '{op}' has no \"ok\" field: {line}"))),
+        match reply_fields(op, &line) {
+            Ok(fields) => Ok(fields),
+            Err(ReplyError::Refused(error)) => bail!("the oracle refused '{op}': {error}"),
+            Err(ReplyError::Broken(why)) => Err(self.break_with(why)),
         }
     }
 

@@ -233,9 +233,12 @@ where
         return Ok(None);
     }
     let mut out = Vec::new();
+    let mut every = false;
     for v in values {
+        // `all` takes every value, but what else the list says must still be one.
         if v.eq_ignore_ascii_case("all") {
-            return Ok(Some(all.to_vec()));
+            every = true;
+            continue;
         }
         let names: Vec<&str> = all.iter().map(|&x| name(x)).chain(["all"]).collect();
         let item = parse(v).ok_or_else(|| unknown(what, v, &names))?;
@@ -243,7 +246,7 @@ where
             out.push(item);
         }
     }
-    Ok(Some(out))
+    Ok(Some(if every { all.to_vec() } else { out }))
 }
 
 impl ProblemArgs {
@@ -342,6 +345,8 @@ fn parse_items<T: Copy>(
     let names: Vec<&str> = all.iter().map(|&x| name(x)).collect();
     match items {
         None => Ok(vec![default]),
+        // An empty list would drop the case without a word.
+        Some(list) if list.items().is_empty() => bail!("an empty {what} list (leave the key out for the default)"),
         Some(list) => list.items().into_iter().map(|v| parse(v).ok_or_else(|| unknown(what, v, &names))).collect(),
     }
 }

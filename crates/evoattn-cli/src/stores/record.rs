@@ -161,8 +161,15 @@ impl BenchRecord {
     pub fn read(path: &std::path::Path) -> anyhow::Result<Self> {
         use anyhow::Context;
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text, path)
+    }
+
+    /// The record in `text` (read from `path`, named in errors): any text gives a record of
+    /// this schema or a typed error.
+    pub fn parse(text: &str, path: &std::path::Path) -> anyhow::Result<Self> {
+        use anyhow::Context;
         let record: BenchRecord =
-            serde_json::from_str(&text).with_context(|| format!("{} is not a bench record", path.display()))?;
+            serde_json::from_str(text).with_context(|| format!("{} is not a bench record", path.display()))?;
         if record.schema != SCHEMA {
             anyhow::bail!("{}: schema '{}', expected '{SCHEMA}'", path.display(), record.schema);
         }
