@@ -17,6 +17,7 @@ mod kernel_invariant_env {
 mod lab;
 mod out;
 mod stores;
+mod text;
 mod tune;
 mod verdicts;
 
