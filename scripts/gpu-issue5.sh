@@ -85,7 +85,7 @@ echo "passed $(grep -c ' PASS$' "$OUT/check-grid-splitkv.txt"), failed $(grep -c
 grep -E 'FAIL' "$OUT/check-grid-splitkv.txt" | head -5
 echo
 echo "==== host cost"
-grep -h '^host_cost ' "$OUT"/host-cost-*.txt
+awk '/^host cost of one call/ { shown = 1 } shown' "$OUT"/host-cost-*.txt
 echo
 echo "==== summary (logs in $OUT, $(($(date +%s) - start)) s in all)"
 print_rows

@@ -20,7 +20,7 @@ trap 'rm -rf "$EVOATTN_CACHE_DIR"' EXIT
 unset EVOATTN_BACKEND EVOATTN_NO_TUNED EVOATTN_IMPL
 # bf16, D=128, no mask; one shape per Sq bucket (2^10 .. 2^13).
 SHAPES=(--shape 4,16,1024,128 --shape 2,16,2048,128 --shape 1,16,4096,128 --shape 1,16,8192,128)
-BENCH=(bench --impl mma --dtype bf16 "${SHAPES[@]}" --peers none --reps 100)
+BENCH=(bench --impl mma --dtype bf16 "${SHAPES[@]}" --peers none --reps 100 -v)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 started=$SECONDS
@@ -67,10 +67,11 @@ origin = {}
 for line in open(sys.argv[3], errors="replace"):
     if line.startswith("config of ours for "):
         shape, rest = line[len("config of ours for "):].split(" ", 1)
-        origin[shape] = rest.split(": ", 1)[1].strip()
+        # `tuned store (levers...)`: the origin, without the levers (which may wrap).
+        origin[shape] = rest.split(": ", 1)[1].split(" (")[0].strip()
 print(f'{"shape":<16} {"before_us":>10} {"after_us":>10} {"speedup":>8}  after: config from')
 for shape, (b, _) in before.items():
     a = after.get(shape, (float("nan"), ""))[0]
-    print(f"{shape:<16} {b:>10.1f} {a:>10.1f} {b / a:>7.3f}x  {origin.get(shape, '?')}")
+    print(f"{shape:<16} {b:>10.1f} {a:>10.1f} {b / a:>7.3f}×  {origin.get(shape, '?')}")
 PY
 printf '%s\n' "${summary[@]}"

@@ -23,9 +23,9 @@ timeout 420 "$BIN" tune --impl "$IMPL" --dtype bf16 --causal top-left --gpus all
   --json "$OUT/elite.json" > "$OUT/tune.txt" 2>&1
 rc=$?
 kill $sampler
-"$BIN" tune --show > "$OUT/store.txt" 2>&1
-grep -E "^tune:|^baseline|^rank|^[0-9] " "$OUT/tune.txt"
-echo "tune exit $rc; stored evaluations: $(($(wc -l < "$OUT/store.txt") - 1))"
+"$BIN" tune --show --json "$OUT/store.json" > "$OUT/store.txt" 2>&1
+grep -E "^tune:|^baseline|^ *rank|^ +[0-9]+  " "$OUT/tune.txt"
+echo "tune exit $rc; stored evaluations: $(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$OUT/store.json")"
 python3 - "$OUT/util.csv" <<'PY'
 import collections, sys
 util = collections.defaultdict(list)

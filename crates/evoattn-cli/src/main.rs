@@ -19,6 +19,7 @@ mod out;
 #[cfg(test)]
 mod properties;
 mod stores;
+mod text;
 mod tune;
 mod verdicts;
 

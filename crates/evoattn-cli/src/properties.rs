@@ -542,7 +542,7 @@ fn check_record(text: &str, history: &History, raw: &rusqlite::Connection) -> Re
     let report = evaluate(&record, &opts);
     prop_assert_eq!(report.cases.len(), record.results.len());
     prop_assert!(!report.summary().is_empty());
-    for rendered in [render_text(&report), render_markdown(&report), render_json(&report)] {
+    for rendered in [render_text(&report, true), render_markdown(&report), render_json(&report)] {
         prop_assert!(!rendered.is_empty());
     }
     raw.execute("DELETE FROM measurements", []).expect("the history's table");

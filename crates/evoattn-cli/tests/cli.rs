@@ -170,6 +170,14 @@ fn config_overrides_reach_the_kernel() {
     assert!(stderr(&out).contains("evoattn_mma_bf16_d64_bm64_bn64_s2_"), "{}", stderr(&out));
 }
 
+/// The config of our kernel in a bench record's first case, read back from its symbol name.
+fn config_in_record(path: &std::path::Path) -> String {
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).expect("the bench record")).unwrap();
+    let name = record["results"][0]["ours"]["name"].as_str().expect("our kernel's name").to_string();
+    let spec = evoattn::KernelSpec::from_name(&name).unwrap_or_else(|| panic!("{name} is a kernel's name"));
+    spec.config.to_string()
+}
+
 #[test]
 fn config_on_plan_changes_one_lever_of_the_planners_choice() {
     // On the (H100) mock, the planner gives this short unmasked hd128 problem persistent blocks
@@ -177,11 +185,15 @@ fn config_on_plan_changes_one_lever_of_the_planners_choice() {
     // tile per block).
     let cache = tempfile::tempdir().unwrap();
     let bench = |extra: &[&str]| {
-        let args =
-            [&["bench", "--shape", "1,2,512,128", "--peers", "none", "--reps", "3", "--impl", "wgmma"][..], extra];
+        let json = cache.path().join("bench.json");
+        let args = [
+            &["bench", "--shape", "1,2,512,128", "--peers", "none", "--reps", "3", "--impl", "wgmma"][..],
+            &["--json", json.to_str().unwrap()],
+            extra,
+        ];
         let out = evoattn(&args.concat(), &[("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap())]);
         assert!(out.status.success(), "{}", stderr(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        config_in_record(&json)
     };
     let on_plan = bench(&["--config", "o_staging=tile", "--config-on-plan"]);
     let planned = "block_n=128,stages=2,consumer_warpgroups=2,pipeline=pingpong,schedule=persistent,o_staging=tile";
@@ -201,15 +213,19 @@ fn the_planner_splits_the_tail_of_long_unmasked_persistent_problems_only() {
     // nothing but makes the bench print the planned levers.)
     let cache = tempfile::tempdir().unwrap();
     let env = [("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap())];
+    let json = cache.path().join("bench.json");
     let bench = |extra: &[&str]| {
         let args =
             [&["bench", "--peers", "none", "--reps", "3", "--impl", "wgmma", "--no-history"][..], extra].concat();
         evoattn(&args, &env)
     };
     let planned = |shape: &[&str]| {
-        let out = bench(&[shape, &["--config", "o_staging=tile", "--config-on-plan"][..]].concat());
+        let out = bench(
+            &[shape, &["--config", "o_staging=tile", "--config-on-plan", "--json", json.to_str().unwrap()][..]]
+                .concat(),
+        );
         assert!(out.status.success(), "{shape:?}: {}", stderr(&out));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        config_in_record(&json)
     };
     assert!(planned(&["--shape", "1,2,128,128,2,2048"]).contains("schedule=split-tail,o_staging=tile"));
     assert!(planned(&["--shape", "1,2,128,128,2,1024"]).contains("schedule=persistent,o_staging=tile"));
@@ -257,21 +273,24 @@ fn bench_host_cost_gives_each_case_the_median_of_its_rounds() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("host_cost ")).collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    // The host-cost table's rows: shape, dtype, mask, layout, median, p90, round medians, target.
+    let after = &text[text.find("host cost of one call").expect("the host-cost table")..];
+    let rows: Vec<Vec<&str>> = after
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| cells.len() == 8 && cells[0].starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
     // The mock's calls cost 3.5 us within +-2%: the median and every round's median lie inside.
-    let number_after = |line: &str, key: &str| -> f64 {
-        let rest = &line[line.find(key).unwrap_or_else(|| panic!("{key} in {line}")) + key.len()..];
-        rest.split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
-    };
-    for line in &lines {
-        assert!(line.contains("within the 5 us target"), "{line}");
-        for key in ["median ", "round medians "] {
-            let x = number_after(line, key);
-            assert!((3.43..=3.57).contains(&x), "{key}{x} in {line}");
+    for row in &rows {
+        assert_eq!(row[7], "within", "{row:?}");
+        let (lo, hi) = row[6].split_once('-').expect("round medians lo-hi");
+        for x in [row[4], lo, hi] {
+            let x: f64 = x.parse().unwrap();
+            assert!((3.43..=3.57).contains(&x), "{x} in {row:?}");
         }
     }
-    assert!(lines[1].starts_with("host_cost 2,4,100,128,2"), "{}", lines[1]);
+    assert_eq!(rows[1][0], "2,4,100,128,2", "{text}");
     // A config the kernel cannot run is refused before any call is timed.
     let out = evoattn(
         &[&args[..], &["--host-cost", "--no-history", "--impl", "wgmma", "--config", "block_n=100"]].concat(),

@@ -20,6 +20,16 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The row of kernel `name` in `-v` output (its symbol on the line after the row), its wrapped
+/// cells' continuation lines joined to its first line by single spaces.
+fn row_of(stdout: &str, name: &str) -> String {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let symbol = lines.iter().position(|l| l.trim() == name).unwrap_or_else(|| panic!("no {name}:\n{stdout}"));
+    let first = (0..symbol).rev().find(|&i| !lines[i].starts_with(' ')).expect("the row's first line");
+    let parts: Vec<&str> = lines[first..symbol].iter().map(|l| l.trim()).collect();
+    parts.join(" ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[test]
 fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
     if !have_nvrtc() {
@@ -29,16 +39,19 @@ fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
     let out = compile(cache.path(), &["--impl", "reference", "--arch", "sm_80"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    // With -v each row is followed by its kernel's symbol name.
+    let verbose = text(&compile(cache.path(), &["--impl", "reference", "--arch", "sm_80", "-v"]).stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert!(lines[0].starts_with("arch") && lines[0].contains("kernel") && lines[0].contains("gate"), "{stdout}");
+    // A two-line header: the column names on its second line.
+    assert!(lines[1].starts_with("arch") && lines[1].contains("kernel") && lines[1].contains("gate"), "{stdout}");
     // Two dtypes times three head dims, then the summary.
-    assert_eq!(lines.len(), 1 + 6 + 1, "{stdout}");
+    assert_eq!(lines.len(), 2 + 6 + 1, "{stdout}");
     for dtype in ["f16", "bf16"] {
         for d in [64, 128, 256] {
             let name = format!("evoattn_reference_{dtype}_d{d}_t128");
-            let row =
-                lines.iter().find(|l| l.contains(&name)).unwrap_or_else(|| panic!("no row for {name}:\n{stdout}"));
-            assert!(row.starts_with("sm_80 ") && row.ends_with("PASS") && row.contains(" ms "), "{row}");
+            let row = row_of(&verbose, &name);
+            assert!(row.starts_with("sm_80 reference ") && row.ends_with("PASS") && row.contains(" ms "), "{row}");
+            assert!(row.contains(&format!(" {dtype} {d} ")), "{row}");
         }
     }
     let summary = lines[lines.len() - 1];
@@ -47,7 +60,7 @@ fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
     let again = compile(cache.path(), &["--impl", "reference", "--arch", "sm_80", "--dtype", "f16"]);
     let stdout = text(&again.stdout);
     assert_eq!(again.status.code(), Some(0), "{stdout}");
-    assert!(stdout.lines().nth(1).is_some_and(|row| row.contains("cached")), "{stdout}");
+    assert!(stdout.lines().nth(2).is_some_and(|row| row.contains("cached")), "{stdout}");
     assert!(stdout.contains("3 variants: 3 compiled (3 from cache)"), "{stdout}");
 }
 
@@ -57,11 +70,11 @@ fn a_config_over_the_shared_memory_limit_is_rejected_not_compiled() {
     let cache = tempfile::tempdir().expect("temp dir");
     let out = compile(
         cache.path(),
-        &["--impl", "mma", "--arch", "sm_89", "--dtype", "f16", "--config", "block_m=128,block_n=128,stages=3"],
+        &["--impl", "mma", "--arch", "sm_89", "--dtype", "f16", "--config", "block_m=128,block_n=128,stages=3", "-v"],
     );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
-    let row = stdout.lines().find(|l| l.contains("evoattn_mma_f16_d64_bm128_bn128_s3_qr1")).expect("d=64 row");
+    let row = row_of(&stdout, "evoattn_mma_f16_d64_bm128_bn128_s3_qr1");
     // (128 + 2*3*128) rows * (64 + 8) elements * 2 bytes = 129024, over sm_89's 99 KiB.
     assert!(row.contains("rejected: needs 129024 bytes of shared memory, over sm_89's 101376 per block"), "{row}");
     assert!(stdout.lines().last().is_some_and(|l| l.starts_with("3 variants: 0 compiled") && l.contains("3 rejected")));

@@ -487,8 +487,10 @@ fn info() {
 fn check() {
     let mut s = Scene::new();
     s.evoattn(&["check", "--preset", "small"]).golden("check-preset-small");
-    s.evoattn(&["check", "--shape", "1,2,64,64", "--impl", "mma", "--config", "block_n=128,stages=2"])
+    s.evoattn(&["check", "--shape", "1,2,64,64", "--impl", "mma", "--config", "block_n=128,stages=2", "-v"])
         .golden("check-impl-config");
+    // No kernel for head dim 96: the error is written under its first case, the others point to it.
+    s.evoattn(&["check", "--shape", "1,2,64,96", "--causal", "all"]).golden("check-error-said-once");
     s.evoattn(&["check", "--shape", "2,4,100,128,2,160", "--causal", "all", "--layout", "bshd", "--dtype", "bf16"])
         .golden("check-gqa-causal-bshd");
     s.evoattn(&["check", "--shape", "1,2,33,64", "--impl", "wgmma", "--config", "block_n=64", "--config-on-plan"])
@@ -582,8 +584,25 @@ fn bench() {
         "--reps",
         "6",
         "--no-history",
+        "-v",
     ])
     .golden("bench-config-on-plan-graph");
+    // No oracle (its Python is absent): every peer of every case is missing for one reason, said once.
+    s.evoattn(&[
+        "bench",
+        "--shape",
+        "1,2,64,64",
+        "--shape",
+        "1,2,80,64",
+        "--causal",
+        "all",
+        "--reps",
+        "3",
+        "--no-history",
+    ])
+    .env("EVOATTN_ORACLE_FAKE", "0")
+    .env("EVOATTN_PYTHON", "/nonexistent/python3")
+    .golden("bench-no-oracle-said-once");
     s.evoattn(&["bench", "--shape", "1,2,256,64", "--peers", "none", "--reps", "30", "--block", "10", "--no-history"])
         .env("EVOATTN_MOCK_FAULT", "warming")
         .golden("bench-drift-measured-again");
@@ -600,7 +619,7 @@ fn gate_fixtures() {
     gate(&mut s, "win.json", &[], "gate-win");
     gate(&mut s, "win.json", &["--format", "markdown"], "gate-win-markdown");
     gate(&mut s, "win.json", &["--against", "sdpa-flash", "--format", "json"], "gate-win-json-against-flash");
-    gate(&mut s, "win.json", &["--speedup", "0.5"], "gate-win-strict-speedup-fails");
+    gate(&mut s, "win.json", &["--speedup", "2"], "gate-win-strict-speedup-fails");
     gate(&mut s, "loss.json", &[], "gate-loss");
     gate(&mut s, "loss.json", &["--format", "json", "--p90"], "gate-loss-json-p90");
     gate(&mut s, "tie.json", &["--against", "sdpa-flash", "--format", "markdown"], "gate-tie-markdown");
@@ -617,7 +636,7 @@ fn gate_measured() {
     let record = s.path("gate.json");
     s.evoattn(&["gate", "--shape", "1,4,256,64", "--causal", "none,bottom-right", "--reps", "10", "--record", &record])
         .golden("gate-measured-pass");
-    s.evoattn(&["gate", "--samples", &record, "--against", "sdpa-flash", "--no-history"])
+    s.evoattn(&["gate", "--samples", &record, "--against", "sdpa-flash", "--no-history", "-v"])
         .golden("gate-measured-record-against-flash");
     s.evoattn(&[
         "gate",
@@ -707,6 +726,7 @@ fn tune() {
     .file(&elites)
     .golden("tune-mma");
     s.evoattn(&["tune", "--show"]).golden("tune-show");
+    s.evoattn(&["tune", "--show", "-v"]).golden("tune-show-verbose");
     // The planner now plans with the stored best.
     s.evoattn(&["info"]).golden("tune-then-info");
     s.evoattn(&["bench", "--impl", "mma", "--shape", "1,2,300,64", "--peers", "none", "--reps", "5", "--no-history"])

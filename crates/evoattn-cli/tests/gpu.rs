@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_resumed, kill_when_stored};
+use common::{assert_resumed, kill_when_stored, stored_rows};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -546,10 +546,9 @@ fn tune_command(cache: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// The stored evaluations, one line each ([`stored_rows`]).
 fn tune_rows(cache: &Path) -> Vec<String> {
-    let out = tune_command(cache, &["tune", "--show"]).output().expect("evoattn runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    stdout(&out).lines().skip(1).map(str::to_string).collect()
+    stored_rows(tune_command(cache, &["tune", "--show"]), cache)
 }
 
 #[test]
@@ -574,7 +573,7 @@ fn tuning_records_planted_faults_on_the_gpu_and_completes() {
     assert!(variants.iter().any(|r| r.contains("no answer within 15 s: killed")), "the loop: {variants:#?}");
     assert!(variants.iter().any(|r| r.contains("failed compile")), "{variants:#?}");
     // The restarted workers went on timing configs.
-    assert!(rows.iter().filter(|r| r.contains("x |") && !r.contains("proposed")).count() > 10, "{rows:#?}");
+    assert!(rows.iter().filter(|r| r.contains("| fitness ") && !r.contains("proposed")).count() > 10, "{rows:#?}");
 }
 
 #[test]

@@ -88,11 +88,11 @@ fn against_history_passes_new_and_unchanged_cases_and_fails_a_regression() {
     assert_exit(&out, EXIT_FAIL);
     let md = text(&out.stdout);
     assert!(md.starts_with("### evoattn gate against history: ❌ fail"), "{md}");
-    assert!(md.contains("regressed +11.1% against the best"), "{md}");
+    assert!(md.contains("regressed: speedup vs the best run 0.900× (best/ours)"), "{md}");
     // Offline too: the first record re-gated against the history is the same regression.
     let out = evoattn(cache, &["gate", "--samples", record.to_str().unwrap(), "--against-history"]);
     assert_exit(&out, EXIT_FAIL);
-    assert!(text(&out.stdout).contains("regressed +11.1%"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("regressed: speedup vs the best run 0.900×"), "{}", text(&out.stdout));
 }
 
 #[test]
@@ -107,7 +107,8 @@ fn a_slowdown_inside_the_tolerance_passes() {
     assert_exit(&evoattn(cache, &["gate", "--samples", best.to_str().unwrap(), "--against-history"]), EXIT_PASS);
     let out = evoattn(cache, &["gate", "--samples", record.to_str().unwrap(), "--against-history"]);
     assert_exit(&out, EXIT_PASS);
-    assert!(text(&out.stdout).contains("+1.0%"), "{}", text(&out.stdout));
+    // Its speedup against the best (best/ours) is 0.99×, above the tolerance's 0.980×.
+    assert!(text(&out.stdout).contains("0.990× ["), "{}", text(&out.stdout));
 }
 
 #[test]

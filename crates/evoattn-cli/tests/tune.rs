@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_resumed, have_nvrtc, kill_when_stored};
+use common::{assert_resumed, have_nvrtc, kill_when_stored, stored_rows};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -36,11 +36,9 @@ fn text(out: &Output) -> String {
     format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// `tune --show`'s rows (without its header line).
+/// The stored evaluations, one line each ([`stored_rows`]).
 fn stored(cache: &Path) -> Vec<String> {
-    let out = run(cache, &["tune", "--show"]);
-    assert!(out.status.success(), "{}", text(&out));
-    String::from_utf8_lossy(&out.stdout).lines().skip(1).map(str::to_string).collect()
+    stored_rows(command(cache, &["tune", "--show"]), cache)
 }
 
 fn tune(cache: &Path, extra: &[&str]) -> Output {
@@ -80,19 +78,23 @@ fn tuning_finds_the_mock_optimum_and_the_planner_then_uses_it() {
     // Every evaluation is stored once per bucket of the two shapes.
     assert_eq!(stored(cache).len() as u64, 2 * evaluated);
 
-    let bench = ["bench", "--impl", "mma", "--peers", "none", "--reps", "5", "--shape", "1,2,300,64"];
+    // -v: where each case's config came from, with its levers.
+    let bench = ["bench", "--impl", "mma", "--peers", "none", "--reps", "5", "--shape", "1,2,300,64", "-v"];
     let out = run(cache, &bench);
     assert!(out.status.success(), "{}", text(&out));
-    let tuned = "config of ours for 1,2,300,64 f16 none: tuned store (block_m=128,block_n=128,stages=2,q_in_regs=1)";
+    let tuned =
+        "config of ours for 1,2,300,64 f16 none bhsd: tuned store (block_m=128,block_n=128,stages=2,q_in_regs=1)";
     assert!(String::from_utf8_lossy(&out.stdout).contains(tuned), "{}", text(&out));
-    let default = "config of ours for 1,2,300,64 f16 none: default";
+    // The table names the kernel by the levers the tuned config changed.
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" mma bn=128 s=2 "), "{}", text(&out));
+    let default = "config of ours for 1,2,300,64 f16 none bhsd: default";
     let out = run(cache, &[&bench[..], &["--no-tuned"]].concat());
     assert!(String::from_utf8_lossy(&out.stdout).contains(default), "{}", text(&out));
     let out = command(cache, &bench).env("EVOATTN_NO_TUNED", "1").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(default), "{}", text(&out));
     // A bucket the run did not cover keeps the default.
-    let out = run(cache, &["bench", "--impl", "mma", "--peers", "none", "--reps", "5", "--shape", "1,2,1000,64"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1,2,1000,64 f16 none: default"), "{}", text(&out));
+    let out = run(cache, &["bench", "--impl", "mma", "--peers", "none", "--reps", "5", "--shape", "1,2,1000,64", "-v"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1,2,1000,64 f16 none bhsd: default"), "{}", text(&out));
     let out = run(cache, &["info"]);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("configs:    tuned store for 2 problem buckets"),
@@ -124,9 +126,9 @@ fn planted_faults_and_a_broken_source_are_recorded_and_the_run_completes() {
     assert!(has("failed correctness: no answer within 3 s: killed"), "infinite loop: {variants:#?}");
     assert!(has("failed compile: NVRTC failed to compile"), "broken source: {variants:#?}");
     // The workers were restarted: configs after the faults were still timed.
-    assert!(rows.iter().filter(|r| r.contains("x |") && !r.contains("proposed")).count() > 10, "{rows:#?}");
+    assert!(rows.iter().filter(|r| r.contains("| fitness ") && !r.contains("proposed")).count() > 10, "{rows:#?}");
     // The proposer's later config lines reached the gates (block_n=128,stages=2 on the baseline).
-    assert!(rows.iter().any(|r| r.contains("evoattn_mma_f16_d64_bm128_bn128_s2_qr1 | 1.250x")), "{rows:#?}");
+    assert!(rows.iter().any(|r| r.contains("evoattn_mma_f16_d64_bm128_bn128_s2_qr1 | fitness 1.250")), "{rows:#?}");
 }
 
 #[test]

@@ -4,10 +4,12 @@
 
 use crate::lab::backend::HostCostRounds;
 use crate::lab::inputs::{Distribution, Draw, Inputs};
-use crate::lab::measure::{measure, LabArgs};
-use crate::out::outln;
-use crate::stores::record::{is_control, BenchRecord, Measurement, ResultRecord};
+use crate::lab::measure::{measure, CaseConfig, LabArgs};
+use crate::out;
+use crate::stores::record::{is_control, BenchRecord, CaseRecord, Measurement, ResultRecord};
+use crate::text::{self, Column, Table, SHAPE_HEADER};
 use crate::verdicts::stats::{summarize, Verdict};
+use evoattn::plan::ConfigOrigin;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,6 +38,11 @@ pub struct Args {
     /// spread over a fraction of a second; the figure is the median of the rounds' medians.
     #[arg(long)]
     host_cost: bool,
+    /// Also print our kernel's full symbol name under each row, and each case's config (the
+    /// table names kernels by family and the levers that differ from the family's default for
+    /// the problem).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// Calls per round of the host-cost measurement.
@@ -70,7 +77,7 @@ fn median(m: &Measurement) -> Option<f64> {
     m.is_ok().then(|| summarize(&m.samples_us).map(|s| s.median)).flatten()
 }
 
-fn case_shape(c: &crate::stores::record::CaseRecord) -> evoattn::Shape {
+fn case_shape(c: &CaseRecord) -> evoattn::Shape {
     evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d }
 }
 
@@ -80,7 +87,7 @@ fn tflops(flops: f64, us: f64) -> f64 {
 
 /// GB/s of the K and V reads (every key of every KV head read once), the figure that bounds
 /// decoding.
-fn kv_gbps(c: &crate::stores::record::CaseRecord, us: f64) -> f64 {
+fn kv_gbps(c: &CaseRecord, us: f64) -> f64 {
     let elem = evoattn::Dtype::parse(&c.dtype).map_or(2, evoattn::Dtype::size_bytes);
     // In floating point: a record's sizes are whatever its JSON says.
     let bytes = 2.0 * [c.b, c.hkv, c.sk, c.d, elem].into_iter().map(|n| n as f64).product::<f64>();
@@ -96,10 +103,190 @@ fn best_peer(r: &ResultRecord) -> Option<(&Measurement, f64)> {
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-fn print_table(record: &BenchRecord) -> anyhow::Result<()> {
+/// A case as notes name it: `1,8,512,64 f16 none bhsd`.
+fn case_label(c: &CaseRecord) -> String {
+    format!("{} {} {} {}", case_shape(c), c.dtype, c.causal, c.layout)
+}
+
+/// The cells that say which case a row is: shape, dtype, mask, layout.
+fn case_columns() -> Vec<Column> {
+    vec![Column::left(SHAPE_HEADER), Column::left("dtype"), Column::left("mask"), Column::left("layout")]
+}
+
+fn case_cells(c: &CaseRecord) -> Vec<String> {
+    vec![case_shape(c).to_string(), c.dtype.clone(), c.causal.clone(), c.layout.clone()]
+}
+
+fn peer_cell(p: &Measurement) -> String {
+    median(p).map_or_else(|| p.status.to_string(), |m| format!("{m:.2}"))
+}
+
+/// The table of ours against the peers: every peer's median in a column of its own (`inline`),
+/// or, where those do not fit, the fastest peer's name and median (the peers' own table follows).
+fn results_table(record: &BenchRecord, configs: &[CaseConfig], verbose: bool, inline: bool) -> Table {
+    let env = &record.env;
+    let peer_names: Vec<&str> =
+        record.results.first().map_or(Vec::new(), |r| r.peers.iter().map(|p| p.name.as_str()).collect());
+    let mut columns = case_columns();
+    columns.extend([Column::left("kernel").wraps(), Column::right("ours\nµs"), Column::right("TF/s")]);
+    if env.matmul_tflops.is_some() {
+        columns.push(Column::right("%peak"));
+    }
+    columns.push(Column::right("kv\nGB/s"));
+    if env.copy_gbps.is_some() {
+        columns.push(Column::right("%copy"));
+    }
+    if inline {
+        columns.extend(peer_names.iter().map(|name| Column::right(&format!("{name}\nµs"))));
+    } else {
+        columns.extend([Column::left("best\npeer"), Column::right("peer\nµs")]);
+    }
+    columns.extend([Column::right("speedup\npeer/ours"), Column::left("verdict"), Column::left("ok")]);
+    let mut table = Table::new(columns);
+    for (i, r) in record.results.iter().enumerate() {
+        let c = &r.case;
+        let ours = median(&r.ours);
+        let config = configs.get(i);
+        let mut row = case_cells(c);
+        row.push(config.map_or_else(|| r.ours.name.clone(), |k| k.short.clone()));
+        row.push(ours.map_or("-".into(), |m| format!("{m:.2}")));
+        row.push(ours.map_or("-".into(), |m| format!("{:.1}", tflops(c.flops, m))));
+        if let Some(peak) = env.matmul_tflops {
+            row.push(ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * tflops(c.flops, m) / peak)));
+        }
+        row.push(ours.map_or("-".into(), |m| format!("{:.0}", kv_gbps(c, m))));
+        if let Some(copy) = env.copy_gbps {
+            row.push(ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * kv_gbps(c, m) / copy)));
+        }
+        let best = best_peer(r);
+        if inline {
+            row.extend(r.peers.iter().map(peer_cell));
+        } else {
+            row.push(best.map_or("-".into(), |(p, _)| p.name.clone()));
+            row.push(best.map_or("-".into(), |(_, m)| format!("{m:.2}")));
+        }
+        match (ours, best) {
+            (Some(o), Some((_, best))) => {
+                let speedup = best / o;
+                row.push(format!("{speedup:.2}×"));
+                row.push(Verdict::from_speedup(speedup).name().to_string());
+            }
+            _ => row.extend(["-".to_string(), "-".to_string()]),
+        }
+        row.push(
+            match r.ours.correct {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "?",
+            }
+            .to_string(),
+        );
+        table.row(row);
+        if verbose {
+            table.line(r.ours.name.clone());
+        }
+    }
+    table
+}
+
+/// Every peer's median per case, in as many tables (peers side by side) as it takes to fit.
+fn peers_tables(record: &BenchRecord) -> Vec<Table> {
+    let count = record.results.first().map_or(0, |r| r.peers.len());
+    let build = |peers: std::ops::Range<usize>| {
+        let mut columns = case_columns();
+        let names = record.results.first().map(|r| &r.peers[peers.clone()]).unwrap_or_default();
+        columns.extend(names.iter().map(|p| Column::right(&format!("{}\nµs", p.name))));
+        let mut table = Table::new(columns);
+        for r in &record.results {
+            let mut row = case_cells(&r.case);
+            row.extend(r.peers[peers.clone()].iter().map(peer_cell));
+            table.row(row);
+        }
+        table
+    };
+    let mut tables = Vec::new();
+    let mut start = 0;
+    while start < count {
+        let mut end = start + 1;
+        while end < count && build(start..end + 1).fits() {
+            end += 1;
+        }
+        tables.push(build(start..end));
+        start = end;
+    }
+    tables
+}
+
+/// A peer and the cases (their indices in the record) it did not run.
+type Missed = (String, Vec<usize>);
+
+/// The peers that did not run, said once per reason: which peers, in which cases.
+fn not_measured(record: &BenchRecord) -> Vec<String> {
+    let total = record.results.len();
+    // By reason, in order of first coming: each peer and the cases it missed for that reason.
+    let mut by_reason: Vec<(String, Vec<Missed>)> = Vec::new();
+    for (i, r) in record.results.iter().enumerate() {
+        for p in r.peers.iter().filter(|p| !p.is_ok()) {
+            let reason = p.reason.clone().unwrap_or_else(|| p.status.to_string());
+            let group = match by_reason.iter_mut().position(|(t, _)| *t == reason) {
+                Some(g) => &mut by_reason[g].1,
+                None => {
+                    by_reason.push((reason, Vec::new()));
+                    &mut by_reason.last_mut().expect("just pushed").1
+                }
+            };
+            match group.iter_mut().find(|(name, _)| *name == p.name) {
+                Some((_, cases)) => cases.push(i),
+                None => group.push((p.name.clone(), vec![i])),
+            }
+        }
+    }
+    let mut lines = Vec::new();
+    for (reason, peers) in by_reason {
+        // Peers that missed the same cases are named together.
+        let mut sets: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+        for (name, cases) in peers {
+            match sets.iter_mut().find(|(_, c)| *c == cases) {
+                Some((names, _)) => names.push(name),
+                None => sets.push((vec![name], cases)),
+            }
+        }
+        for (names, cases) in sets {
+            let first = case_label(&record.results[cases[0]].case);
+            let which = match cases.len() {
+                1 => format!("at {first}"),
+                n if n == total => format!("in all {n} cases"),
+                n => format!("in {n} of {total} cases ({first} and {} more)", n - 1),
+            };
+            lines.push(format!("not measured: {} {which}: {reason}", names.join(", ")));
+        }
+    }
+    lines
+}
+
+/// Where our configs came from, said once: `default in all 10 cases`, or the count of each.
+fn config_origins(configs: &[CaseConfig]) -> String {
+    let mut counts: Vec<(ConfigOrigin, usize)> = Vec::new();
+    for c in configs {
+        match counts.iter_mut().find(|(o, _)| *o == c.origin) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((c.origin, 1)),
+        }
+    }
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|&(origin, n)| match n {
+            n if n == configs.len() && n > 1 => format!("{} in all {n} cases", origin.name()),
+            n => format!("{} in {}", origin.name(), text::count(n, "case", "cases")),
+        })
+        .collect();
+    parts.join(", ")
+}
+
+fn print_table(record: &BenchRecord, configs: &[CaseConfig], verbose: bool) -> anyhow::Result<()> {
     let env = &record.env;
     let mode = env.mode.map_or("?", |m| m.name());
-    outln!(
+    let mut out = text::paragraph(&format!(
         "bench: {} ({}, driver CUDA {}), {mode} launches, {} samples per implementation, L2 flush {} MB before each, seed {}",
         env.gpu,
         env.arch,
@@ -107,101 +294,52 @@ fn print_table(record: &BenchRecord) -> anyhow::Result<()> {
         env.samples,
         env.flush_bytes / 1_000_000,
         env.seed
-    )?;
+    ));
     if let Some(peak) = env.matmul_tflops {
-        outln!("measured bf16 matmul peak: {peak:.0} TFLOP/s (8192^3, same method)")?;
+        out.push_str(&text::paragraph(&format!("measured bf16 matmul peak: {peak:.0} TFLOP/s (8192^3, same method)")));
     }
-    let peer_names: Vec<&str> =
-        record.results.first().map_or(Vec::new(), |r| r.peers.iter().map(|p| p.name.as_str()).collect());
-    let mut header =
-        format!("{:<20} {:<5} {:<12} {:>10} {:>7}", "shape B,H,Sq,D[..]", "dtype", "mask", "ours_us", "TF/s");
-    if env.matmul_tflops.is_some() {
-        header.push_str(&format!(" {:>6}", "%peak"));
+    let inline = results_table(record, configs, verbose, true);
+    let split = !inline.fits();
+    let table = if split { results_table(record, configs, verbose, false) } else { inline };
+    out.push_str(&table.render());
+    let mut legend = vec![
+        "speedup = median of the fastest peer that ran (controls excepted) / our median: above 1 ours is faster; \
+         ok = our output passed the correctness check on these inputs"
+            .to_string(),
+        format!(
+            "kv GB/s = K and V bytes / our median (each read once){}",
+            if env.copy_gbps.is_some() { "; %copy = of the measured device copy bandwidth (read + write)" } else { "" }
+        ),
+        format!(
+            "kernel = our kernel's family and the levers that differ from its default for the case{}; config: {}",
+            if verbose { " (its symbol under the row)" } else { " (-v: its symbol name)" },
+            config_origins(configs)
+        ),
+    ];
+    if split {
+        legend.push("every peer's median, in µs:".to_string());
     }
-    header.push_str(&format!(" {:>7}", "kv_GB/s"));
-    if env.copy_gbps.is_some() {
-        header.push_str(&format!(" {:>6}", "%copy"));
+    for line in legend {
+        out.push_str(&text::paragraph(&line));
     }
-    for name in &peer_names {
-        header.push_str(&format!(" {:>14}", format!("{name}_us")));
-    }
-    header.push_str(&format!(" {:>8} {:<10} ok", "speedup", "verdict"));
-    outln!("{header}")?;
-    for r in &record.results {
-        let c = &r.case;
-        let shape = case_shape(c);
-        let ours = median(&r.ours);
-        let mut line = format!(
-            "{:<20} {:<5} {:<12} {:>10} {:>7}",
-            shape.to_string(),
-            c.dtype,
-            c.causal,
-            ours.map_or("-".into(), |m| format!("{m:.2}")),
-            ours.map_or("-".into(), |m| format!("{:.1}", tflops(c.flops, m)))
-        );
-        if let Some(peak) = env.matmul_tflops {
-            line.push_str(&format!(
-                " {:>6}",
-                ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * tflops(c.flops, m) / peak))
-            ));
+    if split {
+        for table in peers_tables(record) {
+            out.push_str(&table.render());
         }
-        line.push_str(&format!(" {:>7}", ours.map_or("-".into(), |m| format!("{:.0}", kv_gbps(c, m)))));
-        if let Some(copy) = env.copy_gbps {
-            line.push_str(&format!(
-                " {:>6}",
-                ours.map_or("-".into(), |m| format!("{:.0}%", 100.0 * kv_gbps(c, m) / copy))
-            ));
-        }
-        for p in &r.peers {
-            let cell = match median(p) {
-                Some(m) => format!("{m:.2}"),
-                None => p.status.to_string(),
+    }
+    for line in not_measured(record) {
+        out.push_str(&text::paragraph(&line));
+    }
+    if verbose {
+        for (r, config) in record.results.iter().zip(configs) {
+            let what = match config.origin {
+                ConfigOrigin::Default => config.origin.name().to_string(),
+                origin => format!("{} ({})", origin.name(), config.config),
             };
-            line.push_str(&format!(" {cell:>14}"));
+            out.push_str(&text::paragraph(&format!("config of ours for {}: {what}", case_label(&r.case))));
         }
-        match (ours, best_peer(r)) {
-            (Some(o), Some((_, best))) => {
-                let speedup = best / o;
-                line.push_str(&format!(" {:>7.2}x {:<10}", speedup, Verdict::from_speedup(speedup).name()));
-            }
-            _ => line.push_str(&format!(" {:>8} {:<10}", "-", "-")),
-        }
-        let correct = match r.ours.correct {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "?",
-        };
-        line.push_str(&format!(" {correct}"));
-        outln!("{line}")?;
     }
-    let skipped: Vec<String> = record
-        .results
-        .iter()
-        .flat_map(|r| r.peers.iter().filter(|p| !p.is_ok()).map(move |p| (r, p)))
-        .map(|(r, p)| {
-            let c = &r.case;
-            format!(
-                "{} at {},{},{},{} {} {}: {}",
-                p.name,
-                c.b,
-                c.h,
-                c.sq,
-                c.d,
-                c.dtype,
-                c.causal,
-                p.reason.clone().unwrap_or_else(|| p.status.to_string())
-            )
-        })
-        .collect();
-    for s in skipped {
-        outln!("not measured: {s}")?;
-    }
-    outln!("speedup = best peer median / our median; ok = our output passed the correctness check on these inputs")?;
-    outln!(
-        "kv_GB/s = K and V bytes / our median (each read once){}",
-        if env.copy_gbps.is_some() { "; %copy = of the measured device copy bandwidth (read + write)" } else { "" }
-    )?;
-    Ok(())
+    out::text(&out)
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -210,19 +348,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let measured = measure(&args.lab)?;
     let record = measured.record;
-    print_table(&record)?;
-    for (r, config) in record.results.iter().zip(&measured.configs) {
-        let c = &r.case;
-        outln!("config of ours for {} {} {}: {config}", case_shape(c), c.dtype, c.causal)?;
-    }
+    print_table(&record, &measured.configs, args.verbose)?;
     if !args.no_history {
         if let Some(added) = crate::stores::history::save_or_warn(crate::stores::history::Source::Bench, &record) {
-            outln!("history: {added} measurements added to {}", crate::stores::history::default_path().display())?;
+            out::text(&text::paragraph(&format!(
+                "history: {added} measurements added to {}",
+                crate::stores::history::default_path().display()
+            )))?;
         }
     }
     if let Some(path) = &args.json {
         record.write(path)?;
-        outln!("record written to {}", path.display())?;
+        out::text(&text::paragraph(&format!("record written to {}", path.display())))?;
     }
     if args.host_cost {
         print_host_cost(&args.lab)?;
@@ -237,11 +374,19 @@ fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
     let mut backend = crate::lab::open::open()?;
     let info = backend.info();
     let arch = evoattn::Arch::parse(&info.arch).ok_or_else(|| anyhow::anyhow!("unknown arch {}", info.arch))?;
-    outln!(
+    out::text(&text::paragraph(&format!(
         "host cost of one call (Attention::forward_on, prepared problem; median of {HOST_COST_ROUNDS} rounds' medians, \
-         {HOST_COST_CALLS} calls a round):"
-    )?;
-    for (i, (problem, _)) in lab.problems.expand()?.iter().enumerate() {
+         {HOST_COST_CALLS} calls a round; target {HOST_COST_TARGET_US} µs):"
+    )))?;
+    let mut columns = case_columns();
+    columns.extend([
+        Column::right("median\nµs"),
+        Column::right("p90\nµs"),
+        Column::right("round medians\nµs"),
+        Column::left("target"),
+    ]);
+    let mut table = Table::new(columns);
+    for (i, (problem, layout)) in lab.problems.expand()?.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         // The planner's kernel, as a library caller gets it (no tuned store).
         let (plan, _) = lab.kernel.plan(request, (arch, info.sm_count), &problem, &evoattn::plan::Untuned)?;
@@ -250,18 +395,18 @@ fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
         let rounds = backend.host_cost(&plan, inputs, sampling)?;
         let c = host_cost_figure(&rounds).ok_or_else(|| anyhow::anyhow!("no host-cost samples"))?;
         let verdict = if c.median < HOST_COST_TARGET_US { "within" } else { "OVER" };
-        outln!(
-            "host_cost {} {} {}: median {:.2} us, p90 {:.2} us, round medians {:.2}-{:.2} us ({verdict} the \
-             {HOST_COST_TARGET_US} us target)",
-            problem.shape,
-            problem.dtype,
-            problem.causal,
-            c.median,
-            c.p90,
-            c.round_min,
-            c.round_max
-        )?;
+        table.row(vec![
+            problem.shape.to_string(),
+            problem.dtype.name().to_string(),
+            problem.causal.name().to_string(),
+            layout.name().to_string(),
+            format!("{:.2}", c.median),
+            format!("{:.2}", c.p90),
+            format!("{:.2}-{:.2}", c.round_min, c.round_max),
+            verdict.to_string(),
+        ]);
     }
+    out::text(&table.render())?;
     Ok(())
 }
 

@@ -3,15 +3,18 @@
 
 use crate::lab::backend::Kernel;
 use crate::lab::correctness::{
-    check_case, row, CaseResult, CheckOptions, ExpectedCache, CPU_REFERENCE_LIMIT, DEFAULT_SEEDS, ORACLE_CPU,
+    self, check_case, CaseResult, CheckOptions, ExpectedCache, CPU_REFERENCE_LIMIT, DEFAULT_SEEDS, ORACLE_CPU,
 };
 use crate::lab::kernel_args::KernelArgs;
+use crate::lab::kernel_name;
 use crate::lab::open::open;
 use crate::lab::presets::ProblemArgs;
-use crate::out::outln;
+use crate::out::{self, outln};
+use crate::text::{self, Column, Layout as Columns, SHAPE_HEADER};
 use anyhow::{bail, Context};
 use evoattn::reference::tolerance;
-use evoattn::Dtype;
+use evoattn::{Dtype, Layout, Plan, Problem, TensorName};
+use std::collections::HashMap;
 use std::process::ExitCode;
 
 #[derive(clap::Args)]
@@ -45,6 +48,62 @@ pub struct Args {
     /// Print only the failing rows (with the header and the summary).
     #[arg(long)]
     quiet: bool,
+    /// Also print each kernel's full symbol name, under its row (the table names kernels by
+    /// family and the levers that differ from the family's default for the problem).
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+/// The table's columns; the metrics and the result are the last five.
+fn columns() -> Vec<Column> {
+    vec![
+        Column::left(SHAPE_HEADER),
+        Column::left("dtype"),
+        Column::left("mask"),
+        Column::left("layout"),
+        Column::left("kernel").wraps(),
+        Column::left("oracle"),
+        Column::right("max_abs"),
+        Column::right("rel_l2"),
+        Column::right("lse_abs"),
+        Column::right("nan"),
+        Column::left("result"),
+    ]
+}
+
+/// A case's cells before its result: the problem, the kernel's short name and the oracle.
+fn case_cells(problem: &Problem, layout: Layout, kernel: &str, oracle: &str) -> Vec<String> {
+    vec![
+        problem.shape.to_string(),
+        problem.dtype.name().to_string(),
+        problem.causal.name().to_string(),
+        layout.name().to_string(),
+        kernel.to_string(),
+        oracle.to_string(),
+    ]
+}
+
+/// The metrics and result cells of a checked case (empty metrics where it did not run).
+fn result_cells(r: &CaseResult) -> Vec<String> {
+    let verdict = if r.passed { "PASS" } else { "FAIL" };
+    match &r.worst {
+        Some(c) if r.error.is_none() => vec![
+            format!("{:.2e}", c.max_abs),
+            format!("{:.2e}", c.rel_l2),
+            format!("{:.2e}", r.lse_err),
+            c.nonfinite.to_string(),
+            verdict.to_string(),
+        ],
+        _ => vec![String::new(), String::new(), String::new(), String::new(), verdict.to_string()],
+    }
+}
+
+/// What one case will run: its plan (or why it has none) and the table's cells before the result.
+struct Planned {
+    problem: Problem,
+    layout: Layout,
+    plan: Result<Plan, String>,
+    cells: Vec<String>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -65,69 +124,116 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let arch =
         evoattn::Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
     let tuned = crate::tune::tuned::source(&info, args.kernel.no_tuned);
-    outln!(
-        "check: {} cases x {} seeds on {} ({}), impl {request}, tolerances per dtype in evoattn::reference::tolerance",
-        cases.len(),
-        args.seeds,
+    // Every case planned first, so that the table's columns are sized before the first row.
+    let planned: Vec<Planned> = cases
+        .iter()
+        .map(|(problem, layout)| {
+            let plan = args.kernel.plan(request, (arch, info.sm_count), problem, tuned.as_ref());
+            let plan = plan.map(|(plan, _)| plan).map_err(|e| format!("{e:#}"));
+            let (kernel, oracle) = match &plan {
+                Ok(plan) => (
+                    kernel_name::short(&plan.spec, problem, arch, info.sm_count),
+                    correctness::oracle(&options, Kernel::Planned(plan), problem),
+                ),
+                Err(_) => ("–".to_string(), "–"),
+            };
+            let cells = case_cells(problem, *layout, &kernel, oracle);
+            Planned { problem: problem.clone(), layout: *layout, plan, cells }
+        })
+        .collect();
+    // The non-finite count's column: as wide as the largest output's count (a larger one wraps).
+    let widest_count = planned.iter().map(|c| c.problem.elements(TensorName::O)).max().unwrap_or(0).min(9_999_999);
+    let sample: Vec<Vec<String>> = planned
+        .iter()
+        .map(|c| {
+            let metric = "9.99e-99".to_string();
+            let mut row = c.cells.clone();
+            row.extend([metric.clone(), metric.clone(), metric, widest_count.to_string(), "FAIL".into()]);
+            row
+        })
+        .collect();
+    let table = Columns::for_rows(columns(), &sample);
+    out::text(&text::paragraph(&format!(
+        "check: {} x {} on {} ({}), impl {request}, tolerances per dtype in evoattn::reference::tolerance",
+        text::count(cases.len(), "case", "cases"),
+        text::count(args.seeds as usize, "seed", "seeds"),
         info.gpu,
         info.arch
-    )?;
-    outln!(
-        "{:<22} {:<5} {:<12} {:<5} {:<44} {:<13} {:>9} {:>9} {:>9} {:>5} result",
-        "shape B,H,Sq,D[,Hkv,Sk]",
-        "dtype",
-        "mask",
-        "lay",
-        "kernel",
-        "oracle",
-        "max_abs",
-        "rel_l2",
-        "lse_abs",
-        "nan"
-    )?;
+    )))?;
+    for line in table.header() {
+        outln!("{line}")?;
+    }
     let bar = indicatif::ProgressBar::new(cases.len() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases, {elapsed} elapsed, eta {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut results = Vec::with_capacity(cases.len());
-    for (problem, layout) in &cases {
+    // Each error text is written once, under its first case; later cases point back to it.
+    let mut said: HashMap<String, String> = HashMap::new();
+    for case in &planned {
         // A fresh cache per case: `check` meets each problem once, and keeping its inputs would only
         // hold memory.
         let mut cache = ExpectedCache::default();
-        let r = match args.kernel.plan(request, (arch, info.sm_count), problem, tuned.as_ref()) {
-            Ok((plan, _)) => {
-                check_case(backend.as_mut(), &options, Kernel::Planned(&plan), problem, *layout, &mut cache)
+        let r = match &case.plan {
+            Ok(plan) => {
+                check_case(backend.as_mut(), &options, Kernel::Planned(plan), &case.problem, case.layout, &mut cache)
             }
-            Err(e) => CaseResult::unplanned(problem, *layout, format!("{e:#}")),
+            Err(e) => CaseResult::unplanned(&case.problem, case.layout, e.clone()),
         };
         if !args.quiet || !r.passed {
-            bar.suspend(|| outln!("{}", row(&r)))?;
+            let mut lines = table.row(&[case.cells.clone(), result_cells(&r)].concat());
+            if args.verbose && !r.kernel.is_empty() {
+                lines.extend(text::wrap(&r.kernel, text::WIDTH, "    ", "    "));
+            }
+            if let Some(e) = &r.error {
+                let label = case.cells[..4].join(" ");
+                let note = match said.get(e) {
+                    Some(first) => format!("error: as for {first}"),
+                    None => {
+                        said.insert(e.clone(), label);
+                        format!("error: {e}")
+                    }
+                };
+                lines.extend(text::wrap(&note, text::WIDTH, "    ", "      "));
+            }
+            bar.suspend(|| lines.iter().try_for_each(|line| outln!("{line}")))?;
         }
         bar.inc(1);
         results.push(r);
     }
     bar.finish_and_clear();
     let failed = results.iter().filter(|r| !r.passed).count();
+    let mut summary = String::new();
     for dtype in Dtype::ALL {
         let of_dtype: Vec<&CaseResult> = results.iter().filter(|r| r.problem.dtype == dtype).collect();
         let worst = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.max_abs).fold(0.0, f64::max);
         let worst_rel = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.rel_l2).fold(0.0, f64::max);
         if !of_dtype.is_empty() {
             let tol = tolerance(dtype);
-            outln!(
-                "{dtype}: {} cases, worst max_abs {worst:.3e}, worst rel_l2 {worst_rel:.3e} (tolerance: max_abs {:.1e} x max(1, |ref|), rel_l2 {:.1e})",
-                of_dtype.len(),
+            summary.push_str(&text::paragraph(&format!(
+                "{dtype}: {}, worst max_abs {worst:.3e}, worst rel_l2 {worst_rel:.3e} (tolerance: max_abs {:.1e} x max(1, |ref|), rel_l2 {:.1e})",
+                text::count(of_dtype.len(), "case", "cases"),
                 tol.max_abs,
                 tol.rel_l2
-            )?;
+            )));
         }
     }
     let on_cpu = results.iter().filter(|r| r.oracle == ORACLE_CPU).count();
-    outln!(
-        "oracles: {on_cpu} cases against float64 on the CPU, {} against the reference kernel",
+    summary.push_str(&text::paragraph(&format!(
+        "oracles: {} against float64 on the CPU, {} against the reference kernel",
+        text::count(on_cpu, "case", "cases"),
         results.len() - on_cpu
-    )?;
-    outln!("{} passed, {} failed", results.len() - failed, failed)?;
+    )));
+    let repeated: usize = results.iter().filter_map(|r| r.error.as_ref()).count().saturating_sub(said.len());
+    if repeated > 0 {
+        summary.push_str(&text::paragraph(&format!(
+            "errors: {} distinct, each written under its first case; {} failed with one of them too",
+            said.len(),
+            text::count(repeated, "more case", "more cases")
+        )));
+    }
+    summary.push_str(&format!("{} passed, {} failed\n", results.len() - failed, failed));
+    out::text(&summary)?;
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

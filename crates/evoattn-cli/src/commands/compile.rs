@@ -7,6 +7,7 @@
 //! point of the exercise: they are reported, not fatal.
 
 use crate::out::{errln, outln};
+use crate::text::{self, Column, Layout};
 use anyhow::{anyhow, bail, Context};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile_parallel, CompiledKernel};
@@ -62,6 +63,10 @@ pub struct Args {
     /// then exit without compiling.
     #[arg(long)]
     levers: bool,
+    /// Also print each variant's full symbol name under its row (the table names kernels by
+    /// family and the levers that differ from the family's default for the head dim and arch).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// A variant to compile, with `validate`'s verdict on it.
@@ -85,8 +90,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.levers {
         for imp in imps {
             outln!("{imp}: {}", imp.describe())?;
+            let keys = imp.short_keys();
             for (name, about) in imp.lever_docs() {
-                outln!("  {name:<21} {about}")?;
+                // The key tables' short kernel names write the lever by (`bn=64`).
+                let key = keys.iter().find(|(n, _)| *n == name).map_or(String::new(), |(_, k)| format!("{k}="));
+                outln!("  {name:<21} {key:<4} {about}")?;
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -141,8 +149,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let batch = if args.space { SPACE_BATCH } else { usize::MAX };
-    let mut widths = HEADER.map(|h| h.chars().count());
-    let mut header = Some(HEADER.map(str::to_string));
+    // Sized by the first batch; later rows wrap where they are wider.
+    let mut layout: Option<Layout> = None;
     let mut tally = Tally::default();
     let mut errors = Vec::new();
     let mut logs = Vec::new();
@@ -153,7 +161,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             chunk.iter().filter(|(_, _, valid)| valid.is_ok()).map(|&(spec, arch, _)| (spec, arch)).collect();
         let results = compile_parallel(&jobs, cache.as_ref(), threads, || bar.inc(1));
         let mut compiled = results.iter();
-        let mut rows: Vec<[String; 8]> = header.take().into_iter().collect();
+        let mut rows: Vec<Row> = Vec::new();
         for (spec, arch, valid) in &chunk {
             let outcome = match valid {
                 Err(reason) => Outcome::Rejected(reason),
@@ -167,7 +175,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             };
             rows.push(row(*arch, spec, outcome, &mut tally));
         }
-        bar.suspend(|| print_rows(&rows, &mut widths))?;
+        let header = layout.is_none();
+        let layout = layout.get_or_insert_with(|| {
+            let cells: Vec<Vec<String>> = rows.iter().map(|r| r.cells.clone()).collect();
+            Layout::for_rows(columns(), &cells)
+        });
+        bar.suspend(|| print_rows(&rows, layout, header, args.verbose))?;
         if args.space && !std::io::stderr().is_terminal() {
             // No bar off a terminal (a log, CI): a progress line per batch instead.
             let done = bar.position();
@@ -233,11 +246,29 @@ struct Tally {
     rejected: usize,
 }
 
-const HEADER: [&str; 8] = ["arch", "kernel", "regs", "spill st/ld", "stack", "smem st+dyn", "compile", "gate"];
-/// Columns of [`HEADER`] that hold numbers, right-aligned.
-const NUMERIC: [bool; 8] = [false, false, true, true, true, true, true, false];
+/// The table's columns: the variant, its resources, the compile time and the gate's verdict.
+fn columns() -> Vec<Column> {
+    vec![
+        Column::left("arch"),
+        Column::left("kernel").wraps(),
+        Column::left("dtype"),
+        Column::right("D"),
+        Column::right("regs"),
+        Column::right("spill\nst/ld"),
+        Column::right("stack"),
+        Column::right("smem\nst+dyn"),
+        Column::right("compile"),
+        Column::left("gate").wraps(),
+    ]
+}
 
-fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [String; 8] {
+/// One variant's row: its cells, and its symbol name (`-v`).
+struct Row {
+    cells: Vec<String>,
+    symbol: String,
+}
+
+fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> Row {
     let dashes = || ["-", "-", "-", "-", "-"].map(str::to_string);
     let (metrics, verdict) = match outcome {
         Outcome::Rejected(reason) => {
@@ -280,25 +311,31 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> [S
         }
     };
     let [regs, spill, stack, smem, time] = metrics;
-    [arch.name().to_string(), spec.name(), regs, spill, stack, smem, time, verdict]
+    let short = spec.config.short_name(&defaults::config(spec.imp(), arch, spec.head_dim));
+    let cells = vec![
+        arch.name().to_string(),
+        short,
+        spec.dtype.name().to_string(),
+        spec.head_dim.to_string(),
+        regs,
+        spill,
+        stack,
+        smem,
+        time,
+        verdict,
+    ];
+    Row { cells, symbol: spec.name() }
 }
 
-/// Prints `rows` aligned in columns at least `widths` wide, widening them for these rows
-/// (a streamed table keeps its columns from batch to batch as far as the names allow).
-fn print_rows(rows: &[[String; 8]], widths: &mut [usize; 8]) -> anyhow::Result<()> {
+/// Prints `rows` in `layout`'s columns (the header before the first batch), each variant's
+/// symbol under its row with `verbose`.
+fn print_rows(rows: &[Row], layout: &Layout, header: bool, verbose: bool) -> anyhow::Result<()> {
+    let mut lines = if header { layout.header() } else { Vec::new() };
     for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+        lines.extend(layout.row(&row.cells));
+        if verbose {
+            lines.extend(text::wrap(&row.symbol, text::WIDTH, "    ", "    "));
         }
     }
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(*widths)
-            .zip(NUMERIC)
-            .map(|((cell, w), numeric)| if numeric { format!("{cell:>w$}") } else { format!("{cell:<w$}") })
-            .collect();
-        outln!("{}", cells.join("  ").trim_end())?;
-    }
-    Ok(())
+    lines.iter().try_for_each(|line| outln!("{line}"))
 }

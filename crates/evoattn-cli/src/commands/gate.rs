@@ -54,8 +54,10 @@ pub struct Args {
     /// Do not add this run to the history.
     #[arg(long)]
     no_history: bool,
-    /// Pass needs median(ours) < SPEEDUP × median(peer).
-    #[arg(long, default_value_t = DEFAULT_SPEEDUP)]
+    /// Pass needs the speedup median(peer) / median(ours) above SPEEDUP [default: 1/0.95 ≈
+    /// 1.053, ours at most 0.95 of the peer's median]; 1.0: faster at all; below 1: ours may be
+    /// that much slower. (Before the speedup convention this flag took the inverse, 0.95.)
+    #[arg(long, default_value_t = DEFAULT_SPEEDUP, hide_default_value = true)]
     speedup: f64,
     /// Confidence of the bootstrap interval of median(ours) − median(peer), which must lie
     /// entirely below zero; with --against-history, of the change against the best run.
@@ -67,6 +69,10 @@ pub struct Args {
     /// How the report is printed on stdout (the one-line reason of exit 2 goes to stderr).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Also print our kernel's full symbol name under each row of the text table (tables name
+    /// kernels by family and the levers that differ from the family's default for the problem).
+    #[arg(short, long)]
+    verbose: bool,
     /// Write the measured bench record to this file (its directory must exist; checked before
     /// measuring), to re-gate it later with --samples.
     #[arg(long, value_name = "FILE.json", conflicts_with = "samples")]
@@ -104,13 +110,19 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(outcome.exit_code()))
 }
 
-/// Prints `report` by the renderer of `format`: text, markdown or JSON, in that order.
-fn print<R>(format: Format, report: &R, renderers: [fn(&R) -> String; 3]) -> anyhow::Result<()> {
-    let [text, markdown, json] = renderers;
-    match format {
-        Format::Text => out::text(&text(report)),
-        Format::Markdown => out::text(&markdown(report)),
-        Format::Json => outln!("{}", json(report)),
+/// The three renderings of a report: text (with `-v` or not), markdown and JSON.
+struct Renderers<R> {
+    text: fn(&R, bool) -> String,
+    markdown: fn(&R) -> String,
+    json: fn(&R) -> String,
+}
+
+/// Prints `report` by the renderer of the format asked for.
+fn print<R>(args: &Args, report: &R, renderers: Renderers<R>) -> anyhow::Result<()> {
+    match args.format {
+        Format::Text => out::text(&(renderers.text)(report, args.verbose)),
+        Format::Markdown => out::text(&(renderers.markdown)(report)),
+        Format::Json => outln!("{}", (renderers.json)(report)),
     }
 }
 
@@ -121,7 +133,12 @@ fn gate_against_history(args: &Args, record: &BenchRecord) -> anyhow::Result<Out
     let report = regression::evaluate(record, &HistoryOptions::new(args.confidence), |key| {
         store.best(key, &record.env.date_utc)
     })?;
-    print(args.format, &report, [regression::render_text, regression::render_markdown, regression::render_json])?;
+    let renderers = Renderers {
+        text: regression::render_text,
+        markdown: regression::render_markdown,
+        json: regression::render_json,
+    };
+    print(args, &report, renderers)?;
     if report.outcome == Outcome::CouldNotRun {
         errln!("evoattn: gate could not run: {}", report.could_not_run_reason());
     }
@@ -137,7 +154,7 @@ fn gate_against_peer(args: &Args, record: &BenchRecord) -> anyhow::Result<Outcom
         ..GateOptions::default()
     };
     let report = evaluate(record, &opts);
-    print(args.format, &report, [render_text, render_markdown, render_json])?;
+    print(args, &report, Renderers { text: render_text, markdown: render_markdown, json: render_json })?;
     if report.outcome == Outcome::CouldNotRun {
         // The one-line reason of exit 2, whatever the format on stdout.
         let unjudged: Vec<_> = report.cases.iter().filter(|c| c.outcome == Outcome::CouldNotRun).collect();

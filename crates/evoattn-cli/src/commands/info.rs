@@ -1,6 +1,11 @@
 //! `evoattn info`: what this machine can run.
 
-use crate::out::outln;
+/// `outln!` for a `label:   value` line, wrapped to the terminal's width under its value.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        crate::out::text(&crate::text::hanging(&format!($($arg)*)))
+    };
+}
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Arch, Impl};

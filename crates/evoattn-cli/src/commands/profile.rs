@@ -124,7 +124,8 @@ fn print_profile(p: &KernelProfile) -> anyhow::Result<()> {
         format!("{} / {}", show(p.local_loads(), 0, ""), show(p.local_stores(), 0, ""))
     )?;
     outln!("  duration             {:>12}", show(p.duration_ns().map(|ns| ns / 1e3), 1, " us"))?;
-    outln!("  {}: {reason}", bound.name())?;
+    let verdict = crate::text::wrap(&format!("{}: {reason}", bound.name()), crate::text::WIDTH, "  ", "    ");
+    verdict.iter().try_for_each(|line| outln!("{line}"))?;
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 //! (`exporters`, one per format). No GPU needed.
 
 use crate::exporters::{NamedRecord, Sources, ALL};
-use crate::out::outln;
 use crate::stores::history::{self, History};
 use crate::stores::record::BenchRecord;
 use anyhow::{bail, Context};
@@ -98,11 +97,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     let history_note = history_rows.map_or(String::new(), |rows| format!(" and {} history rows", rows.len()));
-    outln!(
+    crate::out::text(&crate::text::paragraph(&format!(
         "report of {} record(s){history_note}: {} (report.md, results.csv, {plots} plots)",
         records.len(),
         args.out.display(),
-    )?;
+    )))?;
     Ok(ExitCode::SUCCESS)
 }
 

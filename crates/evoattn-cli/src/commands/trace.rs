@@ -104,7 +104,7 @@ fn print_run(problem: &Problem, run: &TraceRun) -> anyhow::Result<()> {
         run.warps.iter().filter(|w| !w.events.is_empty()).partition(|w| w.is_producer());
     let blocks = run.warps.iter().map(|w| w.block).collect::<std::collections::BTreeSet<_>>().len();
     let full = run.warps.iter().filter(|w| w.full).count();
-    outln!(
+    crate::out::text(&crate::text::paragraph(&format!(
         "{} on {} {} {}: {blocks} blocks traced, {} consumer and {} producer warps with marks; {full} warps kept only \
          their first {} marks",
         run.kernel,
@@ -114,7 +114,7 @@ fn print_run(problem: &Problem, run: &TraceRun) -> anyhow::Result<()> {
         consumers.len(),
         producers.len(),
         evoattn::config::TRACE_EVENTS
-    )?;
+    )))?;
     print_period("consumer key block (turn to turn)", &consumers, Tag::Turn)?;
     print_period("consumer tile (Q landed to Q landed)", &consumers, Tag::Tile)?;
     print_steps("consumer warps", &consumers)?;

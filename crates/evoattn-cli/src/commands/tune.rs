@@ -4,7 +4,7 @@
 
 use crate::lab::open::device_count;
 use crate::lab::presets::ProblemArgs;
-use crate::out::outln;
+use crate::text::{self, Column, Notes, Table};
 use crate::tune::evaluator::WorkerEvaluator;
 use crate::tune::evolve::{evolve, Candidate, Evaluation, Hooks, Params, Proposal, ELITES};
 use crate::tune::pool::Worker;
@@ -72,7 +72,8 @@ pub struct Args {
     #[arg(long)]
     resume: bool,
     /// Write the final elites (configs, fitness, per-shape medians and speedups) as JSON to this
-    /// file (its directory must exist; checked before tuning).
+    /// file (its directory must exist; checked before tuning); with --show, every stored
+    /// evaluation (kernel symbol names, full error texts).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
     /// A program run each generation with a prompt on stdin (task, elites and the kernel
@@ -90,6 +91,10 @@ pub struct Args {
     /// Seed of the search (mutations and restarts).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Also print each kernel's full symbol name under its row (the tables name kernels by
+    /// family and the levers that differ from the planner's default).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// Whether `tune` searches a family's levers: every family but the reference kernel, the oracle
@@ -126,21 +131,108 @@ fn gpu_list(text: &str) -> anyhow::Result<Vec<usize>> {
     Ok(gpus)
 }
 
-fn show(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+/// One stored evaluation as `tune --show --json` writes it.
+#[derive(Serialize)]
+struct StoredJson<'a> {
+    gpu: &'a str,
+    driver: &'a str,
+    bucket: &'a str,
+    shapes: Vec<String>,
+    /// The kernel's symbol name.
+    kernel: String,
+    config: String,
+    /// A whole kernel source proposed to the tuner (not the embedded one with the levers).
+    proposed_source: bool,
+    failed_gate: Option<&'static str>,
+    error: Option<&'a str>,
+    /// Geometric mean over the shapes of the run's default median / this one (above 1 faster).
+    fitness: Option<f64>,
+    discarded: bool,
+    medians_us: &'a [f64],
+}
+
+/// Every stored evaluation, oldest first, in a table per GPU; a failed gate's error as a
+/// numbered note (one per distinct text). With `json`, every row written there too.
+fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -> anyhow::Result<ExitCode> {
     let rows = Store::open(path)?.all()?;
-    outln!("{}: {} evaluations", path.display(), rows.len())?;
-    for row in rows {
-        let result = match (&row.evaluation.failure, row.fitness) {
-            (Some((gate, error)), _) => format!("failed {}: {}", gate.name(), error.lines().next().unwrap_or("")),
-            (None, Some(f)) if row.discarded => format!("{f:.3}x discarded"),
-            (None, Some(f)) => format!("{f:.3}x"),
-            (None, None) => "passed".to_string(),
-        };
-        let name =
-            if row.source.is_some() { format!("{} [proposed source]", row.spec.name()) } else { row.spec.name() };
-        let medians: Vec<String> = row.evaluation.medians_us.iter().map(|m| format!("{m:.1}")).collect();
-        outln!("{} | {} | {name} | {result} | µs [{}]", row.gpu, row.bucket, medians.join(", "))?;
+    if let Some(json) = json {
+        let stored: Vec<StoredJson> = rows
+            .iter()
+            .map(|r| StoredJson {
+                gpu: &r.gpu,
+                driver: &r.driver,
+                bucket: &r.bucket,
+                shapes: r.shapes.iter().map(store::shape_text).collect(),
+                kernel: r.spec.name(),
+                config: r.spec.config.to_string(),
+                proposed_source: r.source.is_some(),
+                failed_gate: r.evaluation.failure.as_ref().map(|(gate, _)| gate.name()),
+                error: r.evaluation.failure.as_ref().map(|(_, e)| e.as_str()),
+                fitness: r.fitness,
+                discarded: r.discarded,
+                medians_us: &r.evaluation.medians_us,
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&stored)?;
+        std::fs::write(json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
     }
+    let mut out =
+        text::paragraph(&format!("{}: {}", path.display(), text::count(rows.len(), "evaluation", "evaluations")));
+    let mut gpus: Vec<&str> = Vec::new();
+    for row in &rows {
+        if !gpus.contains(&row.gpu.as_str()) {
+            gpus.push(&row.gpu);
+        }
+    }
+    let mut notes = Notes::default();
+    for gpu in gpus {
+        let mut table = Table::new(vec![
+            Column::left("bucket"),
+            Column::left("kernel").wraps(),
+            Column::right("speedup\nvs default"),
+            Column::left("result"),
+            Column::left("medians µs").wraps(),
+            Column::left("notes").optional(),
+        ]);
+        for row in rows.iter().filter(|r| r.gpu == gpu) {
+            let (result, note) = match (&row.evaluation.failure, row.fitness) {
+                (Some((gate, error)), _) => (format!("failed {}", gate.name()), notes.refer(error).to_string()),
+                (None, Some(_)) if row.discarded => ("discarded".to_string(), String::new()),
+                (None, Some(_)) => ("kept".to_string(), String::new()),
+                (None, None) => ("passed".to_string(), String::new()),
+            };
+            let kernel = match &row.source {
+                Some(_) => format!("{} (proposed source)", row.short_name()),
+                None => row.short_name(),
+            };
+            let medians: Vec<String> = row.evaluation.medians_us.iter().map(|m| format!("{m:.1}")).collect();
+            table.row(vec![
+                row.bucket.clone(),
+                kernel,
+                row.fitness.map_or_else(|| "–".to_string(), |f| format!("{f:.3}×")),
+                result,
+                medians.join(", "),
+                note,
+            ]);
+            if verbose {
+                table.line(row.spec.name());
+            }
+        }
+        out.push_str(&text::paragraph(&format!("GPU {gpu}:")));
+        out.push_str(&table.render());
+    }
+    if !rows.is_empty() {
+        out.push_str(&text::paragraph(
+            "speedup vs default = geometric mean over the run's shapes of the default's median / this kernel's (above 1 \
+             faster; the run's default is the planner's for its first shape); kernel = the family and the levers that \
+             differ from that default; discarded = slower than the default by more than 10% on two shapes",
+        ));
+    }
+    out.push_str(&notes.render("notes (the failed gates' errors):"));
+    if let Some(json) = json {
+        out.push_str(&text::paragraph(&format!("evaluations written to {}", json.display())));
+    }
+    crate::out::text(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -155,7 +247,7 @@ impl Hooks for RunHooks<'_> {
         let Some(proposer) = &self.proposer else { return Vec::new() };
         let (proposals, warnings) = proposer.propose(generation, elites);
         for w in warnings {
-            self.progress.say(&format!("tune: {w}"));
+            self.progress.say_once(&format!("tune: {w}"));
         }
         proposals
     }
@@ -168,10 +260,14 @@ impl Hooks for RunHooks<'_> {
 #[derive(Serialize)]
 struct EliteJson {
     kernel: String,
+    /// The kernel's short name: the levers that differ from the baseline.
+    #[serde(skip)]
+    short: String,
     config: String,
+    /// Geometric mean of `speedups`.
     fitness: f64,
     medians_us: Vec<f64>,
-    /// Baseline median / this median, per shape.
+    /// The speedup over the baseline per shape: baseline median / this median (above 1 faster).
     speedups: Vec<f64>,
 }
 
@@ -317,6 +413,7 @@ fn tune_group(
             .iter()
             .map(|c| EliteJson {
                 kernel: c.spec.name(),
+                short: c.spec.config.short_name(&baseline.config),
                 config: c.spec.config.to_string(),
                 fitness: c.fitness,
                 medians_us: c.medians_us.clone(),
@@ -327,11 +424,12 @@ fn tune_group(
     })
 }
 
-/// The closing note of one group: evaluations per worker and the elites.
-fn print_run(run: &RunJson, elapsed: Duration) -> anyhow::Result<()> {
+/// The closing note of one group: evaluations per worker and the elites (with `verbose`, each
+/// one's symbol name under its row).
+fn print_run(run: &RunJson, elapsed: Duration, verbose: bool) -> anyhow::Result<()> {
     let per_worker: Vec<String> =
         run.workers.iter().map(|w| format!("GPU {} {} ({} restarts)", w.gpu, w.evaluations, w.restarts)).collect();
-    outln!(
+    let mut out = text::paragraph(&format!(
         "tune: {} {} D={} {} on {}: {} generations, {} evaluations in {:.0} s (per worker: {})",
         run.imp,
         run.dtype,
@@ -342,20 +440,36 @@ fn print_run(run: &RunJson, elapsed: Duration) -> anyhow::Result<()> {
         run.evaluated,
         elapsed.as_secs_f64(),
         per_worker.join(", ")
-    )?;
-    outln!("baseline (planner default): {}; failed gates: {}", run.baseline, run.failed_gates)?;
-    outln!("{:<4} {:<48} {:>8}  speedup per shape", "rank", "config", "fitness")?;
+    ));
+    out.push_str(&text::paragraph(&format!(
+        "baseline (planner default): {}; failed gates: {}",
+        run.baseline, run.failed_gates
+    )));
+    let mut table = Table::new(vec![
+        Column::right("rank"),
+        Column::left("kernel").wraps(),
+        Column::right("speedup\nvs baseline"),
+        Column::left("speedup per shape").wraps(),
+    ]);
     for (i, e) in run.elites.iter().enumerate() {
-        let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}")).collect();
-        outln!("{:<4} {:<48} {:>7.3}x  [{}]", i + 1, e.config, e.fitness, per_shape.join(", "))?;
+        let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}×")).collect();
+        table.row(vec![(i + 1).to_string(), e.short.clone(), format!("{:.3}×", e.fitness), per_shape.join(", ")]);
+        if verbose {
+            table.line(e.kernel.clone());
+        }
     }
-    Ok(())
+    out.push_str(&table.render());
+    out.push_str(&text::paragraph(
+        "speedup = the baseline's median / the kernel's (above 1 faster), per shape and their geometric mean; kernel = \
+         the family and the levers that differ from the baseline",
+    ));
+    crate::out::text(&out)
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let path = args.store.clone().unwrap_or_else(store::default_path);
     if args.show {
-        return show(&path);
+        return show(&path, args.json.as_deref(), args.verbose);
     }
     if args.generations == 0 || args.elite == 0 {
         bail!("--generations and --elite must be at least 1");
@@ -389,7 +503,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let Some(Reply::Ready { gpu, driver, arch, sm_count }) = ready else { bail!("no tune worker started") };
     let arch = Arch::parse(&arch).with_context(|| format!("worker reports unknown arch {arch}"))?;
-    let machine = Machine { gpu, driver };
+    let machine = Machine { gpu, driver, arch: Some(arch), sm_count: Some(sm_count) };
     let started = Instant::now();
     let deadline = args.budget.map(|b| started + b);
     let mut eval = WorkerEvaluator::new(workers, arch)?;
@@ -413,21 +527,26 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         runs.push(tune_group(args, &setup, group, &mut store, &mut eval)?);
     }
     for run in &runs {
-        print_run(run, started.elapsed())?;
+        print_run(run, started.elapsed(), args.verbose)?;
     }
+    let mut out = String::new();
     if !not_started.is_empty() {
-        outln!(
+        out.push_str(&text::paragraph(&format!(
             "budget spent before {} of the groups started ({}): run again with the same store to go on",
             not_started.len(),
             not_started.join(", ")
-        )?;
+        )));
     }
-    outln!("store: {} (the planner uses its best config per GPU and problem bucket)", path.display())?;
+    out.push_str(&text::paragraph(&format!(
+        "store: {} (the planner uses its best config per GPU and problem bucket)",
+        path.display()
+    )));
     if let Some(json) = &args.json {
-        let text = serde_json::to_string_pretty(&runs)?;
-        std::fs::write(json, text + "\n").with_context(|| format!("writing {}", json.display()))?;
-        outln!("elites written to {}", json.display())?;
+        let elites = serde_json::to_string_pretty(&runs)?;
+        std::fs::write(json, elites + "\n").with_context(|| format!("writing {}", json.display()))?;
+        out.push_str(&text::paragraph(&format!("elites written to {}", json.display())));
     }
+    crate::out::text(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,7 +6,7 @@ use super::model::{
 };
 use super::{Exporter, Sources};
 use crate::stores::history::Row;
-use crate::verdicts::regression::REGRESSION_TOLERANCE;
+use crate::verdicts::regression::{speedup_floor, REGRESSION_TOLERANCE};
 use crate::verdicts::stats::Verdict;
 use std::fmt::Write as _;
 
@@ -37,7 +37,7 @@ fn or_dash(value: Option<String>) -> String {
 
 fn markdown_record(out: &mut String, named: &NamedRecord, plots: &[String]) {
     let env = &named.record.env;
-    let rows: Vec<CaseRow> = named.record.results.iter().map(case_row).collect();
+    let rows: Vec<CaseRow> = named.record.results.iter().map(|r| case_row(r, &named.record.env)).collect();
     let peers = peer_names(&named.record);
     let _ = writeln!(out, "## {}\n", named.name);
     let _ = writeln!(
@@ -54,7 +54,7 @@ fn markdown_record(out: &mut String, named: &NamedRecord, plots: &[String]) {
     let peer_cols: String = peers.iter().map(|p| format!(" {p} µs |")).collect();
     let _ = writeln!(
         out,
-        "| shape B×H×S×D | dtype | mask | our kernel | ours µs | ours TFLOP/s |{peer_cols} best peer | speedup | verdict |"
+        "| shape B×H×S×D | dtype | mask | our kernel | ours µs | ours TFLOP/s |{peer_cols} best peer | speedup (peer/ours) | verdict |"
     );
     let _ = writeln!(out, "|{}", "---|".repeat(9 + peers.len()));
     for row in &rows {
@@ -120,18 +120,20 @@ fn history_section(markdown: &mut String, rows: &[Row]) {
     let _ = writeln!(
         markdown,
         "Our median per run for every problem measured at least {MIN_RUNS} times ({}, {} to {}). \
-         `gate --against-history` fails a case above the best + {:.0}% when its bootstrap interval agrees.\n",
+         `gate --against-history` fails a case more than {:.0}% slower than the best (speedup vs best below {:.3}×) \
+         when its bootstrap interval agrees.\n",
         gpus.join(", "),
         rows.first().map_or("", |r| r.date_utc.as_str()),
         rows.last().map_or("", |r| r.date_utc.as_str()),
-        100.0 * REGRESSION_TOLERANCE
+        100.0 * REGRESSION_TOLERANCE,
+        speedup_floor(REGRESSION_TOLERANCE)
     );
-    markdown.push_str("| shape B,H,Sq,D[,Hkv,Sk] | dtype | mask | layout | mode | runs | best µs (run) | latest µs (run) | latest vs best |\n");
+    markdown.push_str("| shape B,H,Sq,D[,Hkv,Sk] | dtype | mask | layout | mode | runs | best µs (run) | latest µs (run) | latest's speedup vs best (best/latest) |\n");
     markdown.push_str(&format!("|{}\n", "---|".repeat(9)));
     for p in &problems {
         let _ = writeln!(
             markdown,
-            "| {} | {} | {} | {} | {} | {} | {:.1} ({}) | {:.1} ({}) | {:+.1}% |",
+            "| {} | {} | {} | {} | {} | {} | {:.1} ({}) | {:.1} ({}) | {:.3}× |",
             p.key.shape,
             p.key.dtype,
             p.key.causal,
@@ -142,7 +144,7 @@ fn history_section(markdown: &mut String, rows: &[Row]) {
             run_label(p.best),
             p.latest.median_us,
             run_label(p.latest),
-            100.0 * (p.latest.median_us / p.best.median_us - 1.0),
+            p.best.median_us / p.latest.median_us,
         );
     }
     markdown.push('\n');

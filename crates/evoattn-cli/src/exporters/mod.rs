@@ -107,7 +107,7 @@ pub(crate) mod tests {
     #[test]
     fn rows_pick_the_fastest_non_control_peer() {
         let named = record();
-        let rows: Vec<CaseRow> = named.record.results.iter().map(case_row).collect();
+        let rows: Vec<CaseRow> = named.record.results.iter().map(|r| case_row(r, &named.record.env)).collect();
         assert_eq!(rows[0].shape, "2×16×1024×128");
         assert_eq!(rows[0].best_peer.as_deref(), Some("sdpa-flash"));
         assert_eq!(rows[0].speedup, Some(1.5));
@@ -225,7 +225,7 @@ pub(crate) mod tests {
         assert_eq!(plots.len(), 1);
         assert_eq!(plots[0].0, "history-nvidia-h100-80gb-hbm3-eager-4x16x4096x128-bf16-none-bhsd.svg");
         assert!(
-            md.contains("| 4,16,4096,128 | bf16 | none | bhsd | eager | 3 | 1019.0 (ccccccc 11-22 10:00) | 1019.0 (ccccccc 11-22 10:00) | +0.0% |"),
+            md.contains("| 4,16,4096,128 | bf16 | none | bhsd | eager | 3 | 1019.0 (ccccccc 11-22 10:00) | 1019.0 (ccccccc 11-22 10:00) | 1.000× |"),
             "{md}"
         );
         let svg = &plots[0].1;

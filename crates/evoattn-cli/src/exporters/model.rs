@@ -2,7 +2,7 @@
 //! a record gets, and the history's problems. Pure: no files, no GPU.
 
 use crate::stores::history::{CaseKey, Row, ROLE_OURS};
-use crate::stores::record::{is_control, BenchRecord, CaseRecord, Measurement, ResultRecord};
+use crate::stores::record::{is_control, BenchRecord, CaseRecord, Environment, Measurement, ResultRecord};
 use crate::verdicts::regression::SHORT_COMMIT;
 use crate::verdicts::stats::{summarize, Verdict};
 use std::collections::BTreeMap;
@@ -42,6 +42,7 @@ pub struct CaseRow {
     pub shape: String,
     pub dtype: String,
     pub mask: String,
+    /// Our kernel's short name (family and the levers that differ from its default).
     pub kernel: String,
     pub ours: Option<Timing>,
     /// Every peer in the record's order, `None` when it did not run (refused, missing).
@@ -59,7 +60,7 @@ pub fn shape_label(c: &CaseRecord) -> String {
     format!("{}×{heads}×{seq}×{}", c.b, c.d)
 }
 
-pub fn case_row(r: &ResultRecord) -> CaseRow {
+pub fn case_row(r: &ResultRecord, env: &Environment) -> CaseRow {
     let ours = timing(&r.ours, &r.case);
     let peers: Vec<(String, Option<Timing>)> = r.peers.iter().map(|p| (p.name.clone(), timing(p, &r.case))).collect();
     let best = peers
@@ -75,7 +76,7 @@ pub fn case_row(r: &ResultRecord) -> CaseRow {
         shape: shape_label(&r.case),
         dtype: r.case.dtype.clone(),
         mask: r.case.causal.clone(),
-        kernel: r.ours.name.clone(),
+        kernel: crate::lab::kernel_name::in_record(&r.ours.name, &r.case, env),
         ours,
         peers,
         best_peer: best.map(|(name, _)| name),
@@ -140,7 +141,7 @@ pub fn record_plots(named: &NamedRecord) -> Vec<RecordPlot<'_>> {
             kind: PlotKind::Tflops(cases),
         });
     }
-    let rows: Vec<CaseRow> = named.record.results.iter().map(case_row).collect();
+    let rows: Vec<CaseRow> = named.record.results.iter().map(|r| case_row(r, &named.record.env)).collect();
     if rows.iter().any(|r| r.speedup.is_some()) {
         plots.push(RecordPlot {
             file: format!("{}-speedup.svg", named.name),

@@ -359,7 +359,13 @@ mod tests {
     #[test]
     fn the_speedup_legend_names_only_colours_that_are_drawn() {
         let named = record();
-        let rows: Vec<CaseRow> = named.record.results.iter().map(case_row).filter(|r| r.speedup < Some(1.0)).collect();
+        let rows: Vec<CaseRow> = named
+            .record
+            .results
+            .iter()
+            .map(|r| case_row(r, &named.record.env))
+            .filter(|r| r.speedup < Some(1.0))
+            .collect();
         let svg = speedup_svg("slower only", &rows).unwrap();
         assert!(svg.contains("ours slower") && !svg.contains("ours faster"), "{svg}");
         let plots = Svg.export(&Sources { records: &[record()], history: None }).unwrap();

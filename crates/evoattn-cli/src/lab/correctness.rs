@@ -136,6 +136,22 @@ impl CaseResult {
     }
 }
 
+/// The oracle `kernel` is checked against on `problem`: float64 on the CPU up to the options'
+/// limit (and always for the `reference` kernel, itself the GPU oracle), else the `reference`
+/// kernel.
+pub fn oracle(options: &CheckOptions, kernel: Kernel, problem: &Problem) -> &'static str {
+    let is_reference = match kernel {
+        Kernel::Reference => true,
+        Kernel::Planned(plan) => plan.spec.imp() == Impl::Reference,
+        Kernel::Variant(_) => false,
+    };
+    if answered_on_cpu(problem, options.cpu_limit) || is_reference {
+        ORACLE_CPU
+    } else {
+        ORACLE_GPU
+    }
+}
+
 /// Checks `kernel` on `problem` over the option's seeds; never fails, the result says why.
 /// `cache` keeps the inputs and the oracle's answers for later calls on the same problem.
 pub fn check_case(
@@ -146,17 +162,12 @@ pub fn check_case(
     layout: Layout,
     cache: &mut ExpectedCache,
 ) -> CaseResult {
-    let is_reference = match kernel {
-        Kernel::Reference => true,
-        Kernel::Planned(plan) => plan.spec.imp() == Impl::Reference,
-        Kernel::Variant(_) => false,
-    };
-    let on_cpu = answered_on_cpu(problem, options.cpu_limit) || is_reference;
+    let on_cpu = oracle(options, kernel, problem) == ORACLE_CPU;
     let mut result = CaseResult {
         problem: problem.clone(),
         layout,
         kernel: String::new(),
-        oracle: if on_cpu { ORACLE_CPU } else { ORACLE_GPU },
+        oracle: oracle(options, kernel, problem),
         worst: None,
         lse_err: 0.0,
         error: None,
@@ -193,35 +204,18 @@ pub fn check_case(
     result
 }
 
-/// The case's table row (also the tuner's error text for a failed correctness gate).
-pub fn row(r: &CaseResult) -> String {
+/// The case's result in one line: the tuner's error text for a failed correctness gate.
+pub fn summary(r: &CaseResult) -> String {
     let p = &r.problem;
+    let case = format!("{} {} {} {}", p.shape, p.dtype.name(), p.causal.name(), r.layout.name());
     let verdict = if r.passed { "PASS" } else { "FAIL" };
     match (&r.error, &r.worst) {
-        (Some(e), _) => format!(
-            "{:<22} {:<5} {:<12} {:<5} {:<44} {}: {e}",
-            p.shape.to_string(),
-            p.dtype.name(),
-            p.causal.name(),
-            r.layout.name(),
-            r.kernel,
-            verdict
-        ),
+        (Some(e), _) => format!("{case}: {verdict}: {e}"),
         (None, Some(c)) => format!(
-            "{:<22} {:<5} {:<12} {:<5} {:<44} {:<13} {:>9.2e} {:>9.2e} {:>9.2e} {:>5} {}",
-            p.shape.to_string(),
-            p.dtype.name(),
-            p.causal.name(),
-            r.layout.name(),
-            r.kernel,
-            r.oracle,
-            c.max_abs,
-            c.rel_l2,
-            r.lse_err,
-            c.nonfinite,
-            verdict
+            "{case}: {verdict}, max_abs {:.2e}, rel_l2 {:.2e}, lse_abs {:.2e}, {} non-finite, against {}",
+            c.max_abs, c.rel_l2, r.lse_err, c.nonfinite, r.oracle
         ),
-        (None, None) => format!("{:<22} no seeds run", p.shape.to_string()),
+        (None, None) => format!("{case}: no seeds run"),
     }
 }
 

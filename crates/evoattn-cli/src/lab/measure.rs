@@ -81,11 +81,19 @@ impl LabArgs {
     }
 }
 
-/// A measurement's record, and per case where our kernel's config came from (`default`,
-/// `tuned store (levers)`, `requested (levers)`), in case order.
+/// A measurement's record, and per case (in case order) our kernel's config and where it came
+/// from.
 pub struct Measured {
     pub record: BenchRecord,
-    pub configs: Vec<String>,
+    pub configs: Vec<CaseConfig>,
+}
+
+/// Our kernel on one case: where its config came from, the config, and its short name (the
+/// family and the levers that differ from its default for the case).
+pub struct CaseConfig {
+    pub origin: ConfigOrigin,
+    pub config: evoattn::KernelConfig,
+    pub short: String,
 }
 
 /// Most samples per implementation and case: every one is kept (in memory and in the record),
@@ -152,6 +160,7 @@ fn measure_with(
         gpu: info.gpu.clone(),
         compute_capability: format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
         arch: info.arch.clone(),
+        sm_count: Some(info.sm_count),
         driver: info.driver.clone(),
         nvrtc: info.nvrtc.clone(),
         sm_clock_mhz: sm_clock().into_iter().collect(),
@@ -182,9 +191,10 @@ fn measure_with(
         let problem = problem.clone().with_lse(false);
         bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
         let (plan, origin) = args.kernel.plan(request, (arch, info.sm_count), &problem, tuned.as_ref())?;
-        configs.push(match origin {
-            ConfigOrigin::Default => origin.name().to_string(),
-            _ => format!("{} ({})", origin.name(), plan.spec.config),
+        configs.push(CaseConfig {
+            origin,
+            config: plan.spec.config,
+            short: crate::lab::kernel_name::short(&plan.spec, &problem, arch, info.sm_count),
         });
         let seed = args.seed + i as u64;
         let draw = Draw::new(Distribution::Normal, seed);

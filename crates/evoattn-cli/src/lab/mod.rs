@@ -8,6 +8,7 @@ pub mod correctness;
 pub mod gpu;
 pub mod inputs;
 pub mod kernel_args;
+pub mod kernel_name;
 pub mod measure;
 pub mod mock;
 pub mod ncu;

@@ -459,7 +459,7 @@ mod tests {
     fn the_tuner_stores_its_measurements_as_ours() {
         let dir = tempfile::tempdir().unwrap();
         let history = History::open(&dir.path().join(FILE_NAME)).unwrap();
-        let machine = Machine { gpu: GPU.into(), driver: "580.65".into() };
+        let machine = Machine { gpu: GPU.into(), driver: "580.65".into(), arch: None, sm_count: None };
         let m = ok_measurement("evoattn_wgmma_bf16_d128_bn128_s2_wg2_ldtma", &[10.0, 11.0, 12.0], Some(true));
         assert!(history.insert_tune(&machine, Mode::Graph, 20, &case(4096), &m).unwrap());
         let rows = history.rows(None).unwrap();

@@ -32,6 +32,10 @@ pub struct Environment {
     pub gpu: String,
     pub compute_capability: String,
     pub arch: String,
+    /// The GPU's SM count: with the arch, what the planner's default for a case depends on (the
+    /// short kernel names of tables); `None` in records written before it was kept.
+    #[serde(default)]
+    pub sm_count: Option<u32>,
     pub driver: String,
     pub nvrtc: String,
     /// SM clock (MHz) read before and after the run, when `nvidia-smi` answers.

@@ -1,8 +1,11 @@
 //! The tuner's live display: generation, best fitness, evaluations and failures per gate, ETA.
-//! A bar on a terminal; one plain line per generation and per failure otherwise (logs, CI).
+//! A bar on a terminal; one plain line per generation and per failure otherwise (logs, CI). A
+//! failure or warning whose text came before is counted, not said again, and the counts close
+//! the run.
 
 use super::evolve::{Candidate, Child, Evaluation, Gate};
 use crate::out::errln;
+use crate::text::Repeats;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::{Cell, RefCell};
 use std::io::IsTerminal;
@@ -15,6 +18,8 @@ pub struct Progress {
     /// Failures per gate, in `Gate::ALL` order.
     failed: RefCell<[usize; Gate::ALL.len()]>,
     best: Cell<f64>,
+    /// The texts said once so far (a gate's error, a proposer's warning) and their repeats.
+    said: RefCell<Repeats>,
 }
 
 impl Progress {
@@ -32,6 +37,7 @@ impl Progress {
             discarded: Cell::new(0),
             failed: RefCell::new([0; Gate::ALL.len()]),
             best: Cell::new(1.0),
+            said: RefCell::new(Repeats::default()),
         }
     }
 
@@ -43,7 +49,7 @@ impl Progress {
 
     fn status(&self) -> String {
         format!(
-            "best {:.3}x, {} evaluated, {} discarded, failed: {}",
+            "best speedup {:.3}×, {} evaluated, {} discarded, failed: {}",
             self.best.get(),
             self.evaluated.get(),
             self.discarded.get(),
@@ -72,9 +78,18 @@ impl Progress {
                 self.failed.borrow_mut()[i] += 1;
             }
             let first = error.lines().next().unwrap_or_default();
-            self.say(&format!("tune: {} failed the {} gate: {first}", child.name(), gate.name()));
+            if self.said.borrow_mut().first(&format!("the {} gate: {first}", gate.name())) {
+                self.say(&format!("tune: {} failed the {} gate: {first}", child.name(), gate.name()));
+            }
         }
         self.bar.set_message(self.status());
+    }
+
+    /// A line said once: later comings of the same text are counted for [`Self::finish`].
+    pub fn say_once(&self, line: &str) {
+        if self.said.borrow_mut().first(line) {
+            self.say(line);
+        }
     }
 
     /// A line above the bar (or on its own off a terminal).
@@ -86,7 +101,16 @@ impl Progress {
         }
     }
 
+    /// Clears the bar, and says how often each text said once came again.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+        for (text, more) in self.said.borrow().repeated() {
+            let times = crate::text::count(more, "time", "times");
+            match text.strip_prefix("the ") {
+                // A gate's error: `the correctness gate: ...`.
+                Some(failure) => errln!("tune: {times} more, a candidate failed the {failure}"),
+                None => errln!("{text} ({times} more)"),
+            }
+        }
     }
 }

@@ -73,11 +73,13 @@ impl Proposer {
              kernel source that defines `extern \"C\" __global__ void EVOATTN_KERNEL_NAME(const __grid_constant__ \
              AttnParams p)` and reads the levers from their -D defines as the source below does.\n\n",
         );
-        p.push_str("# I2: elites (best first)\n");
+        p.push_str(
+            "# I2: elites (best first; speedup = the default's median / the elite's, geometric mean over the shapes)\n",
+        );
         for (i, e) in elites.iter().enumerate() {
             let medians: Vec<String> = e.medians_us.iter().map(|m| format!("{m:.1}")).collect();
             p.push_str(&format!(
-                "{}. {} fitness {:.3}x, medians µs [{}]\n",
+                "{}. {} speedup {:.3}×, medians µs [{}]\n",
                 i + 1,
                 e.spec.config,
                 e.fitness,
@@ -163,7 +165,7 @@ mod tests {
         for part in ["# I1: task", "# I2: elites", "# I3: profile insights", "generation 3", "block_m: 64|128"] {
             assert!(p.contains(part), "{part} missing from:\n{p}");
         }
-        assert!(p.contains("1. block_m=128,block_n=64,stages=3,q_in_regs=1 fitness 1.000x, medians µs [12.5]"), "{p}");
+        assert!(p.contains("1. block_m=128,block_n=64,stages=3,q_in_regs=1 speedup 1.000×, medians µs [12.5]"), "{p}");
         assert!(p.contains(SOURCE_FENCE_OPEN) && p.contains("EVOATTN_KERNEL_NAME"));
     }
 

@@ -7,6 +7,7 @@ use super::space;
 use anyhow::{Context, Result};
 use evoattn::config::{Impl, KernelConfig, KernelSpec};
 use evoattn::problem::{Causal, Dtype, Shape};
+use evoattn::Arch;
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -66,12 +67,21 @@ pub struct Machine {
     /// GPU name and compute capability: the key rows are stored and looked up under.
     pub gpu: String,
     pub driver: String,
+    /// The arch and SM count the planner's default for a problem depends on (`tune --show`
+    /// names kernels against it); `None` where not known.
+    pub arch: Option<Arch>,
+    pub sm_count: Option<u32>,
 }
 
 impl Machine {
     pub fn of(info: &crate::lab::backend::BackendInfo) -> Self {
         let (major, minor) = info.compute_capability;
-        Machine { gpu: format!("{} (cc {major}.{minor})", info.gpu), driver: info.driver.clone() }
+        Machine {
+            gpu: format!("{} (cc {major}.{minor})", info.gpu),
+            driver: info.driver.clone(),
+            arch: Arch::parse(&info.arch),
+            sm_count: Some(info.sm_count),
+        }
     }
 }
 
@@ -91,6 +101,29 @@ pub struct Row {
     pub driver: String,
     pub version: String,
     pub git_commit: Option<String>,
+    /// The GPU's arch and SM count; `None` in rows written before they were kept.
+    pub arch: Option<Arch>,
+    pub sm_count: Option<u32>,
+}
+
+impl Row {
+    /// The kernel's short name: the family and the levers that differ from the default the run
+    /// was measured against (the planner's default for its first shape on this GPU; the head
+    /// dim's where the row does not say the GPU's SM count).
+    pub fn short_name(&self) -> String {
+        let imp = self.spec.imp();
+        let arch = self.arch.unwrap_or_else(|| *imp.archs().last().expect("a family runs on some arch"));
+        let causal = self.bucket.split('_').nth(2).and_then(Causal::parse).unwrap_or(Causal::None);
+        let default = match (self.shapes.first(), self.sm_count) {
+            (Some(&shape), Some(sms)) => {
+                let problem =
+                    evoattn::Problem::dense(shape, self.spec.dtype, evoattn::Layout::Bhsd).with_causal(causal);
+                evoattn::defaults::for_problem(imp, arch, &problem, sms)
+            }
+            _ => evoattn::defaults::config(imp, arch, self.spec.head_dim),
+        };
+        self.spec.config.short_name(&default)
+    }
 }
 
 pub struct Store {
@@ -117,17 +150,20 @@ CREATE TABLE IF NOT EXISTS evaluations (
     medians_us TEXT NOT NULL,
     fitness REAL,
     discarded INTEGER NOT NULL,
-    source TEXT
+    source TEXT,
+    arch TEXT,
+    sm_count INTEGER
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_bucket ON evaluations (gpu, bucket);
 ";
 
 /// What `query` reads after the id; `spec_name` is derived from these, so not read back.
 const COLUMNS: &str = "impl, dtype, head_dim, config, bucket, shapes, failed_gate, error, medians_us, \
-                       fitness, discarded, gpu, driver, version, git_commit, source";
+                       fitness, discarded, gpu, driver, version, git_commit, source, arch, sm_count";
 
-/// Column added after the first stores were written (proposed sources); older stores get it.
-const SOURCE_COLUMN: &str = "source";
+/// Columns added after the first stores were written (proposed sources; the GPU's arch and SM
+/// count), with their types: older stores get them.
+const ADDED_COLUMNS: [(&str, &str); 3] = [("source", "TEXT"), ("arch", "TEXT"), ("sm_count", "INTEGER")];
 
 /// A shape in the command line's `B,H,S,D,HKV,SK` syntax (`Shape::parse` reads it back).
 pub fn shape_text(s: &Shape) -> String {
@@ -142,13 +178,15 @@ fn shapes_text(shapes: &[Shape]) -> String {
 impl Store {
     pub fn open(path: &Path) -> Result<Self> {
         let conn = crate::stores::db::open(path, SCHEMA)?;
-        let has_source: bool = conn.query_row(
-            "SELECT COUNT(*) FROM pragma_table_info('evaluations') WHERE name = ?1",
-            [SOURCE_COLUMN],
-            |r| r.get::<_, i64>(0).map(|n| n > 0),
-        )?;
-        if !has_source {
-            conn.execute_batch(&format!("ALTER TABLE evaluations ADD COLUMN {SOURCE_COLUMN} TEXT"))?;
+        for (column, kind) in ADDED_COLUMNS {
+            let has: bool = conn.query_row(
+                "SELECT COUNT(*) FROM pragma_table_info('evaluations') WHERE name = ?1",
+                [column],
+                |r| r.get::<_, i64>(0).map(|n| n > 0),
+            )?;
+            if !has {
+                conn.execute_batch(&format!("ALTER TABLE evaluations ADD COLUMN {column} {kind}"))?;
+            }
         }
         Ok(Store { conn })
     }
@@ -176,8 +214,9 @@ impl Store {
         for bucket in buckets {
             tx.execute(
                 "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
-             head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded, source) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+             head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded, source, arch, \
+             sm_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+             ?20)",
                 params![
                     machine.gpu,
                     machine.driver,
@@ -197,6 +236,8 @@ impl Store {
                     fitness,
                     discarded,
                     child.source,
+                    machine.arch.map(Arch::name),
+                    machine.sm_count,
                 ],
             )?;
         }
@@ -214,6 +255,7 @@ impl Store {
                 (r.get::<_, Option<f64>>(10)?, r.get::<_, bool>(11)?),
                 (r.get::<_, String>(12)?, r.get::<_, String>(13)?, r.get::<_, String>(14)?),
                 (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
+                (r.get::<_, Option<String>>(17)?, r.get::<_, Option<u32>>(18)?),
             ))
         })?;
         let mut rows = Vec::new();
@@ -225,6 +267,7 @@ impl Store {
                 (fitness, discarded),
                 m,
                 (c, source),
+                (arch, sm_count),
             ) = item?;
             let imp = Impl::parse(&imp).with_context(|| format!("stored impl '{imp}'"))?;
             let config: KernelConfig = space::parse(imp, &config).map_err(anyhow::Error::msg)?;
@@ -252,6 +295,8 @@ impl Store {
                 driver: m.1,
                 version: m.2,
                 git_commit: c,
+                arch: arch.as_deref().and_then(Arch::parse),
+                sm_count,
             });
         }
         Ok(rows)
@@ -310,7 +355,12 @@ mod tests {
     use super::*;
 
     fn machine() -> Machine {
-        Machine { gpu: "NVIDIA H100 80GB HBM3".into(), driver: "580.65".into() }
+        Machine {
+            gpu: "NVIDIA H100 80GB HBM3".into(),
+            driver: "580.65".into(),
+            arch: Some(Arch::Sm90a),
+            sm_count: Some(132),
+        }
     }
 
     fn bucket() -> Bucket {
@@ -383,12 +433,18 @@ mod tests {
     fn a_store_from_before_proposed_sources_gains_the_column() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let old_schema = SCHEMA.replace(",\n    source TEXT", "");
-        assert!(!old_schema.contains("source"));
+        let old_schema = SCHEMA.replace(",\n    source TEXT,\n    arch TEXT,\n    sm_count INTEGER", "");
+        assert!(!old_schema.contains("source") && !old_schema.contains("sm_count"));
         Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
         let mut store = Store::open(&path).unwrap();
         let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
         store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &timed, Some(1.0), false).unwrap();
-        assert_eq!(store.all().unwrap()[0].source, None);
+        let row = &store.all().unwrap()[0];
+        assert_eq!((&row.source, row.arch, row.sm_count), (&None, Some(Arch::Sm90a), Some(132)));
+        // Named against the planner's default for the first shape on the GPU the row says.
+        let problem = evoattn::Problem::dense(shapes()[0], Dtype::Bf16, evoattn::Layout::Bhsd);
+        let default = evoattn::defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, 132);
+        assert_eq!(row.short_name(), baseline().config.short_name(&default));
+        assert!(row.short_name().starts_with("wgmma "), "{}", row.short_name());
     }
 }

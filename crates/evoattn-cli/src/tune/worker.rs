@@ -7,7 +7,7 @@
 use super::evolve::Gate;
 use super::protocol::{Reply, Request};
 use crate::lab::backend::{Backend, Kernel, TimingOptions, Variant};
-use crate::lab::correctness::{check_case, row, CheckOptions, ExpectedCache};
+use crate::lab::correctness::{check_case, summary, CheckOptions, ExpectedCache};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::open::open_on;
 use anyhow::Context;
@@ -132,7 +132,7 @@ fn evaluate(
         let kernel = job.variant.as_ref().map_or(Kernel::Planned(&plan), Kernel::Variant);
         let result = check_case(backend, &CheckOptions::TUNE, kernel, &problem, Layout::Bhsd, &mut cached.expected);
         if !result.passed {
-            return Ok(Err((Gate::Correctness, row(&result))));
+            return Ok(Err((Gate::Correctness, summary(&result))));
         }
     }
     send(out, &Reply::Gate { id, gate: Gate::Timing.name().to_string() })?;

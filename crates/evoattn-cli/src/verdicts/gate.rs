@@ -2,7 +2,8 @@
 //! samples. Pure: the same record and options always give the same report, so CI can re-gate a
 //! record taken on a GPU elsewhere.
 
-use crate::stores::record::{is_control, BenchRecord, Measurement, Mode, ResultRecord, Status};
+use crate::stores::record::{is_control, BenchRecord, Environment, Measurement, Mode, ResultRecord, Status};
+use crate::text::{self, Column, Notes, Table, SHAPE_HEADER};
 use crate::verdicts::stats::{
     bootstrap_median_diff, bootstrap_median_ratio, summarize, unsteady_drift, Interval, Summary, Verdict,
     DEFAULT_RESAMPLES, DEFAULT_SEED, DRIFT_TOLERANCE,
@@ -10,9 +11,16 @@ use crate::verdicts::stats::{
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// Our median must be below this fraction of the peer's (DESIGN): a 5% margin, about twice the
-/// run-to-run spread of a median, so a pass is not noise on a kernel that merely ties.
-pub const DEFAULT_SPEEDUP: f64 = 0.95;
+/// The speedup, median(peer) / median(ours), a pass must exceed (DESIGN): ours at most 0.95 of
+/// the peer's median, a 5% margin, about twice the run-to-run spread of a median, so a pass is
+/// not noise on a kernel that merely ties.
+pub const DEFAULT_SPEEDUP: f64 = 1.0 / 0.95;
+
+/// A ratio as the text says it: at most three decimals, no trailing zeros (`1.053`, `2`, `1.05`).
+pub fn ratio(x: f64) -> String {
+    let text = format!("{x:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
 /// Confidence of the bootstrap interval of the median difference (DESIGN).
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
 
@@ -50,7 +58,7 @@ impl std::fmt::Display for Against {
 #[derive(Clone, Debug)]
 pub struct GateOptions {
     pub against: Against,
-    /// Pass needs median(ours) < speedup × median(peer).
+    /// Pass needs the speedup median(peer) / median(ours) above this.
     pub speedup: f64,
     /// Confidence of the bootstrap interval, in (0, 1).
     pub confidence: f64,
@@ -97,8 +105,14 @@ impl Comparison {
         })
     }
 
-    pub fn below_threshold(&self, opts: &GateOptions) -> bool {
-        self.ours.median < opts.speedup * self.peer.median
+    /// median(peer) / median(ours): above 1, ours is faster.
+    pub fn median_speedup(&self) -> f64 {
+        self.peer.median / self.ours.median
+    }
+
+    /// The speedup passes the threshold: median(peer) / median(ours) > threshold.
+    pub fn above_threshold(&self, opts: &GateOptions) -> bool {
+        self.median_speedup() > opts.speedup
     }
 
     pub fn ci_below_zero(&self) -> bool {
@@ -107,7 +121,7 @@ impl Comparison {
 
     /// The speed test: faster by the threshold, and confidently so.
     pub fn faster(&self, opts: &GateOptions) -> bool {
-        self.below_threshold(opts) && self.ci_below_zero()
+        self.above_threshold(opts) && self.ci_below_zero()
     }
 
     /// The equality test: no difference detectable at this confidence.
@@ -203,6 +217,8 @@ impl Tally {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Checks {
     pub correct: bool,
+    /// The speedup median(peer) / median(ours) is above `speedup_threshold` (the name is older
+    /// than the speedup convention: ours' median below the peer's divided by the threshold).
     pub below_threshold: Option<bool>,
     pub ci_below_zero: Option<bool>,
     pub p90: Option<bool>,
@@ -217,10 +233,16 @@ pub struct CaseReport {
     pub dtype: String,
     pub causal: String,
     pub layout: String,
+    /// Our kernel's symbol name.
     pub kernel: String,
+    /// Its short name in tables (family and the levers that differ from its default).
+    #[serde(skip)]
+    pub kernel_short: String,
     pub peer: Option<String>,
     pub ours_us: Option<Summary>,
     pub peer_us: Option<Summary>,
+    /// The speedup median(peer) / median(ours) (above 1: ours is faster), with its bootstrap
+    /// interval.
     pub speedup: Option<Interval>,
     pub diff_us: Option<Interval>,
     pub verdict: Option<Verdict>,
@@ -240,6 +262,7 @@ pub struct GateReport {
     /// Timed launches per implementation and case that were asked for.
     pub samples: usize,
     pub against: String,
+    /// The speedup median(peer) / median(ours) a pass must exceed.
     pub speedup_threshold: f64,
     pub confidence: f64,
     pub p90: bool,
@@ -279,7 +302,8 @@ fn pick_peer<'a>(result: &'a ResultRecord, against: &Against) -> Result<&'a Meas
     }
 }
 
-fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> CaseReport {
+fn evaluate_case(result: &ResultRecord, env: &Environment, opts: &GateOptions) -> CaseReport {
+    let block = env.block;
     let c = &result.case;
     let shape = evoattn::Shape { b: c.b, h: c.h, hkv: c.hkv, sq: c.sq, sk: c.sk, d: c.d };
     let mut report = CaseReport {
@@ -288,6 +312,7 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
         causal: c.causal.clone(),
         layout: c.layout.clone(),
         kernel: result.ours.name.clone(),
+        kernel_short: crate::lab::kernel_name::in_record(&result.ours.name, c, env),
         peer: None,
         ours_us: summarize(&result.ours.samples_us),
         peer_us: None,
@@ -323,12 +348,12 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
         report.outcome = if failed { Outcome::Fail } else { Outcome::CouldNotRun };
         return report;
     };
-    let below = cmp.below_threshold(opts);
-    if !below {
+    let above = cmp.above_threshold(opts);
+    if !above {
         report.reasons.push(format!(
-            "median ratio {:.3} is not below {}",
-            cmp.ours.median / cmp.peer.median,
-            opts.speedup
+            "speedup {:.3}× (median peer / median ours) is not above {}×",
+            cmp.median_speedup(),
+            ratio(opts.speedup)
         ));
     }
     let ci_below = cmp.ci_below_zero();
@@ -361,7 +386,7 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
     report.reasons.extend(drifting);
     report.checks.steady = Some(steady);
     failed |= !cmp.faster(opts) || (opts.p90 && !p90);
-    report.checks.below_threshold = Some(below);
+    report.checks.below_threshold = Some(above);
     report.checks.ci_below_zero = Some(ci_below);
     report.checks.p90 = opts.p90.then_some(p90);
     report.verdict = Some(Verdict::from_speedup(cmp.speedup.estimate));
@@ -385,7 +410,7 @@ fn evaluate_case(result: &ResultRecord, block: usize, opts: &GateOptions) -> Cas
 /// whatever else could not be judged), else could-not-run if any case (or the whole record,
 /// when empty) could not be judged, else pass.
 pub fn evaluate(record: &BenchRecord, opts: &GateOptions) -> GateReport {
-    let cases: Vec<CaseReport> = record.results.iter().map(|r| evaluate_case(r, record.env.block, opts)).collect();
+    let cases: Vec<CaseReport> = record.results.iter().map(|r| evaluate_case(r, &record.env, opts)).collect();
     let outcome = Outcome::overall(cases.iter().map(|c| c.outcome));
     GateReport {
         gpu: record.env.gpu.clone(),
@@ -416,8 +441,9 @@ impl GateReport {
     /// The pass rule in words, for the headers.
     fn rule(&self) -> String {
         let mut rule = format!(
-            "correct, median(ours) < {} × median(peer), {:.0}% bootstrap interval ({} resamples) of the median difference below 0",
-            self.speedup_threshold,
+            "correct; speedup = median(peer) / median(ours) above {}×; the {:.0}% bootstrap interval ({} resamples) \
+             of median(ours) − median(peer) below 0",
+            ratio(self.speedup_threshold),
             self.confidence * 100.0,
             self.resamples
         );
@@ -449,20 +475,28 @@ fn us(value: Option<f64>) -> String {
     value.map_or_else(|| "–".into(), |v| format!("{v:.2}"))
 }
 
-/// The cells of one case, in the order of `headers`.
+fn speedup_cell(case: &CaseReport) -> String {
+    case.speedup.map_or_else(|| "–".into(), |s| format!("{:.3}×", s.estimate))
+}
+
+fn diff_cell(case: &CaseReport) -> String {
+    case.diff_us.map_or_else(|| "–".into(), |d| format!("[{:+.2}, {:+.2}]", d.lo, d.hi))
+}
+
+/// The markdown table's cells of one case, in the order of `markdown_headers`.
 fn cells(case: &CaseReport, p90: bool) -> Vec<String> {
     let mut row = vec![
-        case.outcome.name().to_string(),
+        case.outcome.icon().to_string(),
         case.shape.clone(),
         case.dtype.clone(),
         case.causal.clone(),
         case.layout.clone(),
-        case.kernel.clone(),
+        case.kernel_short.clone(),
         case.peer.clone().unwrap_or_else(|| "–".into()),
         us(case.ours_us.map(|s| s.median)),
         us(case.peer_us.map(|s| s.median)),
-        case.speedup.map_or_else(|| "–".into(), |s| format!("{:.3}×", s.estimate)),
-        case.diff_us.map_or_else(|| "–".into(), |d| format!("[{:+.2}, {:+.2}]", d.lo, d.hi)),
+        speedup_cell(case),
+        diff_cell(case),
         case.verdict.map_or("–", Verdict::name).to_string(),
         mark(Some(case.checks.correct)).into(),
         mark(case.checks.below_threshold).into(),
@@ -475,8 +509,8 @@ fn cells(case: &CaseReport, p90: bool) -> Vec<String> {
     row
 }
 
-/// Column headers; the p90 column only when that condition is on.
-fn headers(report: &GateReport) -> Vec<String> {
+/// The markdown table's column headers; the p90 column only when that condition is on.
+fn markdown_headers(report: &GateReport) -> Vec<String> {
     let mut h: Vec<String> = [
         "result",
         "shape B,H,Sq,D[,Hkv,Sk]",
@@ -487,45 +521,20 @@ fn headers(report: &GateReport) -> Vec<String> {
         "peer",
         "ours µs",
         "peer µs",
-        "speedup",
+        "speedup (peer/ours)",
         "Δ median µs CI",
         "verdict",
         "correct",
     ]
     .map(String::from)
     .to_vec();
-    h.push(format!("< {}×", report.speedup_threshold));
+    h.push(format!("speedup > {}×", ratio(report.speedup_threshold)));
     h.push("CI < 0".into());
     if report.p90 {
         h.push("p90".into());
     }
     h.push("reason".into());
     h
-}
-
-/// `rows` (the header first) as lines of columns two spaces apart, the columns `numeric`
-/// right-aligned, the others left-aligned.
-pub fn aligned(rows: &[Vec<String>], numeric: &[usize]) -> String {
-    let columns = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> =
-        (0..columns).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(i, cell)| {
-                if numeric.contains(&i) {
-                    format!("{cell:>w$}", w = widths[i])
-                } else {
-                    format!("{cell:<w$}", w = widths[i])
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// A GitHub markdown table, `|` in cells escaped.
@@ -540,23 +549,55 @@ pub fn markdown_table(headers: &[String], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// An aligned table (numbers right-aligned), the rule, and the summary line.
-pub fn render_text(report: &GateReport) -> String {
-    // ours µs, peer µs, speedup and the interval, by their place in `headers`.
-    const NUMERIC: [usize; 4] = [7, 8, 9, 10];
-    let mut rows = vec![headers(report)];
-    rows.extend(report.cases.iter().map(|c| cells(c, report.p90)));
-    let mut out = format!(
-        "gate on {} ({}), {} mode, {} samples per kernel; pass: {}\n",
+/// The rule and the run's facts, the table (the reasons a case did not pass as numbered notes
+/// under it; with `verbose`, each kernel's symbol name under its row), and the summary line.
+pub fn render_text(report: &GateReport, verbose: bool) -> String {
+    let mut table = Table::new(vec![
+        Column::left("result"),
+        Column::left(SHAPE_HEADER),
+        Column::left("dtype"),
+        Column::left("mask"),
+        Column::left("layout"),
+        Column::left("kernel").wraps(),
+        Column::left("peer"),
+        Column::right("ours\nµs"),
+        Column::right("peer\nµs"),
+        Column::right("speedup\npeer/ours"),
+        Column::right(&format!("Δ median µs\n{:.0}% CI", report.confidence * 100.0)),
+        Column::left("notes").optional(),
+    ]);
+    let mut notes = Notes::default();
+    for case in &report.cases {
+        table.row(vec![
+            case.outcome.name().to_string(),
+            case.shape.clone(),
+            case.dtype.clone(),
+            case.causal.clone(),
+            case.layout.clone(),
+            case.kernel_short.clone(),
+            case.peer.clone().unwrap_or_else(|| "–".into()),
+            us(case.ours_us.map(|s| s.median)),
+            us(case.peer_us.map(|s| s.median)),
+            speedup_cell(case),
+            diff_cell(case),
+            notes.refer_all(&case.reasons),
+        ]);
+        if verbose {
+            table.line(case.kernel.clone());
+        }
+    }
+    let mut out = text::paragraph(&format!(
+        "gate on {} ({}), {} mode, {} samples per kernel, against {}",
         report.gpu,
         report.arch,
         report.mode_name(),
         report.samples,
-        report.rule()
-    );
-    out.push_str(&aligned(&rows, &NUMERIC));
-    out.push_str(&report.summary());
-    out.push('\n');
+        report.against
+    ));
+    out.push_str(&text::paragraph(&format!("pass: {}", report.rule())));
+    out.push_str(&table.render());
+    out.push_str(&notes.render("notes (why a case did not pass):"));
+    out.push_str(&text::paragraph(&report.summary()));
     out
 }
 
@@ -576,16 +617,8 @@ pub fn render_markdown(report: &GateReport) -> String {
         escape(&report.against)
     );
     let _ = writeln!(out, "**pass** {}\n", report.rule());
-    let rows: Vec<Vec<String>> = report
-        .cases
-        .iter()
-        .map(|case| {
-            let mut row = cells(case, report.p90);
-            row[0] = case.outcome.icon().into();
-            row
-        })
-        .collect();
-    out.push_str(&markdown_table(&headers(report), &rows));
+    let rows: Vec<Vec<String>> = report.cases.iter().map(|case| cells(case, report.p90)).collect();
+    out.push_str(&markdown_table(&markdown_headers(report), &rows));
     let _ = writeln!(out, "\n**{}**", report.summary());
     out
 }
@@ -649,7 +682,7 @@ mod tests {
     #[test]
     fn clear_win_passes() {
         let report = evaluate(&one_case(80.0, 100.0), &against("sdpa-flash"));
-        assert_eq!(report.outcome, Outcome::Pass, "{}", render_text(&report));
+        assert_eq!(report.outcome, Outcome::Pass, "{}", render_text(&report, false));
         let case = &report.cases[0];
         assert_eq!(case.verdict, Some(Verdict::Good));
         assert!(case.reasons.is_empty() && case.equal == Some(false));
@@ -678,8 +711,8 @@ mod tests {
 
     #[test]
     fn confidently_faster_but_inside_the_margin_fails() {
-        // 3% faster with 100 samples of 3% jitter: the interval is below 0, the ratio is not
-        // below 0.95.
+        // 3% faster with 100 samples of 3% jitter: the interval is below 0, the speedup of about
+        // 1.03 is not above 1/0.95.
         let report = evaluate(&one_case(97.0, 100.0), &against("sdpa-flash"));
         let case = &report.cases[0];
         assert_eq!((case.checks.below_threshold, case.checks.ci_below_zero), (Some(false), Some(true)));
@@ -711,7 +744,7 @@ mod tests {
             *s *= 4.0;
         }
         let report = evaluate(&rec, &against("sdpa-flash"));
-        assert_eq!(report.outcome, Outcome::CouldNotRun, "{}", render_text(&report));
+        assert_eq!(report.outcome, Outcome::CouldNotRun, "{}", render_text(&report, false));
         let case = &report.cases[0];
         assert_eq!(case.checks.steady, Some(false));
         assert!(case.reasons.iter().any(|r| r.starts_with("sdpa-flash's samples drift -75%")), "{:?}", case.reasons);
@@ -865,7 +898,8 @@ mod tests {
         let md = render_markdown(&evaluate(&rec, &against("sdpa-flash")));
         assert!(md.starts_with("### evoattn gate: ❌ fail\n"), "{md}");
         assert!(md.contains("**GPU** NVIDIA H100 80GB HBM3 (sm_90a) · **mode** graph · **samples** 100 per kernel"));
-        assert!(md.contains("median(ours) < 0.95 × median(peer), 95% bootstrap interval (10000 resamples)"));
+        assert!(md.contains("speedup = median(peer) / median(ours) above 1.053×; the 95% bootstrap interval (10000"));
+        assert!(md.contains("| speedup (peer/ours) |") && md.contains("| speedup > 1.053× |"), "{md}");
         let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
         assert_eq!(rows.len(), 4, "header and three cases:\n{md}");
         assert!(rows[1].starts_with("| ✅ | 1,8,512,64 | f16 | none | bhsd | mma | sdpa-flash |"), "{}", rows[1]);
@@ -876,18 +910,30 @@ mod tests {
     }
 
     #[test]
-    fn text_is_aligned_and_ends_with_the_summary() {
+    fn text_is_aligned_within_the_width_with_notes_and_the_summary() {
         let mut rec = one_case(80.0, 100.0);
         rec.results.push(result(measurement("mma", 120.0, 3), vec![measurement("sdpa-flash", 100.0, 4)]));
-        let text = render_text(&evaluate(&rec, &against("sdpa-flash")));
+        let text = render_text(&evaluate(&rec, &against("sdpa-flash")), false);
         let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.iter().all(|l| crate::text::width(l) <= crate::text::WIDTH), "{text}");
         assert!(lines[0].starts_with("gate on NVIDIA H100 80GB HBM3 (sm_90a), unknown mode, 100 samples per kernel"));
+        let header = lines.iter().position(|l| l.starts_with("result")).expect("a header line");
         // The peer column starts at the same character in the header and both rows.
         let column = |line: &str, text: &str| line[..line.find(text).unwrap()].chars().count();
-        assert_eq!(column(lines[1], "peer"), column(lines[2], "sdpa-flash"));
-        assert_eq!(column(lines[2], "sdpa-flash"), column(lines[3], "sdpa-flash"));
-        assert!(lines[1].starts_with("result  shape B,H,Sq,D[,Hkv,Sk]"));
-        assert_eq!(lines[4], "gate: fail (1 of 2 cases pass, 1 fail, 0 could not run; against sdpa-flash)");
+        assert_eq!(column(lines[header], "peer"), column(lines[header + 1], "sdpa-flash"));
+        assert_eq!(column(lines[header + 1], "sdpa-flash"), column(lines[header + 2], "sdpa-flash"));
+        assert!(lines[header - 1].contains("speedup") && lines[header].contains("peer/ours"), "{text}");
+        // One convention: the slower case's speedup is below 1 in its cell and in its note.
+        assert!(lines[header + 2].starts_with("fail") && lines[header + 2].contains("0.8"), "{text}");
+        assert!(lines[header + 2].trim_end().ends_with("1, 2"), "{text}");
+        assert!(text.contains("  1  speedup 0.8") && text.contains("is not above 1.053×"), "{text}");
+        assert_eq!(
+            lines.last().copied(),
+            Some("gate: fail (1 of 2 cases pass, 1 fail, 0 could not run; against sdpa-flash)")
+        );
+        // -v: our kernel's symbol under each row.
+        let verbose = render_text(&evaluate(&rec, &against("sdpa-flash")), true);
+        assert_eq!(verbose.lines().filter(|l| *l == "    mma").count(), 2, "{verbose}");
     }
 
     #[test]
@@ -901,6 +947,19 @@ mod tests {
         let empty: serde_json::Value =
             serde_json::from_str(&render_json(&evaluate(&record(Vec::new()), &GateOptions::default()))).unwrap();
         assert_eq!(empty["outcome"], "could-not-run");
+    }
+
+    #[test]
+    fn the_default_threshold_is_ours_at_most_095_of_the_peer() {
+        // The convention's speedup of the rule "median(ours) < 0.95 × median(peer)".
+        let opts = GateOptions::default();
+        let cmp = |ours: f64, peer: f64| Comparison::new(&[ours; 5], &[peer; 5], 1, &opts).unwrap();
+        assert!(cmp(94.9, 100.0).above_threshold(&opts));
+        assert!(!cmp(95.1, 100.0).above_threshold(&opts));
+        assert_eq!(
+            (ratio(DEFAULT_SPEEDUP), ratio(2.0), ratio(1.05), ratio(1.0)),
+            ("1.053".into(), "2".into(), "1.05".into(), "1".into())
+        );
     }
 
     #[test]

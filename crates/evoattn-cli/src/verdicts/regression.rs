@@ -4,7 +4,8 @@
 
 use crate::stores::history::{CaseKey, Row};
 use crate::stores::record::{BenchRecord, Mode, ResultRecord};
-use crate::verdicts::gate::{aligned, markdown_table, Outcome, Tally};
+use crate::text::{self, Column, Notes, Table, SHAPE_HEADER};
+use crate::verdicts::gate::{markdown_table, Outcome, Tally};
 use crate::verdicts::stats::{bootstrap_median_change, summarize, Interval, Summary, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -22,6 +23,19 @@ pub fn regressed(change: &Interval) -> bool {
     change.estimate > REGRESSION_TOLERANCE && change.lo > REGRESSION_TOLERANCE
 }
 
+/// The speedup against the best run, median(best) / median(ours) (the tables' convention: above
+/// 1 ours is faster), of a `change` (median(ours) / median(best) − 1), with its interval: the
+/// map is decreasing, so the change's upper end is the speedup's lower one.
+pub fn speedup_vs_best(change: &Interval) -> Interval {
+    let speedup = |c: f64| 1.0 / (1.0 + c);
+    Interval { lo: speedup(change.hi), hi: speedup(change.lo), estimate: speedup(change.estimate) }
+}
+
+/// The speedup against the best below which a slowdown is past [`REGRESSION_TOLERANCE`].
+pub fn speedup_floor(tolerance: f64) -> f64 {
+    1.0 / (1.0 + tolerance)
+}
+
 /// The best run a case is compared with.
 #[derive(Clone, Debug, Serialize)]
 pub struct Baseline {
@@ -37,11 +51,17 @@ pub struct HistoryCase {
     pub dtype: String,
     pub causal: String,
     pub layout: String,
+    /// Our kernel's symbol name.
     pub kernel: String,
+    /// Its short name in tables (family and the levers that differ from its default).
+    #[serde(skip)]
+    pub kernel_short: String,
     pub correct: bool,
     pub current_us: Option<Summary>,
     pub best: Option<Baseline>,
-    /// median(current) / median(best) − 1 with its bootstrap interval; +0.05 is 5% slower.
+    /// median(current) / median(best) − 1 with its bootstrap interval; +0.05 is 5% slower. The
+    /// tables show its inverse, the speedup against the best: median(best) / median(current) =
+    /// 1 / (1 + change).
     pub change: Option<Interval>,
     pub outcome: Outcome,
     /// Why the case did not pass, or `no history`.
@@ -52,6 +72,7 @@ pub struct HistoryCase {
 pub struct HistoryReport {
     pub gpu: String,
     pub mode: Option<Mode>,
+    /// The slowdown against the best (a change, + is slower) past which a case regressed.
     pub tolerance: f64,
     pub confidence: f64,
     pub resamples: usize,
@@ -92,6 +113,7 @@ fn evaluate_case(
         causal: c.causal.clone(),
         layout: c.layout.clone(),
         kernel: result.ours.name.clone(),
+        kernel_short: crate::lab::kernel_name::in_record(&result.ours.name, c, &record.env),
         correct: result.ours.correct == Some(true),
         current_us: result.ours.is_ok().then(|| summarize(&result.ours.samples_us)).flatten(),
         best: None,
@@ -129,12 +151,16 @@ fn evaluate_case(
     )
     .expect("both sides have samples");
     if regressed(&change) {
+        let s = speedup_vs_best(&change);
         case.notes.push(format!(
-            "regressed {} against the best (interval [{}, {}] above +{:.0}%)",
+            "regressed: speedup vs the best run {:.3}× (best/ours), {:.0}% interval [{:.3}, {:.3}] all below {:.3}× \
+             ({} slower)",
+            s.estimate,
+            100.0 * opts.confidence,
+            s.lo,
+            s.hi,
+            speedup_floor(REGRESSION_TOLERANCE),
             percent(change.estimate),
-            percent(change.lo),
-            percent(change.hi),
-            100.0 * REGRESSION_TOLERANCE
         ));
         case.outcome = Outcome::Fail;
     }
@@ -181,12 +207,13 @@ impl HistoryReport {
 
     fn rule(&self) -> String {
         format!(
-            "correct, and not (median more than {:.0}% above the best recorded on this GPU and its {:.0}% bootstrap \
-             interval ({} resamples) entirely above +{:.0}%)",
+            "correct, and not regressed: more than {:.0}% slower than the best run recorded on this GPU (speedup vs \
+             best = median(best) / median(ours) below {:.3}×) with the whole {:.0}% bootstrap interval ({} \
+             resamples) of that speedup below it too",
             100.0 * self.tolerance,
+            speedup_floor(self.tolerance),
             100.0 * self.confidence,
             self.resamples,
-            100.0 * self.tolerance
         )
     }
 
@@ -204,7 +231,77 @@ impl HistoryReport {
     }
 }
 
-const HEADERS: [&str; 10] = [
+/// Characters of a commit hash shown in tables, as `git log --oneline`.
+pub const SHORT_COMMIT: usize = 7;
+
+fn dash() -> String {
+    "–".to_string()
+}
+
+/// The speedup against the best and its interval: `0.833× [0.820, 0.845]`.
+fn speedup_cell(case: &HistoryCase) -> String {
+    case.change
+        .as_ref()
+        .map(speedup_vs_best)
+        .map_or_else(dash, |s| format!("{:.3}× [{:.3}, {:.3}]", s.estimate, s.lo, s.hi))
+}
+
+/// The best run: its commit and the minute it was taken, `1111111 2026-01-01 00:00`.
+fn best_run_cell(case: &HistoryCase) -> String {
+    case.best.as_ref().map_or_else(dash, |b| {
+        let commit = b.git_commit.as_deref().map_or("unrecorded", |c| &c[..c.len().min(SHORT_COMMIT)]);
+        format!("{commit} {}", b.date_utc.get(..16).unwrap_or(&b.date_utc).replace('T', " "))
+    })
+}
+
+fn median_cell(s: Option<f64>) -> String {
+    s.map_or_else(dash, |m| format!("{m:.2}"))
+}
+
+/// The conditions and the run's facts, the table (notes under it, numbered; with `verbose`,
+/// each kernel's symbol name under its row), and the summary line.
+pub fn render_text(report: &HistoryReport, verbose: bool) -> String {
+    let mut table = Table::new(vec![
+        Column::left("result"),
+        Column::left(SHAPE_HEADER),
+        Column::left("dtype"),
+        Column::left("mask"),
+        Column::left("layout"),
+        Column::left("kernel").wraps(),
+        Column::right("ours\nµs"),
+        Column::right("best\nµs"),
+        Column::right(&format!("speedup vs best\nbest/ours, {:.0}% CI", report.confidence * 100.0)),
+        Column::left("best run\n(commit, UTC)"),
+        Column::left("notes").optional(),
+    ]);
+    let mut notes = Notes::default();
+    for case in &report.cases {
+        table.row(vec![
+            case.outcome.name().to_string(),
+            case.shape.clone(),
+            case.dtype.clone(),
+            case.causal.clone(),
+            case.layout.clone(),
+            case.kernel_short.clone(),
+            median_cell(case.current_us.map(|s| s.median)),
+            median_cell(case.best.as_ref().map(|b| b.median_us)),
+            speedup_cell(case),
+            best_run_cell(case),
+            notes.refer_all(&case.notes),
+        ]);
+        if verbose {
+            table.line(case.kernel.clone());
+        }
+    }
+    let mut out = text::paragraph(&format!("gate against history on {}, {} mode", report.gpu, report.mode_name()));
+    out.push_str(&text::paragraph(&format!("pass: {}", report.rule())));
+    out.push_str(&table.render());
+    out.push_str(&notes.render("notes:"));
+    out.push_str(&text::paragraph(&report.summary()));
+    out
+}
+
+const MARKDOWN_HEADERS: [&str; 11] = [
     "result",
     "shape B,H,Sq,D[,Hkv,Sk]",
     "dtype",
@@ -213,50 +310,10 @@ const HEADERS: [&str; 10] = [
     "kernel",
     "ours µs",
     "best µs",
-    "change CI",
-    "best at",
+    "speedup vs best (best/ours), CI",
+    "best run (commit, UTC)",
+    "notes",
 ];
-/// ours µs, best µs and the change, by their place in `HEADERS`.
-const NUMERIC: [usize; 3] = [6, 7, 8];
-
-fn cells(case: &HistoryCase) -> Vec<String> {
-    let dash = || "–".to_string();
-    let mut row = vec![
-        case.outcome.name().to_string(),
-        case.shape.clone(),
-        case.dtype.clone(),
-        case.causal.clone(),
-        case.layout.clone(),
-        case.kernel.clone(),
-        case.current_us.map_or_else(dash, |s| format!("{:.2}", s.median)),
-        case.best.as_ref().map_or_else(dash, |b| format!("{:.2}", b.median_us)),
-        case.change.map_or_else(dash, |c| format!("{} [{}, {}]", percent(c.estimate), percent(c.lo), percent(c.hi))),
-        case.best.as_ref().map_or_else(dash, |b| {
-            let commit = b.git_commit.as_deref().map_or("unrecorded", |c| &c[..c.len().min(SHORT_COMMIT)]);
-            format!("{commit} {}", b.date_utc)
-        }),
-    ];
-    row.push(case.notes.join("; "));
-    row
-}
-
-/// Characters of a commit hash shown in tables, as `git log --oneline`.
-pub const SHORT_COMMIT: usize = 7;
-
-fn headers() -> Vec<String> {
-    HEADERS.iter().chain(&["notes"]).map(|h| h.to_string()).collect()
-}
-
-pub fn render_text(report: &HistoryReport) -> String {
-    let mut rows = vec![headers()];
-    rows.extend(report.cases.iter().map(cells));
-    let mut out =
-        format!("gate against history on {}, {} mode; pass: {}\n", report.gpu, report.mode_name(), report.rule());
-    out.push_str(&aligned(&rows, &NUMERIC));
-    out.push_str(&report.summary());
-    out.push('\n');
-    out
-}
 
 pub fn render_markdown(report: &HistoryReport) -> String {
     let mut out = String::new();
@@ -267,12 +324,23 @@ pub fn render_markdown(report: &HistoryReport) -> String {
         .cases
         .iter()
         .map(|c| {
-            let mut row = cells(c);
-            row[0] = c.outcome.icon().into();
-            row
+            vec![
+                c.outcome.icon().to_string(),
+                c.shape.clone(),
+                c.dtype.clone(),
+                c.causal.clone(),
+                c.layout.clone(),
+                c.kernel_short.clone(),
+                median_cell(c.current_us.map(|s| s.median)),
+                median_cell(c.best.as_ref().map(|b| b.median_us)),
+                speedup_cell(c),
+                best_run_cell(c),
+                c.notes.join("; "),
+            ]
         })
         .collect();
-    out.push_str(&markdown_table(&headers(), &rows));
+    let headers: Vec<String> = MARKDOWN_HEADERS.iter().map(|h| h.to_string()).collect();
+    out.push_str(&markdown_table(&headers, &rows));
     let _ = writeln!(out, "\n**{}**", report.summary());
     out
 }
@@ -300,6 +368,20 @@ mod tests {
         assert!(!regressed(&interval(0.015, 0.0, 0.03)), "median within 2%");
         assert!(!regressed(&interval(0.02, 0.02, 0.02)), "exactly 2% is tolerated");
         assert!(!regressed(&interval(-0.10, -0.12, -0.08)), "faster is never a regression");
+    }
+
+    /// The tables' speedup against the best is the change's inverse, its interval's ends swapped,
+    /// and a regression is a speedup (and its whole interval) below the tolerance's floor.
+    #[test]
+    fn the_speedup_vs_best_inverts_the_change() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        let s = speedup_vs_best(&interval(0.04, 0.03, 0.05));
+        assert!(close(s.estimate, 1.0 / 1.04) && close(s.lo, 1.0 / 1.05) && close(s.hi, 1.0 / 1.03), "{s:?}");
+        let floor = speedup_floor(REGRESSION_TOLERANCE);
+        for c in [interval(0.04, 0.03, 0.05), interval(0.04, 0.01, 0.07), interval(-0.1, -0.12, -0.08)] {
+            let s = speedup_vs_best(&c);
+            assert_eq!(regressed(&c), s.estimate < floor && s.hi < floor, "{c:?}");
+        }
     }
 
     /// Worked examples through the bootstrap (as stats' two-against-one): the current run
@@ -378,10 +460,14 @@ mod tests {
     #[test]
     fn a_ten_percent_slowdown_fails_and_an_unchanged_kernel_passes() {
         let slow = gate(110.0, Some(true), Some(100.0));
-        assert_eq!(slow.outcome, Outcome::Fail, "{}", render_text(&slow));
-        assert!(slow.cases[0].notes[0].starts_with("regressed +"), "{:?}", slow.cases[0].notes);
+        assert_eq!(slow.outcome, Outcome::Fail, "{}", render_text(&slow, false));
+        assert!(
+            slow.cases[0].notes[0].starts_with("regressed: speedup vs the best run 0.9"),
+            "{:?}",
+            slow.cases[0].notes
+        );
         let same = gate(100.0, Some(true), Some(100.0));
-        assert_eq!(same.outcome, Outcome::Pass, "{}", render_text(&same));
+        assert_eq!(same.outcome, Outcome::Pass, "{}", render_text(&same, false));
         let faster = gate(80.0, Some(true), Some(100.0));
         assert_eq!(faster.outcome, Outcome::Pass);
         assert!(faster.cases[0].change.unwrap().hi < 0.0);
@@ -402,12 +488,17 @@ mod tests {
     #[test]
     fn renders_text_markdown_and_json() {
         let report = gate(110.0, Some(true), Some(100.0));
-        let text = render_text(&report);
-        assert!(text.lines().nth(1).unwrap().starts_with("result  shape B,H,Sq,D[,Hkv,Sk]"), "{text}");
-        assert!(text.contains("0123456 2026-11-20T10:00:00Z"), "{text}");
+        let text = render_text(&report, false);
+        assert!(text.lines().all(|l| crate::text::width(l) <= crate::text::WIDTH), "{text}");
+        let row = text.lines().find(|l| l.starts_with("fail")).expect("the case's row");
+        assert_eq!(row.split_whitespace().take(2).collect::<Vec<_>>(), ["fail", "1,8,512,64"], "{text}");
+        assert!(row.contains("0123456 2026-11-20 10:00"), "{text}");
+        // The speedup against the best (best/ours) of a 10% slowdown, under the tolerance's 0.980×.
+        assert!(row.contains(" 0.9") && text.contains("below 0.980×"), "{text}");
+        assert!(text.contains("  1  regressed: speedup vs the best run 0.9"), "{text}");
         let md = render_markdown(&report);
         assert!(md.starts_with("### evoattn gate against history: ❌ fail\n"), "{md}");
-        assert!(md.contains("| ❌ | 1,8,512,64 | f16 | none | bhsd | evoattn_mma_f16_d64_bm128_bn64_s3_qr1 |"), "{md}");
+        assert!(md.contains("| ❌ | 1,8,512,64 | f16 | none | bhsd | mma |"), "{md}");
         let v: serde_json::Value = serde_json::from_str(&render_json(&report)).unwrap();
         assert_eq!(v["outcome"], "fail");
         assert_eq!(v["tolerance"], REGRESSION_TOLERANCE);

@@ -53,8 +53,38 @@ pub fn kill_when_stored(
     child.wait().expect("reap the tuner");
 }
 
+/// The tuner's stored evaluations, oldest first, one line each, from the JSON `show` (an
+/// `evoattn tune --show` command) writes with `--json` into `dir`: `GPU | bucket | kernel
+/// [proposed source] | fitness F[ discarded]` or `... | failed GATE: the error's first line`.
+pub fn stored_rows(mut show: std::process::Command, dir: &std::path::Path) -> Vec<String> {
+    let json = dir.join("tune-show.json");
+    let out = show.arg("--json").arg(&json).output().expect("the evoattn binary runs");
+    assert!(out.status.success(), "tune --show: {}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&json).expect("tune --show --json writes its file");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&text).expect("a JSON array of evaluations");
+    rows.iter()
+        .map(|r| {
+            let source = if r["proposed_source"] == true { " [proposed source]" } else { "" };
+            let result = match (r["failed_gate"].as_str(), r["fitness"].as_f64()) {
+                (Some(gate), _) => {
+                    format!("failed {gate}: {}", r["error"].as_str().unwrap_or("").lines().next().unwrap_or(""))
+                }
+                (None, Some(f)) => format!("fitness {f:.3}{}", if r["discarded"] == true { " discarded" } else { "" }),
+                (None, None) => "passed".to_string(),
+            };
+            let (gpu, bucket, kernel) = (&r["gpu"], &r["bucket"], &r["kernel"]);
+            format!(
+                "{} | {} | {}{source} | {result}",
+                gpu.as_str().unwrap(),
+                bucket.as_str().unwrap(),
+                kernel.as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 /// Asserts a resumed run kept every row stored before the kill, unchanged, evaluated no kernel
-/// again (each `tune --show` row's GPU, bucket and kernel appear once) and went on.
+/// again (each stored row's GPU, bucket and kernel appear once; [`stored_rows`]) and went on.
 pub fn assert_resumed(before: &[String], after: &[String]) {
     assert_eq!(after[..before.len()], before[..], "a stored evaluation changed or vanished");
     let mut kernels: Vec<String> = after.iter().map(|r| r.split(" | ").take(3).collect::<Vec<_>>().join("|")).collect();

@@ -86,6 +86,78 @@ impl<C> Lever<C> {
         }
     }
 
+    /// The key a short kernel name writes it by: its short key for a number or a switch; `None`
+    /// for a named value, written by the lever's name.
+    pub fn short_key(&self) -> Option<&'static str> {
+        match &self.kind {
+            Kind::Num { .. } | Kind::Flag { .. } => Some(self.short),
+            Kind::Choice { .. } | Kind::Axis { .. } => None,
+        }
+    }
+
+    /// Its item in a short kernel name (`bn=64`, `pipeline=pingpong`), `None` when it is not
+    /// rendered: a number or a switch by its short key (the kernel name's), a named value by the
+    /// lever's name (the value is a word that says what it is).
+    fn short_item(&self, c: &C) -> Option<String> {
+        let value = self.value(c)?;
+        Some(format!("{}={value}", self.short_key().unwrap_or(self.name)))
+    }
+
+    /// Reads its part of a kernel name ([`Self::name_part`]) off the front of `rest` into `c`,
+    /// and returns what follows; `None` when `rest` does not start with it. An instrumentation
+    /// lever that is off has no part: it reads as off.
+    fn read_name_part<'a>(&self, c: &mut C, rest: &'a str) -> Option<&'a str> {
+        let Some(after) = rest.strip_prefix('_').and_then(|r| r.strip_prefix(self.short)) else {
+            return match &self.kind {
+                Kind::Flag { set, .. } if self.shown_only_when_on => {
+                    set(c, false);
+                    Some(rest)
+                }
+                _ => None,
+            };
+        };
+        // A named value: the longest name followed by the next part (or the end); names may hold `_`.
+        let named = |names: &[&str]| -> Option<(usize, &'a str)> {
+            let mut found: Option<(usize, &'a str, usize)> = None;
+            for (i, name) in names.iter().enumerate() {
+                if let Some(tail) = after.strip_prefix(name) {
+                    let whole = tail.is_empty() || tail.starts_with('_');
+                    if whole && found.is_none_or(|(_, _, len)| name.len() > len) {
+                        found = Some((i, tail, name.len()));
+                    }
+                }
+            }
+            found.map(|(i, tail, _)| (i, tail))
+        };
+        match &self.kind {
+            Kind::Num { set, .. } => {
+                let digits = after.find(|ch: char| !ch.is_ascii_digit()).unwrap_or(after.len());
+                set(c, after[..digits].parse().ok()?);
+                Some(&after[digits..])
+            }
+            Kind::Flag { set, .. } => {
+                let on = match after.as_bytes().first()? {
+                    b'0' => false,
+                    b'1' => true,
+                    _ => return None,
+                };
+                set(c, on);
+                Some(&after[1..])
+            }
+            Kind::Choice { names, set, .. } => {
+                let (i, tail) = named(names)?;
+                set(c, i);
+                Some(tail)
+            }
+            Kind::Axis { variants, set, .. } => {
+                let keys: Vec<&str> = variants.iter().map(|v| v.key).collect();
+                let (i, tail) = named(&keys)?;
+                set(c, i);
+                Some(tail)
+            }
+        }
+    }
+
     /// The `-D` defines' names (without `EVOATTN_`, lower case) and values.
     pub fn defines(&self, c: &C) -> Vec<(&'static str, String)> {
         match &self.kind {
@@ -328,6 +400,27 @@ fn retired_item<C: Family>(define: &str, value: u32) -> String {
 /// `_<short><value>` for every rendered lever: the part of the kernel's name its levers make.
 pub fn name_suffix<C: Family>(c: &C) -> String {
     C::LEVERS.iter().filter_map(|l| l.name_part(c)).collect()
+}
+
+/// `base` with every lever read back from `suffix`, the part of a kernel's name its levers
+/// make ([`name_suffix`]); `None` when `suffix` is not one.
+pub fn from_name_suffix<C: Family>(mut base: C, suffix: &str) -> Option<C> {
+    let mut rest = suffix;
+    for lever in C::LEVERS {
+        rest = lever.read_name_part(&mut base, rest)?;
+    }
+    rest.is_empty().then_some(base)
+}
+
+/// The levers of `c` that differ from `base`, each as a short name writes it (`bn=64`,
+/// `pipeline=pingpong`), in table order: what a short kernel name adds to its family.
+pub fn changed<C: Family>(c: &C, base: &C) -> Vec<String> {
+    C::LEVERS.iter().filter(|l| l.value(c) != l.value(base)).filter_map(|l| l.short_item(c)).collect()
+}
+
+/// Every rendered lever of `c` as a short name writes it.
+pub fn short_items<C: Family>(c: &C) -> Vec<String> {
+    C::LEVERS.iter().filter_map(|l| l.short_item(c)).collect()
 }
 
 /// The levers' `-D` defines, in table order.

@@ -99,6 +99,13 @@ impl Impl {
         family_type!(self, C => C::LEVERS.iter().flat_map(|l| l.docs()).collect())
     }
 
+    /// The short key of each lever that a short kernel name ([`KernelConfig::short_name`])
+    /// writes by its key (`bn` of `bn=64`): numbers and switches; named values go by the lever's
+    /// name.
+    pub fn short_keys(self) -> Vec<(&'static str, &'static str)> {
+        family_type!(self, C => C::LEVERS.iter().filter_map(|l| l.short_key().map(|k| (l.name, k))).collect())
+    }
+
     /// Each tuning lever's name and the values the tuner may give it (as `--config` writes
     /// them), in the family's table order.
     pub fn tuning_levers(self) -> Vec<(&'static str, Vec<String>)> {
@@ -212,6 +219,23 @@ impl KernelConfig {
     }
 }
 
+impl KernelConfig {
+    /// A name for people: the family, then only the levers that differ from `default` (the
+    /// family's default for the problem at hand), e.g. `wgmma` or `wgmma bn=64 pipeline=pingpong`.
+    /// Numbers and switches go by their short key (the kernel name's), named values by the
+    /// lever's name. Against a default of another family every lever is listed.
+    pub fn short_name(&self, default: &KernelConfig) -> String {
+        let changed = match (self, default) {
+            (KernelConfig::Reference(c), KernelConfig::Reference(d)) => lever::changed(c, d),
+            (KernelConfig::Mma(c), KernelConfig::Mma(d)) => lever::changed(c, d),
+            (KernelConfig::Wgmma(c), KernelConfig::Wgmma(d)) => lever::changed(c, d),
+            (KernelConfig::Splitkv(c), KernelConfig::Splitkv(d)) => lever::changed(c, d),
+            _ => each_family!(self, c => lever::short_items(c)),
+        };
+        std::iter::once(self.imp().name().to_string()).chain(changed).collect::<Vec<_>>().join(" ")
+    }
+}
+
 impl fmt::Display for KernelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self.levers().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -236,6 +260,27 @@ impl KernelSpec {
     pub fn name(&self) -> String {
         let levers = each_family!(&self.config, c => lever::name_suffix(c));
         format!("evoattn_{}_{}_d{}{levers}", self.imp().name(), self.dtype.name(), self.head_dim)
+    }
+
+    /// The spec whose [`KernelSpec::name`] is `name`, read back through the families' lever
+    /// tables (what a bench record or the history keeps of a kernel is its name); `None` for
+    /// any other text, a peer's name for one.
+    pub fn from_name(name: &str) -> Option<KernelSpec> {
+        let rest = name.strip_prefix("evoattn_")?;
+        let imp = Impl::ALL.into_iter().find(|i| rest.strip_prefix(i.name()).is_some_and(|r| r.starts_with('_')))?;
+        let rest = &rest[imp.name().len() + 1..];
+        let dtype =
+            Dtype::ALL.into_iter().find(|d| rest.strip_prefix(d.name()).is_some_and(|r| r.starts_with("_d")))?;
+        let rest = &rest[dtype.name().len() + 2..];
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let head_dim: usize = rest[..digits].parse().ok()?;
+        let levers = &rest[digits..];
+        let config = family_type!(imp, C => {
+            let base = C::default_for(*C::ARCHS.last()?, head_dim);
+            lever::from_name_suffix(base, levers)?.into_config()
+        });
+        let spec = KernelSpec { config, dtype, head_dim };
+        (spec.name() == name).then_some(spec)
     }
 
     /// The symbol of the second kernel of a `splitkv` variant that merges in a separate
@@ -371,6 +416,53 @@ mod tests {
             dtype: Dtype::Bf16,
             head_dim: 128,
         }
+    }
+
+    #[test]
+    fn names_read_back_into_their_specs() {
+        for imp in Impl::ALL {
+            for dtype in Dtype::ALL {
+                for &head_dim in imp.head_dims() {
+                    // Every default, and a spread of each space (wgmma's has millions).
+                    let defaults = imp.archs().iter().map(|&arch| KernelSpec {
+                        config: imp.default_config(arch, head_dim),
+                        dtype,
+                        head_dim,
+                    });
+                    let space = KernelSpec::space(imp, dtype, head_dim).step_by(997).take(300);
+                    for spec in defaults.chain(space) {
+                        assert_eq!(KernelSpec::from_name(&spec.name()), Some(spec), "{}", spec.name());
+                    }
+                }
+            }
+        }
+        let traced = default_wgmma_with("trace=1", 64);
+        assert!(traced.name().ends_with("_tr1"), "{}", traced.name());
+        assert_eq!(KernelSpec::from_name(&traced.name()), Some(traced));
+        for other in
+            ["sdpa-cudnn", "mma", "evoattn_k", "evoattn_mma_f16_d64_bm128", "evoattn_mma_f16_d64_bm128_bn64_s3_qr1x"]
+        {
+            assert_eq!(KernelSpec::from_name(other), None, "{other}");
+        }
+        let two = splitkv(64, 64, 2, 0, 128);
+        let two = KernelSpec { config: two.config.with_overrides("combine=kernel").unwrap(), ..two };
+        assert_eq!(KernelSpec::from_name(&two.combine_kernel_name().unwrap()), None);
+    }
+
+    #[test]
+    fn short_names_list_the_levers_that_differ_from_the_default() {
+        let default = crate::defaults::wgmma(128);
+        let config = |text: &str| KernelConfig::Wgmma(default).with_overrides(text).unwrap();
+        let d = KernelConfig::Wgmma(default);
+        assert_eq!(d.short_name(&d), "wgmma");
+        assert_eq!(config("block_n=64,pipeline=overlap").short_name(&d), "wgmma bn=64 pipeline=overlap");
+        assert_eq!(config("stages=3,q_in_regs=1,trace=1").short_name(&d), "wgmma s=3 qr=1 tr=1");
+        let splitkv = KernelConfig::Splitkv(crate::defaults::splitkv(Arch::Sm90a, 128));
+        let cp = splitkv.with_overrides("loads=cp_async,splits=8").unwrap();
+        assert_eq!(cp.short_name(&splitkv), "splitkv sp=8 loads=cp_async");
+        // Against another family's default: every lever.
+        let mma = KernelConfig::Mma(MmaConfig { block_m: 64, block_n: 32, stages: 2, q_in_regs: false });
+        assert_eq!(mma.short_name(&d), "mma bm=64 bn=32 s=2 qr=0");
     }
 
     #[test]
