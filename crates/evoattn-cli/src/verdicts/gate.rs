@@ -483,10 +483,10 @@ fn diff_cell(case: &CaseReport) -> String {
     case.diff_us.map_or_else(|| "–".into(), |d| format!("[{:+.2}, {:+.2}]", d.lo, d.hi))
 }
 
-/// The markdown table's cells of one case, in the order of `markdown_headers`.
-fn cells(case: &CaseReport, p90: bool) -> Vec<String> {
-    let mut row = vec![
-        case.outcome.icon().to_string(),
+/// The cells both tables give a case between its outcome and its verdict or notes: the problem,
+/// the kernel, the peer, the medians, the speedup and the interval.
+fn measured_cells(case: &CaseReport) -> [String; 10] {
+    [
         case.shape.clone(),
         case.dtype.clone(),
         case.causal.clone(),
@@ -497,11 +497,19 @@ fn cells(case: &CaseReport, p90: bool) -> Vec<String> {
         us(case.peer_us.map(|s| s.median)),
         speedup_cell(case),
         diff_cell(case),
+    ]
+}
+
+/// The markdown table's cells of one case, in the order of `markdown_headers`.
+fn cells(case: &CaseReport, p90: bool) -> Vec<String> {
+    let mut row = vec![case.outcome.icon().to_string()];
+    row.extend(measured_cells(case));
+    row.extend([
         case.verdict.map_or("–", Verdict::name).to_string(),
         mark(Some(case.checks.correct)).into(),
         mark(case.checks.below_threshold).into(),
         mark(case.checks.ci_below_zero).into(),
-    ];
+    ]);
     if p90 {
         row.push(mark(case.checks.p90).into());
     }
@@ -568,20 +576,10 @@ pub fn render_text(report: &GateReport, verbose: bool) -> String {
     ]);
     let mut notes = Notes::default();
     for case in &report.cases {
-        table.row(vec![
-            case.outcome.name().to_string(),
-            case.shape.clone(),
-            case.dtype.clone(),
-            case.causal.clone(),
-            case.layout.clone(),
-            case.kernel_short.clone(),
-            case.peer.clone().unwrap_or_else(|| "–".into()),
-            us(case.ours_us.map(|s| s.median)),
-            us(case.peer_us.map(|s| s.median)),
-            speedup_cell(case),
-            diff_cell(case),
-            notes.refer_all(&case.reasons),
-        ]);
+        let mut row = vec![case.outcome.name().to_string()];
+        row.extend(measured_cells(case));
+        row.push(notes.refer_all(&case.reasons));
+        table.row(row);
         if verbose {
             table.line(case.kernel.clone());
         }
