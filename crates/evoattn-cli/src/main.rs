@@ -86,7 +86,7 @@ enum Command {
 /// Every environment variable evoattn reads, and what it does: `--help` prints this table, and a
 /// test keeps it equal to the code's `*_ENV` constants and to the README's list.
 const ENVIRONMENT: [(&str, &str); 11] = [
-    (evoattn::plan::IMPL_ENV, "a family for --impl auto to run (mma, wgmma, splitkv, reference)"),
+    (evoattn::plan::IMPL_ENV, "a family for --impl auto to run (mma, wgmma, splitkv, resident, reference)"),
     (evoattn::runtime::nvrtc::NVRTC_ENV, "libnvrtc (a file or its directory), before the usual places"),
     (evoattn::runtime::cache::CACHE_DIR_ENV, "moves the kernel cache, the run history and the tuner's store"),
     (tune::tuned::NO_TUNED_ENV, "=1: plan with the hand defaults, not the tuned store"),

@@ -114,7 +114,6 @@ fn an_impossible_config_fails_the_check_without_a_launch() {
     assert!(stdout(&out).contains("shared memory"), "{}", stdout(&out));
 }
 
-/// `evoattn check` on `shapes` with `--impl splitkv`, every dtype, mask and layout, plus `extra`.
 /// `check --impl IMP` on `shapes` over every dtype, mask and layout, with `extra` arguments.
 fn check_all(imp: &str, shapes: &[&str], extra: &[&str]) -> Output {
     let args = ["check", "--impl", imp, "--dtype", "all", "--causal", "all", "--layout", "all"];
@@ -144,6 +143,27 @@ fn assert_passed_with(out: &Output, tag: &str, what: &str) {
     let text = stdout(out);
     assert!(out.status.success(), "{what}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains(tag), "{what}: {text}");
+}
+
+#[test]
+fn resident_passes_short_keys_with_each_consumer_arrangement() {
+    require_gpu!();
+    // Odd lengths, GQA, Sq > Sk (rows that see no key under bottom-right) and both head dims on
+    // the configs `--impl resident` plans; then three consumers over uneven rounds (padded
+    // ping-pong turns), O stored from registers without turns, and each tile's keys split over a
+    // pair of consumers (a part with no key block at 64 keys; the fewer part's padded turns).
+    let out = check_all("resident", &["2,4,300,64", "2,8,200,64,2,450", "1,2,700,64,1,64", "2,4,100,128,4,250"], &[]);
+    assert_passed_with(&out, "0 failed", "resident, planned configs");
+    let cases: [(&[&str], &str); 4] = [
+        (&["8,16,512,64", "4,16,500,64"], "consumer_warpgroups=3"),
+        (&["4,8,512,64", "2,4,256,128"], "tma_store=0,pingpong=0"),
+        (&["2,4,300,64", "1,2,700,64,1,64", "2,4,100,128,4,250"], "consumer_warpgroups=2,key_split=2,pingpong=1"),
+        (&["4,8,500,64,8,300"], "consumer_warpgroups=4,key_split=2,overlap=0"),
+    ];
+    for (shapes, config) in cases {
+        let out = check_all("resident", shapes, &["--seeds", "1", "--config-on-plan", "--config", config]);
+        assert_passed_with(&out, "0 failed", config);
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Every kernel compiles with NVRTC for every arch it supports (`Impl::archs`; no GPU needed)
 //! and passes the resource gate with its default configuration and, for `wgmma`, with every
-//! config the planner picks on the fa3 grid; the `mma`, `wgmma` and `splitkv` search spaces
+//! config the planner picks on the fa3 grid; the `mma`, `wgmma`, `splitkv` and `resident` search spaces
 //! compile for sm_90a.
 //!
 //! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
@@ -293,6 +293,20 @@ fn the_wgmma_space_compiles_for_sm90a() {
     // At least the one-warpgroup and two-warpgroup variants of every head dim pass the gate.
     assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
     assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
+}
+
+#[test]
+fn the_resident_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // One dtype, as for wgmma (the same headers). 64-key blocks only with one and four resident
+    // blocks: block_n enters the GEMM widths and the softmax, key_blocks only the layout.
+    let keep = |s: &KernelSpec| matches!(s.config, KernelConfig::Resident(c) if c.block_n == 128 || c.key_blocks == 1 || c.key_blocks == 4);
+    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Resident, &[Dtype::Bf16], keep);
+    // Every valid variant fits the registers: the resource gate passes them all.
+    assert!(compiled >= Impl::Resident.head_dims().len());
+    assert!(gate_failures.is_empty(), "{gate_failures:?}");
 }
 
 #[test]

@@ -50,7 +50,7 @@ pub struct Args {
     store: Option<PathBuf>,
     #[command(flatten)]
     problems: ProblemArgs,
-    /// The kernel family whose levers are searched: mma, wgmma or splitkv (default: the
+    /// The kernel family whose levers are searched: mma, wgmma, splitkv or resident (default: the
     /// planner's choice on this GPU for each group's first shape).
     #[arg(long = "impl")]
     imp: Option<String>,

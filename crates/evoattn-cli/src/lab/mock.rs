@@ -128,6 +128,7 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
                 + off(c.pipeline.loads() == evoattn::Loads::Tma, 0.3)
         }
         KernelConfig::Splitkv(c) => 1.0 + 0.1 * log2_dist(c.block_n, 64.0) + off(c.block_m == 64, 0.1),
+        KernelConfig::Resident(c) => 1.0 + 0.1 * log2_dist(c.block_n, 128.0) + off(c.consumer_warpgroups == 2, 0.2),
     }
 }
 

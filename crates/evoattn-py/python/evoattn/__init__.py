@@ -90,7 +90,8 @@ def attention(
     lse = -inf.
 
     scale: the softmax scale, default 1/sqrt(D). impl: "auto" (the planner's choice), or
-    "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "reference"; config: lever overrides for a
+    "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "reference";
+    config: lever overrides for a
     named impl, e.g. "block_n=64". out: a tensor of q's shape and dtype to write o into.
 
     Runs on PyTorch's current stream; the first call of a shape compiles or loads its kernel,

@@ -12,6 +12,7 @@ use std::fmt;
 
 pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD};
 pub use crate::kernels::reference::ReferenceConfig;
+pub use crate::kernels::resident::ResidentConfig;
 pub use crate::kernels::splitkv::{SplitkvCombine, SplitkvConfig};
 pub use crate::kernels::wgmma::{
     OStaging, Pipeline, Schedule, WgmmaConfig, EXP2_POLY_MAX_HEAD_DIM, HALF_LAST_BLOCK_N_MULTIPLE,
@@ -27,6 +28,7 @@ macro_rules! each_family {
             KernelConfig::Mma($c) => $body,
             KernelConfig::Wgmma($c) => $body,
             KernelConfig::Splitkv($c) => $body,
+            KernelConfig::Resident($c) => $body,
         }
     };
 }
@@ -51,6 +53,10 @@ macro_rules! family_type {
                 type $C = SplitkvConfig;
                 $body
             }
+            Impl::Resident => {
+                type $C = ResidentConfig;
+                $body
+            }
         }
     };
 }
@@ -66,10 +72,12 @@ pub enum Impl {
     Wgmma,
     /// Keys split across blocks plus a combine step, on the `mma` main loop; sm_80+.
     Splitkv,
+    /// Short keys on Hopper: K and V resident in shared memory; sm_90a only.
+    Resident,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 4] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv];
+    pub const ALL: [Impl; 5] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv, Impl::Resident];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -77,6 +85,7 @@ impl Impl {
             Impl::Mma => "mma",
             Impl::Wgmma => "wgmma",
             Impl::Splitkv => "splitkv",
+            Impl::Resident => "resident",
         }
     }
 
@@ -196,6 +205,7 @@ pub enum KernelConfig {
     Mma(MmaConfig),
     Wgmma(WgmmaConfig),
     Splitkv(SplitkvConfig),
+    Resident(ResidentConfig),
 }
 
 impl KernelConfig {
@@ -205,6 +215,7 @@ impl KernelConfig {
             KernelConfig::Mma(_) => Impl::Mma,
             KernelConfig::Wgmma(_) => Impl::Wgmma,
             KernelConfig::Splitkv(_) => Impl::Splitkv,
+            KernelConfig::Resident(_) => Impl::Resident,
         }
     }
 
@@ -230,6 +241,7 @@ impl KernelConfig {
             (KernelConfig::Mma(c), KernelConfig::Mma(d)) => lever::changed(c, d),
             (KernelConfig::Wgmma(c), KernelConfig::Wgmma(d)) => lever::changed(c, d),
             (KernelConfig::Splitkv(c), KernelConfig::Splitkv(d)) => lever::changed(c, d),
+            (KernelConfig::Resident(c), KernelConfig::Resident(d)) => lever::changed(c, d),
             _ => each_family!(self, c => lever::short_items(c)),
         };
         std::iter::once(self.imp().name().to_string()).chain(changed).collect::<Vec<_>>().join(" ")

@@ -5,6 +5,7 @@
 
 pub mod mma;
 pub mod reference;
+pub mod resident;
 pub mod splitkv;
 pub mod wgmma;
 
@@ -43,6 +44,7 @@ pub const HEADERS: &[SourceFile] = &[
     source!("wgmma" / "wgmma_scheduler.cuh"),
     source!("wgmma" / "wgmma_softmax.cuh"),
     source!("wgmma" / "wgmma_epilogue.cuh"),
+    source!("wgmma" / "wgmma_turns.cuh"),
     source!("wgmma" / "wgmma_ws.cuh"),
     source!("wgmma" / "trace.cuh"),
 ];

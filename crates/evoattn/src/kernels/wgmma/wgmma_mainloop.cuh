@@ -36,7 +36,7 @@ static_assert(!ROWSUM_MMA || EVOATTN_WARP_SPECIALIZED, "the ones tile is filled 
 #define ROWSUM_REG(r) (D / 2 + 2 * (r))
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
-static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
+static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "one to four consumer warpgroups (wgmma takes three at most)");
 static_assert(D % ATOM_ELEMS == 0, "head dim must be a multiple of the 64-element swizzle row");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma N (keys per tile) must be 16..256 in steps of 16");
 static_assert(D <= 256, "wgmma N (head dim of P·V) is at most 256");

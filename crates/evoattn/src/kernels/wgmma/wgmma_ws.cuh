@@ -68,6 +68,7 @@
 #pragma once
 #include "wgmma_epilogue.cuh"
 #include "trace.cuh"
+#include "wgmma_turns.cuh"
 
 static_assert(PRODUCERS == 1, "this pipeline has a producer warpgroup");
 static_assert(EVOATTN_LOADS_TMA, "the producer warpgroup issues TMA loads");
@@ -104,10 +105,6 @@ static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
 static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
 
 #define CONSUMER_WARPS (CONSUMERS * WG_THREADS / 32)
-// Named barriers 1..CONSUMERS stage each consumer's epilogue (wgmma_epilogue.cuh); the
-// ping-pong turns use the next CONSUMERS, one per consumer.
-#define PINGPONG_BARRIER (1 + CONSUMERS)
-static_assert(PINGPONG_BARRIER + CONSUMERS <= 16, "a block has 16 named barriers");
 
 // Q's barriers: one pair for the whole tile, or with o_in_q one per consumer's rows (each
 // consumer releases its rows once its O stores have read them).
@@ -242,34 +239,6 @@ __device__ __forceinline__ void release_kv(u64* empty) {
 __device__ __forceinline__ void release_q(PipelineBarriers& b) {
     if (!O_IN_Q) release(&b.q_empty[0]);
 }
-
-// Ping-pong turns, round robin: consumer c waits for its turn (barrier PINGPONG_BARRIER + c)
-// before issuing GEMMs and hands it to consumer c + 1 (mod CONSUMERS) after. Every consumer
-// takes the same number of turns (they share the tile, so its key blocks). The last consumer
-// opens, before its first turn, by handing the first turn to consumer 0; after the last turn,
-// consumer 0 takes the turn the last consumer handed over last, so each barrier phase gets
-// exactly its 256 threads and none is left open when the block exits.
-struct Turns {
-    int c;
-    bool started;
-    __device__ __forceinline__ void begin() {
-#if EVOATTN_PINGPONG
-        if (!started && c == CONSUMERS - 1) named_barrier_arrive(PINGPONG_BARRIER, 2 * WG_THREADS);
-        started = true;
-        named_barrier_sync(PINGPONG_BARRIER + c, 2 * WG_THREADS);
-#endif
-    }
-    __device__ __forceinline__ void end() const {
-#if EVOATTN_PINGPONG
-        named_barrier_arrive(PINGPONG_BARRIER + (c + 1) % CONSUMERS, 2 * WG_THREADS);
-#endif
-    }
-    __device__ __forceinline__ void close() const {
-#if EVOATTN_PINGPONG
-        if (started && c == 0) named_barrier_sync(PINGPONG_BARRIER, 2 * WG_THREADS);
-#endif
-    }
-};
 
 // half_last's width dispatch: each GEMM and softmax step over the key block's first HALF_BN
 // columns (`half`) or all BN. The consumer's steps call these with a constant `half`, so each
