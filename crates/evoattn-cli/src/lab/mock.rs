@@ -290,7 +290,11 @@ impl MockBackend {
 fn checked_spec(problem: &Problem, kernel: Kernel, inputs: [&[u16]; 3]) -> evoattn::Result<KernelSpec> {
     let spec = planned(problem, kernel);
     problem.validate()?;
-    spec.validate(MOCK_ARCH).map_err(|reason| Error::Unsupported { imp: spec.imp().to_string(), reason })?;
+    let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
+    spec.validate(MOCK_ARCH).map_err(unsupported)?;
+    // What the launch refuses for this problem (keys past `resident`'s blocks, a causal split
+    // tail), as the GPU path's launch does.
+    spec.launch_needs(problem, MOCK_SM_COUNT, 1).map_err(unsupported)?;
     for (tensor, buf) in [TensorName::Q, TensorName::K, TensorName::V].into_iter().zip(inputs) {
         let need = problem.extent(tensor);
         if buf.len() < need {

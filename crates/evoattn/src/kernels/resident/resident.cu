@@ -4,15 +4,17 @@
 // (the first round's Q tiles, then K and V in the order the consumers read them, then the
 // remaining Q tiles), each on a barrier of its own that completes once and is never reused, so
 // DRAM streams from the first cycle and nothing is loaded twice. There is no producer
-// warpgroup, no ring and no release: CONSUMERS warpgroups sweep the block's tiles, each on its
-// own sequence (round r of consumer c is tile `tile_of(r, c)`), with the `wgmma` kernel's
-// pipelined key-block step (S(j + 1) and P(j)·V(j) issued together) and its softmax, optionally
-// taking ping-pong turns at issuing GEMMs (pingpong=1), and write O from registers or by TMA
-// (tma_store=1). Consumers share no tile: one's epilogue runs beside the others' GEMMs, where
-// the `wgmma` kernel's consumers share a tile and reach its boundary together.
+// warpgroup, no ring and no release: CONSUMERS warpgroups (or, with key_split=2, pairs of them,
+// each on half of a tile's key blocks) sweep the block's tiles, each group on its own sequence
+// (round r of group g is tile `tile_of(r, g)`), with the `wgmma` kernel's key-block step
+// (pipelined, S(j + 1) and P(j)·V(j) issued together, or in series: overlap) and its softmax,
+// optionally taking ping-pong turns at issuing GEMMs (pingpong=1), and write O from registers
+// or by TMA (tma_store=1). Groups share no tile: one's epilogue runs beside the others' GEMMs,
+// where the `wgmma` kernel's consumers share a tile and reach its boundary together.
+// Measured no faster than `wgmma` (docs/decisions/resident.md): `auto` does not choose it.
 //
 // The shared `wgmma` headers see CONSUMERS warpgroups of one BM-row tile (BM = 64 CONSUMERS):
-// round r's Q tiles form such a tile (group r), consumer c's rows at `q_rows(c)`; group 0 is the
+// round r's Q tiles form such a tile (group r), group g's rows at `q_rows(g)`; group 0 is the
 // headers' Q tile and the rest follow V. STAGES (key_blocks) is the resident key blocks.
 #define EVOATTN_WARP_SPECIALIZED 0
 #define EVOATTN_LOADS_TMA 1
