@@ -276,17 +276,7 @@ impl Layout {
             cells.push(padded);
         }
         let rows = cells.iter().map(Vec::len).max().unwrap_or(0);
-        (0..rows)
-            .map(|line| {
-                let parts: Vec<String> = cells
-                    .iter()
-                    .zip(&self.columns)
-                    .zip(&self.widths)
-                    .map(|((c, column), &w)| pad(c.get(line).map_or("", String::as_str), w, column.align))
-                    .collect();
-                parts.join(&" ".repeat(self.gap)).trim_end().to_string()
-            })
-            .collect()
+        self.lines(&cells, rows)
     }
 
     /// The lines of one row (`cells`: one per column of the table, shown or not): one, or more
@@ -295,9 +285,15 @@ impl Layout {
         let wrapped: Vec<Vec<String>> =
             self.shown.iter().zip(&self.widths).map(|(&i, &w)| wrap(&cells[i], w, "", "")).collect();
         let height = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+        self.lines(&wrapped, height)
+    }
+
+    /// `height` lines of the shown columns' wrapped `cells` side by side, each padded to its
+    /// column (a column with fewer lines is blank below them).
+    fn lines(&self, cells: &[Vec<String>], height: usize) -> Vec<String> {
         (0..height)
             .map(|line| {
-                let parts: Vec<String> = wrapped
+                let parts: Vec<String> = cells
                     .iter()
                     .zip(&self.columns)
                     .zip(&self.widths)
