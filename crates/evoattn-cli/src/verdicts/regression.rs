@@ -254,6 +254,22 @@ fn best_run_cell(case: &HistoryCase) -> String {
     })
 }
 
+/// A case's cells between its outcome and its notes, as the text and markdown tables show them:
+/// problem, kernel, both medians, the speedup with its interval, the best run.
+fn measured_cells(case: &HistoryCase) -> Vec<String> {
+    vec![
+        case.shape.clone(),
+        case.dtype.clone(),
+        case.causal.clone(),
+        case.layout.clone(),
+        case.kernel_short.clone(),
+        median_cell(case.current_us.map(|s| s.median)),
+        median_cell(case.best.as_ref().map(|b| b.median_us)),
+        speedup_cell(case),
+        best_run_cell(case),
+    ]
+}
+
 fn median_cell(s: Option<f64>) -> String {
     s.map_or_else(dash, |m| format!("{m:.2}"))
 }
@@ -276,19 +292,10 @@ pub fn render_text(report: &HistoryReport, verbose: bool) -> String {
     ]);
     let mut notes = Notes::default();
     for case in &report.cases {
-        table.row(vec![
-            case.outcome.name().to_string(),
-            case.shape.clone(),
-            case.dtype.clone(),
-            case.causal.clone(),
-            case.layout.clone(),
-            case.kernel_short.clone(),
-            median_cell(case.current_us.map(|s| s.median)),
-            median_cell(case.best.as_ref().map(|b| b.median_us)),
-            speedup_cell(case),
-            best_run_cell(case),
-            notes.refer_all(&case.notes),
-        ]);
+        let mut row = vec![case.outcome.name().to_string()];
+        row.extend(measured_cells(case));
+        row.push(notes.refer_all(&case.notes));
+        table.row(row);
         if verbose {
             table.line(case.kernel.clone());
         }
@@ -324,19 +331,10 @@ pub fn render_markdown(report: &HistoryReport) -> String {
         .cases
         .iter()
         .map(|c| {
-            vec![
-                c.outcome.icon().to_string(),
-                c.shape.clone(),
-                c.dtype.clone(),
-                c.causal.clone(),
-                c.layout.clone(),
-                c.kernel_short.clone(),
-                median_cell(c.current_us.map(|s| s.median)),
-                median_cell(c.best.as_ref().map(|b| b.median_us)),
-                speedup_cell(c),
-                best_run_cell(c),
-                c.notes.join("; "),
-            ]
+            let mut row = vec![c.outcome.icon().to_string()];
+            row.extend(measured_cells(c));
+            row.push(c.notes.join("; "));
+            row
         })
         .collect();
     let headers: Vec<String> = MARKDOWN_HEADERS.iter().map(|h| h.to_string()).collect();
