@@ -106,19 +106,21 @@ fn any_problem() -> BoxedStrategy<Problem> {
         d,
     });
     let strides = [any_strides(), any_strides(), any_strides(), any_strides()];
-    (shape, strides, dtype(), causal(), scale(), any::<bool>())
-        .prop_map(|(shape, [q, k, v, o], dtype, causal, scale, lse)| Problem {
-            shape,
-            dtype,
-            causal,
-            scale,
-            q_strides: q,
-            k_strides: k,
-            v_strides: v,
-            o_strides: o,
-            with_lse: lse,
-        })
-        .boxed()
+    (shape, strides, dtype(), causal(), scale(), any::<bool>()).prop_map(problem_of).boxed()
+}
+
+/// The problem of a drawn shape, Q/K/V/O strides, dtype, mask, scale and LSE switch.
+fn problem_of(
+    (shape, [q_strides, k_strides, v_strides, o_strides], dtype, causal, scale, with_lse): (
+        Shape,
+        [Strides; 4],
+        Dtype,
+        Causal,
+        Option<f32>,
+        bool,
+    ),
+) -> Problem {
+    Problem { shape, dtype, causal, scale, q_strides, k_strides, v_strides, o_strides, with_lse }
 }
 
 /// A problem that is often valid: sizes up to `max` (Hkv dividing H; `max` at least 1), a head dim the kernels
@@ -141,17 +143,7 @@ fn near_valid_problem(max: usize) -> BoxedStrategy<Problem> {
             ];
             (Just(shape), strides, dtype(), causal(), scale(), any::<bool>())
         })
-        .prop_map(|(shape, [q, k, v, o], dtype, causal, scale, lse)| Problem {
-            shape,
-            dtype,
-            causal,
-            scale,
-            q_strides: q,
-            k_strides: k,
-            v_strides: v,
-            o_strides: o,
-            with_lse: lse,
-        })
+        .prop_map(problem_of)
         .boxed()
 }
 
