@@ -20,7 +20,8 @@ pub struct ResidentConfig {
     /// K and V blocks held in shared memory: the longest key range the kernel takes is
     /// `key_blocks` × `block_n`.
     pub key_blocks: u32,
-    /// Computing warpgroups; each takes every `consumer_warpgroups`-th of the block's tiles.
+    /// Computing warpgroups; each (each pair, with `key_split` 2) sweeps its own share of the
+    /// block's tiles.
     pub consumer_warpgroups: u32,
     /// Query tiles of 64 rows per block (all of their Q is loaded at the start too).
     pub q_tiles: u32,
@@ -86,7 +87,8 @@ impl ResidentConfig {
 pub fn for_problem(arch: Arch, problem: &Problem, sm_count: u32) -> ResidentConfig {
     let s = problem.shape;
     let block_n = 128;
-    let key_blocks = (s.sk.div_ceil(block_n as usize) as u32).clamp(1, 4);
+    let most_blocks = *ResidentConfig::KEY_BLOCKS.last().expect("a key block count");
+    let key_blocks = (s.sk.div_ceil(block_n as usize) as u32).clamp(1, most_blocks);
     let head_tiles = s.sq.div_ceil(RESIDENT_TILE_ROWS as usize);
     let wanted = (head_tiles * s.b * s.h).div_ceil(sm_count as usize).clamp(1, head_tiles.max(1));
     let config = |q_tiles: u32| {
