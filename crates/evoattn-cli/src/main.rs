@@ -56,6 +56,9 @@ enum Command {
     Info(cmd::info::Args),
     /// Attention on tensors q, k, v from a safetensors file; writes o (and lse) to another.
     Run(cmd::run::Args),
+    /// q, k, v from a safetensors file to FP8 E4M3 with one descale per (batch, KV head) (no GPU
+    /// needed).
+    Quantize(cmd::quantize::Args),
     /// Correctness against the float64 / reference-kernel oracle on fresh random inputs.
     Check(cmd::check::Args),
     /// Time kernels with device events on random inputs, against peers in the same run (medians
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Info(args) => cmd::info::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Quantize(args) => cmd::quantize::run(args),
         Command::Check(args) => cmd::check::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Compile(args) => cmd::compile::run(args),

@@ -5,7 +5,6 @@
 //! never a panic, and a result only for input the lab may act on. The library's properties are
 //! crates/evoattn/tests/properties.rs; docs/fuzzing.md lists both and says how to run more cases.
 
-use crate::commands::run::Inputs;
 use crate::lab::backend::{Backend, Kernel};
 use crate::lab::inputs::{self, nan_bits, Distribution, Draw, HostInputs};
 use crate::lab::mock::MockBackend;
@@ -14,6 +13,7 @@ use crate::lab::oracle::{
     PeerTiming, ReplyError,
 };
 use crate::lab::presets::ProblemArgs;
+use crate::lab::tensors_io::QkvFile;
 use crate::stores::history::{History, Source};
 use crate::stores::record::{BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, SCHEMA};
 use crate::verdicts::gate::{evaluate, render_json, render_markdown, render_text, GateOptions};
@@ -507,7 +507,7 @@ fn check_mock_forward(problem: &Problem, seed: u64) -> Result<(), TestCaseError>
 /// `run`'s input: any bytes give q, k, v whose lengths are their shapes' or a typed error; what
 /// parses and validates runs on the mock as `run` runs it.
 fn check_run_input(bytes: &[u8], layout: Layout) -> Result<(), TestCaseError> {
-    let Ok(inputs) = Inputs::parse(bytes, Path::new(FILE), layout) else { return Ok(()) };
+    let Ok(inputs) = QkvFile::parse(bytes, Path::new(FILE), layout) else { return Ok(()) };
     let problem = inputs.problem(layout);
     for (t, buf) in [(TensorName::Q, &inputs.q), (TensorName::K, &inputs.k), (TensorName::V, &inputs.v)] {
         prop_assert_eq!(buf.len(), problem.elements(t), "{}'s data against its shape", t);
@@ -905,11 +905,11 @@ fn the_strategies_reach_both_verdicts() {
     let shares = [
         ("valid shape text", share(shape_text(), N, shape_ok)),
         ("small problem that runs", share(small_problem(), N, runs)),
-        ("run input", share(safetensors_bytes(), N, |b| Inputs::parse(b, path, Layout::Bhsd).is_ok())),
+        ("run input", share(safetensors_bytes(), N, |b| QkvFile::parse(b, path, Layout::Bhsd).is_ok())),
         (
             "run input that validates",
             share(safetensors_bytes(), N, |b| {
-                Inputs::parse(b, path, Layout::Bhsd).is_ok_and(|i| i.problem(Layout::Bhsd).validate().is_ok())
+                QkvFile::parse(b, path, Layout::Bhsd).is_ok_and(|i| i.problem(Layout::Bhsd).validate().is_ok())
             }),
         ),
         ("bench record", share(record_text(), N, |t| BenchRecord::parse(t, path).is_ok())),

@@ -1,5 +1,5 @@
-//! The `evoattn run` command-line contract, exercised against the mock backend (CPU float64,
-//! rounded to the dtype), so it runs on machines without a GPU.
+//! The `evoattn run` and `evoattn quantize` command-line contracts, exercised against the mock
+//! backend (CPU float64, rounded to the dtype), so they run on machines without a GPU.
 
 use evoattn::reference::{attention_f64, dense_o, logical_offsets};
 use evoattn::{Causal, Dtype, Layout, Problem, Shape, TensorName};
@@ -533,4 +533,52 @@ fn check_applies_scale_to_kernel_and_oracle_and_rejects_zero() {
     let out = evoattn(&["check", "--shape", "1,2,33,64", "--scale", "0"], &[]);
     assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
     assert!(stderr(&out).contains("--scale: scale 0 must be finite and non-zero"), "{}", stderr(&out));
+}
+
+/// Runs `evoattn quantize` on `tensors`; returns the process output and the output file's bytes.
+fn quantize_on(tensors: &[Tensor], extra: &[&str]) -> (Output, Vec<u8>) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let input = write_file(dir.path(), tensors);
+    let output = dir.path().join("out.safetensors");
+    let mut args = vec!["quantize", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = evoattn(&args, &[]);
+    (out, std::fs::read(&output).unwrap_or_default())
+}
+
+#[test]
+fn quantize_writes_what_the_library_quantizes_in_the_inputs_layout() {
+    let shape = Shape { b: 2, h: 4, hkv: 2, sq: 5, sk: 7, d: 64 };
+    let tensors = qkv(shape, Dtype::Bf16, Layout::Bshd);
+    let (out, file) = quantize_on(&tensors, &["--layout", "bshd"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let problem = Problem::dense(shape, Dtype::Bf16, Layout::Bshd);
+    let st = SafeTensors::deserialize(&file).expect("a safetensors output");
+    for (i, t) in [TensorName::Q, TensorName::K, TensorName::V].into_iter().enumerate() {
+        let want = evoattn::fp8::quantize(&problem, t, &u16s(&tensors[i].data)).expect("finite inputs");
+        let bits = st.tensor(t.name()).expect("each input, quantized");
+        assert_eq!((bits.dtype(), bits.shape()), (safetensors::Dtype::F8_E4M3, &tensors[i].shape[..]));
+        assert_eq!(bits.data(), &want.bits[..]);
+        let descale = st.tensor(&format!("{t}_descale")).expect("each descale");
+        assert_eq!((descale.dtype(), descale.shape()), (safetensors::Dtype::F32, &[2, 2][..]));
+        let got: Vec<f32> = descale.data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        assert_eq!(got, want.descale);
+    }
+    let table = String::from_utf8_lossy(&out.stdout);
+    for name in ["q ", "k ", "v "] {
+        assert_eq!(table.lines().filter(|l| l.starts_with(name)).count(), 1, "{table}");
+    }
+}
+
+#[test]
+fn quantize_names_a_non_finite_element_and_writes_nothing() {
+    let shape = Shape { b: 1, h: 2, hkv: 2, sq: 3, sk: 3, d: 64 };
+    let mut tensors = qkv(shape, Dtype::F16, Layout::Bhsd);
+    // k element (b=0, h=1, s=2, d=5): BHSD offset 192 + 128 + 5.
+    let at = 2 * (192 + 128 + 5);
+    tensors[1].data[at..at + 2].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes());
+    let (out, file) = quantize_on(&tensors, &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("k: element (b=0, h=1, s=2, d=5) is NaN"), "{}", stderr(&out));
+    assert!(file.is_empty());
 }

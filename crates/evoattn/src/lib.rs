@@ -16,6 +16,7 @@ pub mod config;
 pub mod defaults;
 pub mod draw;
 pub mod error;
+pub mod fp8;
 pub mod kernels;
 pub mod plan;
 pub mod problem;

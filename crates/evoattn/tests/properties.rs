@@ -7,9 +7,10 @@
 use evoattn::buffers::{validate_buffers, BufferSpan, BUFFER_ALIGN};
 use evoattn::config::lever::{Family, Kind};
 use evoattn::config::SplitkvConfig;
+use evoattn::fp8::{e4m3_to_f32, quantize, QuantizeError, E4M3_UNIT_ROUNDOFF};
 use evoattn::plan::{plan, Request};
 use evoattn::problem::{MAX_INDEX, VECTOR_ELEMS};
-use evoattn::reference::attention_f64;
+use evoattn::reference::{attention_f64, logical_offsets};
 use evoattn::runtime::tma::{TensorMapGeometry, MAX_BOX_ROWS};
 use evoattn::{
     Arch, Causal, Dtype, Impl, KernelConfig, KernelSpec, Layout, MmaConfig, Problem, ReferenceConfig, Shape,
@@ -390,6 +391,48 @@ proptest! {
             } else {
                 prop_assert_eq!(*lse, f64::NEG_INFINITY);
                 prop_assert!(o_row.iter().all(|&x| x == 0.0));
+            }
+        }
+    }
+
+    /// The E4M3 quantizer on any tiny problem and any input bits (NaN and infinities included):
+    /// an error for an invalid problem or a non-finite element, else descales that are finite
+    /// and positive and elements that dequantize to within one E4M3 rounding of the input
+    /// (2^-4 relative, or 2^-10 of the descale below the normal range).
+    #[test]
+    fn the_quantizer_bounds_each_element_or_names_the_fault(
+        p in near_valid_problem(4),
+        t in select(vec![TensorName::Q, TensorName::K, TensorName::V]),
+        bits in proptest::collection::vec(any::<u16>(), 0..2048),
+        finite in any::<bool>(),
+    ) {
+        let Ok(()) = p.validate() else {
+            prop_assert!(matches!(quantize(&p, t, &bits), Err(QuantizeError::Invalid(_))));
+            return Ok(());
+        };
+        // Half the cases hold finite values only, so that both verdicts are reached.
+        let bits: Vec<u16> = bits.iter().copied().cycle().take(if bits.is_empty() { 0 } else { p.extent(t) })
+            .map(|b| if finite && !p.dtype.from_bits(b).is_finite() { 0 } else { b }).collect();
+        let value = |o: usize| p.dtype.from_bits(bits[o]);
+        match quantize(&p, t, &bits) {
+            Err(QuantizeError::Short { .. }) => prop_assert!(bits.len() < p.extent(t)),
+            Err(QuantizeError::NonFinite { value: x, .. }) => prop_assert!(!x.is_finite()),
+            Err(QuantizeError::SharedAcrossGroups { .. }) => prop_assert!(p.overlaps_itself(t)),
+            Err(e) => prop_assert!(false, "unexpected {e}"),
+            Ok(q) => {
+                prop_assert!(logical_offsets(&p, t).all(|o| value(o).is_finite()));
+                let s = p.shape;
+                prop_assert_eq!(q.descale.len(), s.b * s.hkv);
+                prop_assert!(q.descale.iter().all(|d| d.is_finite() && *d > 0.0));
+                let [_, nh, ns, nd] = p.dims(t);
+                for (i, o) in logical_offsets(&p, t).enumerate() {
+                    let row = i / nd;
+                    let g = (row / (nh * ns)) * s.hkv + (row / ns % nh) / (nh / s.hkv);
+                    let (x, d) = (value(o), f64::from(q.descale[g]));
+                    let back = f64::from(e4m3_to_f32(q.bits[o])) * d;
+                    let bound = E4M3_UNIT_ROUNDOFF * x.abs() + d * 2f64.powi(-10) + 1e-6 * x.abs();
+                    prop_assert!((back - x).abs() <= bound, "element {}: {} -> {}", i, x, back);
+                }
             }
         }
     }

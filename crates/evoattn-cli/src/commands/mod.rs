@@ -8,6 +8,7 @@ pub mod compile;
 pub mod gate;
 pub mod info;
 pub mod profile;
+pub mod quantize;
 pub mod report;
 pub mod run;
 pub mod trace;

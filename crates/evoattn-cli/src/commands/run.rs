@@ -6,13 +6,12 @@ use crate::lab;
 use crate::lab::backend::{Forward, Kernel};
 use crate::lab::inputs::HostInputs;
 use crate::lab::open::open;
-use crate::lab::tensors_io::{bits, dtype_name, evoattn_dtype, le_bytes, safetensors_dtype};
+use crate::lab::tensors_io::{le_bytes, safetensors_dtype, QkvFile};
 use crate::out::errln;
 use anyhow::{anyhow, Context};
 use evoattn::plan::plan;
-use evoattn::{Arch, Causal, Dtype, Layout, Problem, ProblemError, Request, Shape, TensorName};
+use evoattn::{Arch, Causal, Layout, Problem, Request};
 use safetensors::tensor::TensorView;
-use safetensors::SafeTensors;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -51,7 +50,7 @@ pub struct Args {
     #[arg(long = "impl", value_name = "NAME", default_value = "auto")]
     imp: String,
     /// Memory order of q, k, v and o: bhsd [B, H, S, D] or bshd [B, S, H, D].
-    #[arg(long, value_name = "ORDER", default_value = "bhsd", value_parser = parse_layout)]
+    #[arg(long, value_name = "ORDER", default_value = "bhsd", value_parser = crate::lab::presets::parse_layout)]
     layout: Layout,
     /// Lever overrides for the kernel that runs (with auto, the planner's pick), e.g.
     /// block_m=64,stages=3; `evoattn compile --levers` lists each family's levers.
@@ -68,16 +67,11 @@ fn parse_causal(text: &str) -> Result<Causal, String> {
     Causal::parse(text).ok_or_else(|| format!("'{text}': expected {}", crate::lab::presets::one_of(&names)))
 }
 
-fn parse_layout(text: &str) -> Result<Layout, String> {
-    let names: Vec<&str> = Layout::ALL.iter().map(|l| l.name()).collect();
-    Layout::parse(text).ok_or_else(|| format!("'{text}': expected {}", crate::lab::presets::one_of(&names)))
-}
-
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let request =
         Request::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
     let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
-    let inputs = Inputs::parse(&bytes, &args.input, args.layout)?;
+    let inputs = QkvFile::parse(&bytes, &args.input, args.layout)?;
     let problem = inputs
         .problem(args.layout)
         .with_causal(args.causal.unwrap_or(Causal::None))
@@ -112,95 +106,6 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// q, k, v from the input file, checked and as raw dtype bits in the file's (dense) order.
-pub(crate) struct Inputs {
-    pub(crate) shape: Shape,
-    pub(crate) dtype: Dtype,
-    pub(crate) q: Vec<u16>,
-    pub(crate) k: Vec<u16>,
-    pub(crate) v: Vec<u16>,
-}
-
-impl Inputs {
-    /// The tensors of a safetensors file's `bytes` (read from `path`, named in errors), as
-    /// `evoattn run` takes them: any bytes give these or a typed error.
-    pub(crate) fn parse(bytes: &[u8], path: &Path, layout: Layout) -> anyhow::Result<Self> {
-        let file = SafeTensors::deserialize(bytes)
-            .with_context(|| format!("--input {} is not a safetensors file", path.display()))?;
-        Self::read(&file, path, layout)
-    }
-
-    /// The dense problem these tensors make in `layout`: no mask, default scale, no LSE.
-    pub(crate) fn problem(&self, layout: Layout) -> Problem {
-        Problem::dense(self.shape, self.dtype, layout)
-    }
-
-    fn read(file: &SafeTensors, path: &Path, layout: Layout) -> anyhow::Result<Self> {
-        let tensor = |t: TensorName| {
-            file.tensor(t.name()).map_err(|_| anyhow!("{} has no tensor '{t}' (expected q, k and v)", path.display()))
-        };
-        let (q, k, v) = (tensor(TensorName::Q)?, tensor(TensorName::K)?, tensor(TensorName::V)?);
-
-        let dtype = evoattn_dtype(q.dtype())
-            .ok_or_else(|| ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtype_name(q.dtype()) })?;
-        for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
-            if view.dtype() != q.dtype() {
-                let (expected, got) = (dtype.name().to_string(), dtype_name(view.dtype()));
-                return Err(ProblemError::DtypeMismatch { tensor: t, expected, got }.into());
-            }
-        }
-        for (t, view) in [(TensorName::Q, &q), (TensorName::K, &k), (TensorName::V, &v)] {
-            if view.shape().len() != 4 {
-                let expected = evoattn::problem::axis_names(layout, t);
-                return Err(ProblemError::WrongRank { tensor: t, expected, got: view.shape().to_vec() }.into());
-            }
-        }
-
-        // (batch, heads, rows, head dim) of a rank-4 shape in `layout` order
-        let logical = |dims: &[usize]| match layout {
-            Layout::Bhsd => (dims[0], dims[1], dims[2], dims[3]),
-            Layout::Bshd => (dims[0], dims[2], dims[1], dims[3]),
-        };
-        let (b, h, sq, d) = logical(q.shape());
-        // k and v each agree with q on B and D ...
-        for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
-            let (_, heads, rows, _) = logical(view.shape());
-            let expected = layout.dims(b, heads, rows, d).to_vec();
-            if view.shape() != expected {
-                return Err(ProblemError::ShapeMismatch { tensor: t, expected, got: view.shape().to_vec() }.into());
-            }
-        }
-        // ... and with each other on Hkv and Sk.
-        let (_, hkv, sk, _) = logical(k.shape());
-        let (_, v_hkv, v_sk, _) = logical(v.shape());
-        if (hkv, sk) != (v_hkv, v_sk) {
-            return Err(kv_disagree([(k.shape(), (hkv, sk)), (v.shape(), (v_hkv, v_sk))], (h, sq)));
-        }
-        Ok(Inputs { shape: Shape { b, h, hkv, sq, sk, d }, dtype, q: bits(&q), k: bits(&k), v: bits(&v) })
-    }
-}
-
-/// The error for k and v that disagree on Hkv or Sk, given each one's shape and its (heads,
-/// rows), and q's. The one at fault is the one q does not back: on every axis where k and v
-/// differ, the other matches q (q and v with 16 rows, k with 15: k), and it is named with the
-/// other's shape expected. Where q backs both or neither, both are named.
-fn kv_disagree(
-    [(k_dims, k_hs), (v_dims, v_hs)]: [(&[usize], (usize, usize)); 2],
-    q_hs: (usize, usize),
-) -> anyhow::Error {
-    let backed = |(heads, rows): (usize, usize), (other_heads, other_rows): (usize, usize)| {
-        (heads == other_heads || heads == q_hs.0) && (rows == other_rows || rows == q_hs.1)
-    };
-    let mismatch = |tensor, expected: &[usize], got: &[usize]| -> anyhow::Error {
-        ProblemError::ShapeMismatch { tensor, expected: expected.to_vec(), got: got.to_vec() }.into()
-    };
-    match (backed(k_hs, v_hs), backed(v_hs, k_hs)) {
-        (false, true) => mismatch(TensorName::K, v_dims, k_dims),
-        (true, false) => mismatch(TensorName::V, k_dims, v_dims),
-        _ => anyhow!("tensors k and v must have the same shape: k is {k_dims:?}, v is {v_dims:?}"),
-    }
 }
 
 fn write_output(path: &Path, problem: &Problem, layout: Layout, forward: &Forward) -> anyhow::Result<()> {

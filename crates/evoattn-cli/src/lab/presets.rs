@@ -203,6 +203,12 @@ pub struct ProblemArgs {
     pub layout: Vec<String>,
 }
 
+/// One `--layout` value (clap's parser for the commands that take a single layout).
+pub fn parse_layout(text: &str) -> Result<Layout, String> {
+    let names: Vec<&str> = Layout::ALL.iter().map(|l| l.name()).collect();
+    Layout::parse(text).ok_or_else(|| format!("'{text}': expected {}", one_of(&names)))
+}
+
 /// `names` as a sentence's list: `a, b or c`.
 pub fn one_of(names: &[&str]) -> String {
     match names {

@@ -1,8 +1,12 @@
-//! safetensors helpers shared by `run` and the oracle client: evoattn's dtypes against the
-//! file's, and 16-bit tensors to and from the little-endian bytes the format stores.
+//! safetensors helpers shared by `run`, `quantize` and the oracle client: evoattn's dtypes
+//! against the file's, 16-bit tensors to and from the little-endian bytes the format stores,
+//! and the q, k, v file `run` and `quantize` read.
 
-use evoattn::Dtype;
+use anyhow::{anyhow, Context};
+use evoattn::{Dtype, Layout, Problem, ProblemError, Shape, TensorName};
 use safetensors::tensor::TensorView;
+use safetensors::SafeTensors;
+use std::path::Path;
 
 /// The safetensors dtype that stores `dtype`.
 pub fn safetensors_dtype(dtype: Dtype) -> safetensors::Dtype {
@@ -34,4 +38,93 @@ pub fn bits(view: &TensorView) -> Vec<u16> {
 /// Raw 16-bit elements as the little-endian bytes a file stores.
 pub fn le_bytes(bits: &[u16]) -> Vec<u8> {
     bits.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// q, k, v of a safetensors file, checked and as raw dtype bits in the file's (dense) order.
+pub struct QkvFile {
+    pub shape: Shape,
+    pub dtype: Dtype,
+    pub q: Vec<u16>,
+    pub k: Vec<u16>,
+    pub v: Vec<u16>,
+}
+
+impl QkvFile {
+    /// The tensors of a safetensors file's `bytes` (read from `path`, named in errors), as
+    /// `evoattn run` takes them: any bytes give these or a typed error.
+    pub fn parse(bytes: &[u8], path: &Path, layout: Layout) -> anyhow::Result<Self> {
+        let file = SafeTensors::deserialize(bytes)
+            .with_context(|| format!("--input {} is not a safetensors file", path.display()))?;
+        Self::read(&file, path, layout)
+    }
+
+    /// The dense problem these tensors make in `layout`: no mask, default scale, no LSE.
+    pub fn problem(&self, layout: Layout) -> Problem {
+        Problem::dense(self.shape, self.dtype, layout)
+    }
+
+    fn read(file: &SafeTensors, path: &Path, layout: Layout) -> anyhow::Result<Self> {
+        let tensor = |t: TensorName| {
+            file.tensor(t.name()).map_err(|_| anyhow!("{} has no tensor '{t}' (expected q, k and v)", path.display()))
+        };
+        let (q, k, v) = (tensor(TensorName::Q)?, tensor(TensorName::K)?, tensor(TensorName::V)?);
+
+        let dtype = evoattn_dtype(q.dtype())
+            .ok_or_else(|| ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtype_name(q.dtype()) })?;
+        for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
+            if view.dtype() != q.dtype() {
+                let (expected, got) = (dtype.name().to_string(), dtype_name(view.dtype()));
+                return Err(ProblemError::DtypeMismatch { tensor: t, expected, got }.into());
+            }
+        }
+        for (t, view) in [(TensorName::Q, &q), (TensorName::K, &k), (TensorName::V, &v)] {
+            if view.shape().len() != 4 {
+                let expected = evoattn::problem::axis_names(layout, t);
+                return Err(ProblemError::WrongRank { tensor: t, expected, got: view.shape().to_vec() }.into());
+            }
+        }
+
+        // (batch, heads, rows, head dim) of a rank-4 shape in `layout` order
+        let logical = |dims: &[usize]| match layout {
+            Layout::Bhsd => (dims[0], dims[1], dims[2], dims[3]),
+            Layout::Bshd => (dims[0], dims[2], dims[1], dims[3]),
+        };
+        let (b, h, sq, d) = logical(q.shape());
+        // k and v each agree with q on B and D ...
+        for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
+            let (_, heads, rows, _) = logical(view.shape());
+            let expected = layout.dims(b, heads, rows, d).to_vec();
+            if view.shape() != expected {
+                return Err(ProblemError::ShapeMismatch { tensor: t, expected, got: view.shape().to_vec() }.into());
+            }
+        }
+        // ... and with each other on Hkv and Sk.
+        let (_, hkv, sk, _) = logical(k.shape());
+        let (_, v_hkv, v_sk, _) = logical(v.shape());
+        if (hkv, sk) != (v_hkv, v_sk) {
+            return Err(kv_disagree([(k.shape(), (hkv, sk)), (v.shape(), (v_hkv, v_sk))], (h, sq)));
+        }
+        Ok(QkvFile { shape: Shape { b, h, hkv, sq, sk, d }, dtype, q: bits(&q), k: bits(&k), v: bits(&v) })
+    }
+}
+
+/// The error for k and v that disagree on Hkv or Sk, given each one's shape and its (heads,
+/// rows), and q's. The one at fault is the one q does not back: on every axis where k and v
+/// differ, the other matches q (q and v with 16 rows, k with 15: k), and it is named with the
+/// other's shape expected. Where q backs both or neither, both are named.
+fn kv_disagree(
+    [(k_dims, k_hs), (v_dims, v_hs)]: [(&[usize], (usize, usize)); 2],
+    q_hs: (usize, usize),
+) -> anyhow::Error {
+    let backed = |(heads, rows): (usize, usize), (other_heads, other_rows): (usize, usize)| {
+        (heads == other_heads || heads == q_hs.0) && (rows == other_rows || rows == q_hs.1)
+    };
+    let mismatch = |tensor, expected: &[usize], got: &[usize]| -> anyhow::Error {
+        ProblemError::ShapeMismatch { tensor, expected: expected.to_vec(), got: got.to_vec() }.into()
+    };
+    match (backed(k_hs, v_hs), backed(v_hs, k_hs)) {
+        (false, true) => mismatch(TensorName::K, v_dims, k_dims),
+        (true, false) => mismatch(TensorName::V, k_dims, v_dims),
+        _ => anyhow!("tensors k and v must have the same shape: k is {k_dims:?}, v is {v_dims:?}"),
+    }
 }
