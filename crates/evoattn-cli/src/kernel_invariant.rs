@@ -92,7 +92,7 @@ fn space_samples() -> Vec<(KernelSpec, Arch)> {
     for imp in Impl::ALL {
         let mut valid = Vec::new();
         for (arch, _) in TARGETS.into_iter().filter(|(a, _)| imp.archs().contains(a)) {
-            for dtype in Dtype::ALL {
+            for &dtype in imp.dtypes() {
                 for head_dim in HEAD_DIMS {
                     valid.extend(
                         KernelSpec::space(imp, dtype, head_dim).filter(|s| s.validate(arch).is_ok()).map(|s| (s, arch)),

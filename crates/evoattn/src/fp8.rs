@@ -93,6 +93,61 @@ pub struct Quantized {
     pub descale: Vec<f32>,
 }
 
+/// The descales of an FP8 problem's q, k and v, each `[B, Hkv]` dense (a dequantized element
+/// is its E4M3 value times its tensor's descale for its batch and KV head).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Descales {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+}
+
+/// Why descales cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DescaleError {
+    #[error("{tensor}_descale holds {held} values; it must hold B * Hkv = {needed} ([B, Hkv])")]
+    Length { tensor: TensorName, held: usize, needed: usize },
+    #[error(
+        "{tensor}_descale[b={batch}, kv_head={kv_head}] is {value}: a descale must be finite and positive \
+         (evoattn quantize gives an all-zero head 1.0)"
+    )]
+    Value { tensor: TensorName, batch: usize, kv_head: usize, value: f32 },
+}
+
+impl Descales {
+    /// Every descale 1.0: the E4M3 values are the inputs.
+    pub fn ones(b: usize, hkv: usize) -> Self {
+        let one = vec![1.0; b * hkv];
+        Descales { q: one.clone(), k: one.clone(), v: one }
+    }
+
+    /// Tensor `t`'s descales (q, k or v; panics for another).
+    pub fn of(&self, t: TensorName) -> &[f32] {
+        match t {
+            TensorName::Q => &self.q,
+            TensorName::K => &self.k,
+            TensorName::V => &self.v,
+            _ => panic!("descales are q's, k's and v's, not {t}'s"),
+        }
+    }
+
+    /// Each tensor holds B * Hkv values, each finite and positive: a zero descale would make
+    /// the head's scores 0 and a negative one flip them, which no quantizer produces.
+    pub fn validate(&self, b: usize, hkv: usize) -> Result<(), DescaleError> {
+        for tensor in [TensorName::Q, TensorName::K, TensorName::V] {
+            let values = self.of(tensor);
+            if values.len() != b * hkv {
+                return Err(DescaleError::Length { tensor, held: values.len(), needed: b * hkv });
+            }
+            if let Some(i) = values.iter().position(|x| !(x.is_finite() && *x > 0.0)) {
+                let (batch, kv_head) = (i / hkv, i % hkv);
+                return Err(DescaleError::Value { tensor, batch, kv_head, value: values[i] });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why a tensor cannot be quantized.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum QuantizeError {

@@ -4,24 +4,50 @@
 use crate::error::ProblemError;
 use std::fmt;
 
-/// Element type of Q, K, V and O. Accumulation is always float32.
+/// Element type of Q, K and V; O's is [`Dtype::output`]. Accumulation is always float32.
+///
+/// Host code holds elements of every dtype as raw bits in `u16` (an E4M3 byte in the low
+/// half), so that one buffer type serves the reference, the mock and the file readers; device
+/// buffers hold [`Dtype::size_bytes`] a element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Dtype {
     F16,
     Bf16,
+    /// FP8 E4M3 ([`crate::fp8`]): inputs dequantized by one float32 descale per (batch, KV
+    /// head) and tensor; O in bf16, FlashAttention-3's choice.
+    E4m3,
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+    pub const ALL: [Dtype; 3] = [Dtype::F16, Dtype::Bf16, Dtype::E4m3];
+    /// The 16-bit dtypes, whose O has the inputs' dtype and no descales.
+    pub const SIXTEEN_BIT: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 
     pub fn size_bytes(self) -> usize {
-        2
+        match self {
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::E4m3 => 1,
+        }
+    }
+
+    /// The dtype of O for inputs of this dtype.
+    pub fn output(self) -> Dtype {
+        match self {
+            Dtype::E4m3 => Dtype::Bf16,
+            d => d,
+        }
+    }
+
+    /// True for E4M3, whose inputs come with descales.
+    pub fn is_fp8(self) -> bool {
+        self == Dtype::E4m3
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
+            Dtype::E4m3 => "e4m3",
         }
     }
 
@@ -29,6 +55,7 @@ impl Dtype {
         match s.to_ascii_lowercase().as_str() {
             "f16" | "fp16" | "half" | "float16" => Some(Dtype::F16),
             "bf16" | "bfloat16" => Some(Dtype::Bf16),
+            "e4m3" | "fp8" | "fp8_e4m3" | "float8_e4m3fn" => Some(Dtype::E4m3),
             _ => None,
         }
     }
@@ -38,10 +65,13 @@ impl Dtype {
         self.from_bits(self.to_bits(x))
     }
 
+    /// `x` rounded to this dtype, as raw bits. E4M3 rounds through float32 (the GPU's `cvt`
+    /// takes a float32), saturating past ±448.
     pub fn to_bits(self, x: f64) -> u16 {
         match self {
             Dtype::F16 => half::f16::from_f64(x).to_bits(),
             Dtype::Bf16 => half::bf16::from_f64(x).to_bits(),
+            Dtype::E4m3 => u16::from(crate::fp8::e4m3_from_f32(x as f32)),
         }
     }
 
@@ -50,6 +80,7 @@ impl Dtype {
         match self {
             Dtype::F16 => half::f16::from_f32(x).to_bits(),
             Dtype::Bf16 => half::bf16::from_f32(x).to_bits(),
+            Dtype::E4m3 => u16::from(crate::fp8::e4m3_from_f32(x)),
         }
     }
 
@@ -57,6 +88,8 @@ impl Dtype {
         match self {
             Dtype::F16 => half::f16::from_bits(bits).to_f64(),
             Dtype::Bf16 => half::bf16::from_bits(bits).to_f64(),
+            // The low byte; the high one is ignored.
+            Dtype::E4m3 => f64::from(crate::fp8::e4m3_to_f32(bits as u8)),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! the scale taken as the f32 the kernels receive and applied in f64; a query row that may see
 //! no key (a bottom-right mask with Sq > Sk, or Sk = 0) has O = 0 and LSE = -inf.
 
+use crate::fp8::{Descales, E4M3_UNIT_ROUNDOFF};
 use crate::problem::{Dtype, Problem, TensorName};
 use std::num::NonZeroUsize;
 
@@ -41,6 +42,27 @@ pub fn logical_offsets(problem: &Problem, t: TensorName) -> impl Iterator<Item =
 /// D = 0 or Hkv not dividing H, or when its output is too large to hold (`Problem::validate`
 /// rejects all three).
 pub fn attention_f64(problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> ReferenceOutput {
+    attention_f64_descaled(problem, q, k, v, None)
+}
+
+/// [`attention_f64`] on E4M3 inputs dequantized by `descales` (each element times its tensor's
+/// descale for its batch and KV head; `None`: all 1), the values an FP8 kernel is to attend
+/// over. Panics as [`attention_f64`] does, and when `descales` do not fit the problem's
+/// `[B, Hkv]`.
+pub fn attention_f64_descaled(
+    problem: &Problem,
+    q: &[u16],
+    k: &[u16],
+    v: &[u16],
+    descales: Option<&Descales>,
+) -> ReferenceOutput {
+    if let Some(d) = descales {
+        let groups = problem.shape.b * problem.shape.hkv;
+        assert!(
+            [&d.q, &d.k, &d.v].iter().all(|x| x.len() == groups),
+            "reference: descales must hold B * Hkv = {groups} values each"
+        );
+    }
     for (t, buf) in [(TensorName::Q, q), (TensorName::K, k), (TensorName::V, v)] {
         let need = problem.extent(t);
         assert!(buf.len() >= need, "reference: tensor {t} holds {} elements, the problem needs {need}", buf.len());
@@ -67,7 +89,7 @@ pub fn attention_f64(problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> Refe
         for group in heads.chunks_mut(heads_per_thread) {
             scope.spawn(move || {
                 for (bh, (o_head, lse_head)) in group.iter_mut() {
-                    attend_head(problem, [q, k, v], *bh / s.h, *bh % s.h, o_head, lse_head);
+                    attend_head(problem, [q, k, v], descales, *bh / s.h, *bh % s.h, o_head, lse_head);
                 }
             });
         }
@@ -80,6 +102,7 @@ pub fn attention_f64(problem: &Problem, q: &[u16], k: &[u16], v: &[u16]) -> Refe
 fn attend_head(
     problem: &Problem,
     [q, k, v]: [&[u16]; 3],
+    descales: Option<&Descales>,
     b: usize,
     h: usize,
     o_head: &mut [f64],
@@ -88,8 +111,12 @@ fn attend_head(
     let s = problem.shape;
     let kv_head = h / s.group();
     let load = |t: TensorName, buf: &[u16], head: usize, rows: usize| -> Vec<f64> {
+        // Q's descale too is indexed by the KV head (FlashAttention-3's convention).
+        let descale = descales.map_or(1.0, |d| f64::from(d.of(t)[b * s.hkv + kv_head]));
         (0..rows)
-            .flat_map(|r| (0..s.d).map(move |d| problem.dtype.from_bits(buf[problem.offset(t, b, head, r, d)])))
+            .flat_map(|r| {
+                (0..s.d).map(move |d| problem.dtype.from_bits(buf[problem.offset(t, b, head, r, d)]) * descale)
+            })
             .collect()
     };
     let queries = load(TensorName::Q, q, h, s.sq);
@@ -245,11 +272,13 @@ pub const F16_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
 /// bf16 unit roundoff, 2^-8 (8-bit significand).
 pub const BF16_UNIT_ROUNDOFF: f64 = 1.0 / 256.0;
 
-/// The relative error of one rounding to `dtype`.
+/// The relative error of one rounding to `dtype`: for E4M3 that of P, the dominant rounding
+/// of an FP8 kernel (its inputs are exact after dequantization and its O is bf16).
 pub fn unit_roundoff(dtype: Dtype) -> f64 {
     match dtype {
         Dtype::F16 => F16_UNIT_ROUNDOFF,
         Dtype::Bf16 => BF16_UNIT_ROUNDOFF,
+        Dtype::E4m3 => E4M3_UNIT_ROUNDOFF,
     }
 }
 
@@ -279,9 +308,31 @@ const REL_L2_UNITS: f64 = 2.5;
 /// are below it. 3e-4 is about twice the worst case at the largest head dim.
 const LSE_RELATIVE: f64 = 3e-4;
 
+/// FP8 bounds, in units of u = 2^-4 (E4M3's roundoff), against float64 on the dequantized
+/// inputs. Those inputs are exact in the kernel, and an E4M3 product is exact in float32, so
+/// the scores carry only float32 error and the LSE keeps [`LSE_RELATIVE`]. The roundings are
+/// P's, scaled by 2^8 into E4M3's normal range and rounded before P·V (each weight off by ≤ u
+/// relative while the row sum keeps the unrounded weights, so O is off by ≤ u·Σp|v|/Σp), and
+/// O's to bf16 (2^-8 = u/16).
+/// - `max_abs`: a row dominated by few keys errs by ≈ u·|O| (its weights' errors do not
+///   cancel), plus u/16 for the store: 1.06u at worst relative to max(1, |O|max); spread rows
+///   err by far less. 2u leaves the same headroom for the tail as the 16-bit bound: 0.125.
+/// - `rel_l2`: roundings to nearest are unbiased; over mantissas spread log-uniformly a
+///   3-bit rounding's rms relative error is 2^-3/√12·√(3/(8 ln 2)) = 0.42u, which weights
+///   carry to O's norm unchanged (O and its error both scale as √Σp²v²/Σp), and the store adds
+///   0.04u: ≈ 0.43u expected. Three times that, as for 16 bits: 1.3u = 0.081.
+/// A wrong descale, a dropped key of a row dominated by few keys or a dropped n8 tile of a
+/// spread row exceeds these (the test below plants each); one dropped key of a row spread over
+/// hundreds hides in the rounding noise (rel_l2 0.057 for one of 257 keys, 0.023 without).
+const FP8_MAX_ABS_UNITS: f64 = 2.0;
+const FP8_REL_L2_UNITS: f64 = 1.3;
+
 /// The acceptance bounds for `dtype`; the only place tolerances are defined.
 pub fn tolerance(dtype: Dtype) -> Tolerance {
     let u = unit_roundoff(dtype);
+    if dtype.is_fp8() {
+        return Tolerance { max_abs: FP8_MAX_ABS_UNITS * u, rel_l2: FP8_REL_L2_UNITS * u, lse: LSE_RELATIVE };
+    }
     Tolerance { max_abs: MAX_ABS_UNITS * u, rel_l2: REL_L2_UNITS * u, lse: LSE_RELATIVE }
 }
 
@@ -565,33 +616,42 @@ mod tests {
             .collect()
     }
 
+    /// FP8 kernels scale P by 2^8 into E4M3's normal range before rounding it (FlashAttention-3).
+    const FP8_P_SCALE: f32 = 256.0;
+
     /// A model of a correct kernel's numerics (dense BHSD, no mask, Hkv = H): f32 scores and
-    /// row sums, P rounded to the dtype before an f32 P·V, O rounded to the dtype.
-    fn emulate_kernel(p: &Problem, q: &[u16], k: &[u16], v: &[u16], drop_last_key: bool) -> Vec<f64> {
+    /// row sums, P rounded to the dtype before an f32 P·V, O rounded to the output dtype. For
+    /// E4M3: inputs dequantized by `descales`, P scaled by 2^8 and rounded to E4M3, the row
+    /// sum of the unrounded P (FlashAttention-3's numerics).
+    fn emulate_kernel(p: &Problem, [q, k, v]: [&[u16]; 3], descales: &Descales, dropped_keys: usize) -> Vec<f64> {
         let Shape { b, h, sq, sk, d, .. } = p.shape;
-        let f = |x: u16| p.dtype.from_bits(x) as f32;
+        let f = |x: u16, t: TensorName, bh: usize| p.dtype.from_bits(x) as f32 * descales.of(t)[bh];
         let scale = p.softmax_scale();
-        let keys = if drop_last_key { sk - 1 } else { sk };
+        let keys = sk - dropped_keys;
         let mut o = Vec::with_capacity(b * h * sq * d);
         for bh in 0..b * h {
             for i in 0..sq {
                 let qi = &q[(bh * sq + i) * d..][..d];
                 let scores: Vec<f32> = (0..keys)
                     .map(|j| {
-                        qi.iter().zip(&k[(bh * sk + j) * d..][..d]).map(|(&x, &y)| f(x) * f(y)).sum::<f32>() * scale
+                        let kj = &k[(bh * sk + j) * d..][..d];
+                        let dot: f32 =
+                            qi.iter().zip(kj).map(|(&x, &y)| f(x, TensorName::Q, bh) * f(y, TensorName::K, bh)).sum();
+                        dot * scale
                     })
                     .collect();
                 let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
+                let p_scale = if p.dtype.is_fp8() { FP8_P_SCALE } else { 1.0 };
+                let weights: Vec<f32> = scores.iter().map(|s| (s - max).exp() * p_scale).collect();
                 let sum: f32 = weights.iter().sum();
                 let mut acc = vec![0f32; d];
                 for (j, w) in weights.iter().enumerate() {
                     let w = p.dtype.round(f64::from(*w)) as f32;
                     for (a, &x) in acc.iter_mut().zip(&v[(bh * sk + j) * d..][..d]) {
-                        *a += w * f(x);
+                        *a += w * f(x, TensorName::V, bh);
                     }
                 }
-                o.extend(acc.iter().map(|a| p.dtype.round(f64::from(a / sum))));
+                o.extend(acc.iter().map(|a| p.dtype.output().round(f64::from(a / sum))));
             }
         }
         o
@@ -604,18 +664,35 @@ mod tests {
         for dtype in Dtype::ALL {
             for (seed, qk_std) in [(1u64, 1.0), (2, 3.0)] {
                 let p = Problem::dense(shape, dtype, Layout::Bhsd);
+                // E4M3 inputs carry a descale per head: stored values 16x the inputs, so that
+                // the E4M3 values sit mid-range, undone by descales of 1/16 and 1/32.
+                let (gain, descales) = if dtype.is_fp8() {
+                    (16.0, Descales { q: vec![1.0 / 16.0, 1.0 / 32.0], k: vec![1.0 / 16.0; 2], v: vec![1.0 / 32.0; 2] })
+                } else {
+                    (1.0, Descales::ones(1, 2))
+                };
                 let gen = |n, salt: u64, std: f64| -> Vec<u16> {
-                    normals(n, seed * 10 + salt).iter().map(|x| dtype.to_bits(std * x)).collect()
+                    normals(n, seed * 10 + salt).iter().map(|x| dtype.to_bits(gain * std * x)).collect()
                 };
                 let q = gen(p.extent(TensorName::Q), 1, qk_std);
                 let k = gen(p.extent(TensorName::K), 2, qk_std);
                 let v = gen(p.extent(TensorName::V), 3, 1.0);
-                let want = attention_f64(&p, &q, &k, &v).o;
+                let want = attention_f64_descaled(&p, &q, &k, &v, Some(&descales)).o;
                 let tol = tolerance(dtype);
-                let good = compare(&emulate_kernel(&p, &q, &k, &v, false), &want);
+                let good = compare(&emulate_kernel(&p, [&q, &k, &v], &descales, 0), &want);
                 assert!(good.passes(&tol), "{dtype} std {qk_std}: {good:?} vs {tol:?}");
-                let bad = compare(&emulate_kernel(&p, &q, &k, &v, true), &want);
-                assert!(!bad.passes(&tol), "{dtype} std {qk_std}: a dropped key went unnoticed: {bad:?}");
+                // E4M3's rounding noise hides one key of 257 in rows spread over all of them
+                // (rel_l2 0.057 against 0.023 without it); a dropped n8 tile is caught there.
+                let dropped = if dtype.is_fp8() && qk_std == 1.0 { 8 } else { 1 };
+                let bad = compare(&emulate_kernel(&p, [&q, &k, &v], &descales, dropped), &want);
+                assert!(!bad.passes(&tol), "{dtype} std {qk_std}: {dropped} dropped keys went unnoticed: {bad:?}");
+                if dtype.is_fp8() {
+                    let mut swapped = descales.clone();
+                    swapped.v.swap(0, 1);
+                    swapped.v[0] *= 1.25; // head 0's V read with a neighbour's descale
+                    let bad = compare(&emulate_kernel(&p, [&q, &k, &v], &swapped, 0), &want);
+                    assert!(!bad.passes(&tol), "std {qk_std}: a wrong descale went unnoticed: {bad:?}");
+                }
             }
         }
     }

@@ -36,7 +36,7 @@ pub struct Args {
     /// Target arch (sm_80, sm_86, sm_89, sm_90, sm_90a), or `all`: every arch each kernel runs on.
     #[arg(long, default_value = ALL)]
     arch: String,
-    /// Element type (f16, bf16), or `all`.
+    /// Input element type (f16, bf16, e4m3), or `all`: every dtype the kernel takes.
     #[arg(long, default_value = ALL)]
     dtype: String,
     /// Head dim (64, 128, 256), or `all`: every head dim the kernel supports.
@@ -116,7 +116,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             // `--arch all` means every arch the kernel runs on; a named arch it does not run on
             // is shown as rejected by `validate`.
             for imp in imps.iter().copied().filter(|imp| args.arch != ALL || imp.archs().contains(&arch)) {
-                for &dtype in &dtypes {
+                // Likewise `--dtype all`: the dtypes the kernel takes.
+                for &dtype in dtypes.iter().filter(|d| args.dtype != ALL || imp.dtypes().contains(d)) {
                     for head_dim in head_dim.map_or_else(|| imp.head_dims().to_vec(), |d| vec![d]) {
                         if args.space {
                             let specs = KernelSpec::space(imp, dtype, head_dim);

@@ -40,7 +40,7 @@ fn gqa(b: usize, h: usize, hkv: usize, sq: usize, sk: usize, d: usize) -> Shape 
 }
 
 pub fn preset(name: &str) -> Result<Preset, String> {
-    let all_dtypes = Dtype::ALL.to_vec();
+    let all_dtypes = Dtype::SIXTEEN_BIT.to_vec();
     let all_causal = Causal::ALL.to_vec();
     let both_layouts = Layout::ALL.to_vec();
     let p = match name {
@@ -260,7 +260,7 @@ impl ProblemArgs {
     pub fn expand(&self) -> anyhow::Result<Vec<(Problem, Layout)>> {
         let args = self;
         // The flags' lists first: a value no kernel has is named as such, problems given or not.
-        let dtypes = parse_list(&args.dtype, &Dtype::ALL, Dtype::parse, Dtype::name, "dtype")?;
+        let dtypes = parse_list(&args.dtype, &Dtype::SIXTEEN_BIT, Dtype::parse, Dtype::name, "dtype")?;
         let causals = parse_list(&args.causal, &Causal::ALL, Causal::parse, Causal::name, "mask")?;
         let layouts = parse_list(&args.layout, &Layout::ALL, Layout::parse, Layout::name, "layout")?;
         let mut sets: Vec<Preset> = Vec::new();
@@ -370,8 +370,14 @@ fn read_workload(path: &std::path::Path) -> anyhow::Result<Vec<Preset>> {
                 name: "workload",
                 about: "",
                 shapes: vec![Shape::parse(&c.shape).map_err(anyhow::Error::msg).with_context(context)?],
-                dtypes: parse_items(c.dtype.as_ref(), (Dtype::F16, &Dtype::ALL), Dtype::parse, Dtype::name, "dtype")
-                    .with_context(context)?,
+                dtypes: parse_items(
+                    c.dtype.as_ref(),
+                    (Dtype::F16, &Dtype::SIXTEEN_BIT),
+                    Dtype::parse,
+                    Dtype::name,
+                    "dtype",
+                )
+                .with_context(context)?,
                 causal: parse_items(
                     c.causal.as_ref(),
                     (Causal::None, &Causal::ALL),

@@ -255,6 +255,8 @@ pub trait Family: Copy + Sized + 'static {
     const HEAD_DIMS: &'static [usize];
     /// Architectures the kernel compiles for.
     const ARCHS: &'static [Arch];
+    /// Input dtypes the kernel is instantiated for.
+    const DTYPES: &'static [Dtype] = &Dtype::SIXTEEN_BIT;
     /// The family's translation unit (its headers are `kernels::HEADERS`).
     const SOURCE: crate::kernels::SourceFile;
 

@@ -130,6 +130,11 @@ impl Impl {
         family_type!(self, C => C::ARCHS)
     }
 
+    /// Input dtypes the kernel is instantiated for.
+    pub fn dtypes(self) -> &'static [Dtype] {
+        family_type!(self, C => C::DTYPES)
+    }
+
     /// The family's default for a head dim on an arch.
     pub fn default_config(self, arch: Arch, head_dim: usize) -> KernelConfig {
         family_type!(self, C => C::default_for(arch, head_dim).into_config())
@@ -365,6 +370,10 @@ impl KernelSpec {
             let archs: Vec<&str> = self.imp().archs().iter().map(|a| a.name()).collect();
             return Err(format!("{} runs on {}, not {arch}", self.imp(), archs.join(", ")));
         }
+        if !self.imp().dtypes().contains(&self.dtype) {
+            let dtypes: Vec<&str> = self.imp().dtypes().iter().map(|d| d.name()).collect();
+            return Err(format!("{} takes {} inputs, not {}", self.imp(), dtypes.join(" or "), self.dtype));
+        }
         if !self.imp().head_dims().contains(&self.head_dim) {
             return Err(format!(
                 "{} supports head dims {:?}, not {}",
@@ -433,7 +442,7 @@ mod tests {
     #[test]
     fn names_read_back_into_their_specs() {
         for imp in Impl::ALL {
-            for dtype in Dtype::ALL {
+            for &dtype in imp.dtypes() {
                 for &head_dim in imp.head_dims() {
                     // Every default, and a spread of each space (wgmma's has millions).
                     let defaults = imp.archs().iter().map(|&arch| KernelSpec {
