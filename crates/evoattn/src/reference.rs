@@ -321,6 +321,7 @@ const LSE_RELATIVE: f64 = 3e-4;
 ///   3-bit rounding's rms relative error is 2^-3/√12·√(3/(8 ln 2)) = 0.42u, which weights
 ///   carry to O's norm unchanged (O and its error both scale as √Σp²v²/Σp), and the store adds
 ///   0.04u: ≈ 0.43u expected. Three times that, as for 16 bits: 1.3u = 0.081.
+///
 /// A wrong descale, a dropped key of a row dominated by few keys or a dropped n8 tile of a
 /// spread row exceeds these (the test below plants each); one dropped key of a row spread over
 /// hundreds hides in the rounding noise (rel_l2 0.057 for one of 257 keys, 0.023 without).
