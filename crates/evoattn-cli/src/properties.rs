@@ -484,7 +484,7 @@ fn check_mock_forward(problem: &Problem, seed: u64) -> Result<(), TestCaseError>
                 for off in logical_offsets(problem, TensorName::O) {
                     prop_assert!(!written[off], "an output element written twice");
                     written[off] = true;
-                    prop_assert!(problem.dtype.from_bits(forward.o[off]).is_finite());
+                    prop_assert!(problem.dtype.output().from_bits(forward.o[off]).is_finite());
                 }
                 for (bits, written) in forward.o.iter().zip(written) {
                     prop_assert!(written || *bits == nan_bits(problem.dtype), "a padding element written");

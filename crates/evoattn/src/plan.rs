@@ -100,6 +100,8 @@ pub const SPLITKV_MAX_PACKED_ROWS: usize = 64;
 
 /// What the family rules read of a problem on a GPU.
 struct Facts {
+    /// E4M3 inputs.
+    fp8: bool,
     sk: usize,
     sms: usize,
     /// Hopper: the whole-row family is `wgmma` (else `mma`).
@@ -122,6 +124,7 @@ impl Facts {
         };
         let whole_rows = if hopper { Impl::Wgmma } else { Impl::Mma };
         Facts {
+            fp8: problem.dtype.is_fp8(),
             sk: problem.shape.sk,
             sms: sm_count as usize,
             hopper,
@@ -144,6 +147,8 @@ struct FamilyRule {
 /// The families `auto` picks, first applicable rule wins. `reference` is never picked: it is
 /// the oracle.
 const FAMILY_RULES: &[FamilyRule] = &[
+    // E4M3 inputs: the one FP8 family.
+    FamilyRule { evidence: "fp8", applies: |f| f.fp8, family: Impl::Mma8 },
     // No keys: a TMA map cannot describe an empty K or V; `mma`'s loads need none.
     FamilyRule { evidence: "no-keys", applies: |f| f.sk == 0, family: Impl::Mma },
     // Decoding whose `splitkv` tiles alone leave SMs idle.

@@ -302,6 +302,9 @@ pub enum TensorName {
     V,
     O,
     Lse,
+    /// An FP8 problem's descales: float32 `[3, B, Hkv]` dense, q's then k's then v's
+    /// ([`crate::fp8::Descales`]); no elements for a 16-bit problem.
+    Descale,
 }
 
 impl TensorName {
@@ -314,6 +317,7 @@ impl TensorName {
             TensorName::V => "v",
             TensorName::O => "o",
             TensorName::Lse => "lse",
+            TensorName::Descale => "descale",
         }
     }
 }
@@ -328,7 +332,10 @@ impl fmt::Display for TensorName {
 /// (B, H, Hkv, Sq, Sk) they take: sizes are passed as 32-bit `int`s.
 pub const MAX_INDEX: usize = i32::MAX as usize;
 
-/// Elements per 16-byte vector access; every row stride must be a multiple of it.
+/// Bytes of the kernels' vector accesses; every row stride is a multiple of it.
+pub const VECTOR_BYTES: usize = 16;
+
+/// 16-bit elements per 16-byte vector access ([`Problem::vector_elems`] for any tensor).
 pub const VECTOR_ELEMS: usize = 8;
 
 /// A tensor as a caller holds it (a PyTorch view, say): sizes and strides in elements, in a
@@ -465,7 +472,25 @@ impl Problem {
             TensorName::Lse => {
                 Strides { batch: self.shape.h.saturating_mul(self.shape.sq), head: self.shape.sq, seq: 1, dim: 1 }
             }
+            TensorName::Descale => {
+                Strides { batch: self.shape.b.saturating_mul(self.shape.hkv), head: self.shape.hkv, seq: 1, dim: 1 }
+            }
         }
+    }
+
+    /// Bytes of one element of tensor `t`: the input dtype's for Q, K and V, its output's for
+    /// O, 4 (float32) for LSE and descales.
+    pub fn elem_bytes(&self, t: TensorName) -> usize {
+        match t {
+            TensorName::Q | TensorName::K | TensorName::V => self.dtype.size_bytes(),
+            TensorName::O => self.dtype.output().size_bytes(),
+            TensorName::Lse | TensorName::Descale => 4,
+        }
+    }
+
+    /// Elements of tensor `t` in one 16-byte vector, the unit its strides must be multiples of.
+    pub fn vector_elems(&self, t: TensorName) -> usize {
+        VECTOR_BYTES / self.elem_bytes(t)
     }
 
     /// Element offset of logical index `[b, h, s, d]` in tensor `t`'s buffer, by its strides
@@ -475,13 +500,16 @@ impl Problem {
         b * st.batch + h * st.head + s * st.seq + d * st.dim
     }
 
-    /// Logical (batch, heads, rows, cols) of a tensor.
+    /// Logical (batch, heads, rows, cols) of a tensor; (q/k/v, batch, KV head, 1) for the
+    /// descales.
     pub fn dims(&self, t: TensorName) -> [usize; 4] {
         let s = self.shape;
         match t {
             TensorName::Q | TensorName::O => [s.b, s.h, s.sq, s.d],
             TensorName::K | TensorName::V => [s.b, s.hkv, s.sk, s.d],
             TensorName::Lse => [s.b, s.h, s.sq, 1],
+            // (tensor, batch, KV head, 1)
+            TensorName::Descale => [if self.dtype.is_fp8() { 3 } else { 0 }, s.b, s.hkv, 1],
         }
     }
 
@@ -551,10 +579,12 @@ impl Problem {
     /// Checks everything that can be checked without device pointers.
     pub fn validate(&self) -> Result<(), ProblemError> {
         let s = self.shape;
-        if s.d == 0 || s.d > crate::MAX_HEAD_DIM || !s.d.is_multiple_of(VECTOR_ELEMS) {
+        // A row is whole 16-byte vectors: 8 16-bit elements, 16 E4M3 ones.
+        let d_step = self.vector_elems(TensorName::Q);
+        if s.d == 0 || s.d > crate::MAX_HEAD_DIM || !s.d.is_multiple_of(d_step) {
             return Err(ProblemError::UnsupportedHeadDim {
                 d: s.d,
-                expected: format!("a multiple of {VECTOR_ELEMS} up to {}", crate::MAX_HEAD_DIM),
+                expected: format!("a multiple of {d_step} up to {}", crate::MAX_HEAD_DIM),
             });
         }
         // The kernels take every size as a 32-bit int.
@@ -580,7 +610,7 @@ impl Problem {
             // the extent, not the alignment of that saturated value, is what is wrong.
             self.check_extent(t)?;
             for (axis, stride) in [("batch", st.batch), ("head", st.head), ("seq", st.seq)] {
-                if !stride.is_multiple_of(VECTOR_ELEMS) {
+                if !stride.is_multiple_of(self.vector_elems(t)) {
                     return Err(ProblemError::StrideNotAligned { tensor: t, axis, stride });
                 }
             }

@@ -171,7 +171,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 pub fn dense_o(problem: &Problem, o_bits: &[u16]) -> Vec<f64> {
     let need = problem.extent(TensorName::O);
     assert!(o_bits.len() >= need, "dense_o: buffer holds {} elements, the problem needs {need}", o_bits.len());
-    logical_offsets(problem, TensorName::O).map(|off| problem.dtype.from_bits(o_bits[off])).collect()
+    logical_offsets(problem, TensorName::O).map(|off| problem.dtype.output().from_bits(o_bits[off])).collect()
 }
 
 /// How far an output is from the reference.

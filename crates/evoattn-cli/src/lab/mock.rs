@@ -129,6 +129,7 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
         }
         KernelConfig::Splitkv(c) => 1.0 + 0.1 * log2_dist(c.block_n, 64.0) + off(c.block_m == 64, 0.1),
         KernelConfig::Resident(c) => 1.0 + 0.1 * log2_dist(c.block_n, 128.0) + off(c.consumer_warpgroups == 2, 0.2),
+        KernelConfig::Mma8(c) => 1.0 + 0.15 * log2_dist(c.block_n, 128.0) + off(c.q_in_regs, 0.2),
     }
 }
 
@@ -352,7 +353,7 @@ mod tests {
         let plan = mock_plan(problem, request);
         let forward = MockBackend::new(fault).forward(problem, Kernel::Planned(&plan), Inputs::Host(&inputs))?;
         let reference = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
-        let rounded = reference.o.iter().map(|&x| problem.dtype.round(x)).collect();
+        let rounded = reference.o.iter().map(|&x| problem.dtype.output().round(x)).collect();
         Ok((forward, rounded))
     }
 

@@ -11,6 +11,7 @@ use lever::Family;
 use std::fmt;
 
 pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD};
+pub use crate::kernels::mma8::Mma8Config;
 pub use crate::kernels::reference::ReferenceConfig;
 pub use crate::kernels::resident::ResidentConfig;
 pub use crate::kernels::splitkv::{SplitkvCombine, SplitkvConfig};
@@ -29,6 +30,7 @@ macro_rules! each_family {
             KernelConfig::Wgmma($c) => $body,
             KernelConfig::Splitkv($c) => $body,
             KernelConfig::Resident($c) => $body,
+            KernelConfig::Mma8($c) => $body,
         }
     };
 }
@@ -57,6 +59,10 @@ macro_rules! family_type {
                 type $C = ResidentConfig;
                 $body
             }
+            Impl::Mma8 => {
+                type $C = Mma8Config;
+                $body
+            }
         }
     };
 }
@@ -74,10 +80,12 @@ pub enum Impl {
     Splitkv,
     /// Short keys on Hopper: K and V resident in shared memory; sm_90a only.
     Resident,
+    /// FP8 E4M3 inputs on `mma.sync` m16n8k32; sm_89+.
+    Mma8,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 5] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv, Impl::Resident];
+    pub const ALL: [Impl; 6] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv, Impl::Resident, Impl::Mma8];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -86,6 +94,7 @@ impl Impl {
             Impl::Wgmma => "wgmma",
             Impl::Splitkv => "splitkv",
             Impl::Resident => "resident",
+            Impl::Mma8 => "mma8",
         }
     }
 
@@ -211,6 +220,7 @@ pub enum KernelConfig {
     Wgmma(WgmmaConfig),
     Splitkv(SplitkvConfig),
     Resident(ResidentConfig),
+    Mma8(Mma8Config),
 }
 
 impl KernelConfig {
@@ -221,6 +231,7 @@ impl KernelConfig {
             KernelConfig::Wgmma(_) => Impl::Wgmma,
             KernelConfig::Splitkv(_) => Impl::Splitkv,
             KernelConfig::Resident(_) => Impl::Resident,
+            KernelConfig::Mma8(_) => Impl::Mma8,
         }
     }
 
@@ -247,6 +258,7 @@ impl KernelConfig {
             (KernelConfig::Wgmma(c), KernelConfig::Wgmma(d)) => lever::changed(c, d),
             (KernelConfig::Splitkv(c), KernelConfig::Splitkv(d)) => lever::changed(c, d),
             (KernelConfig::Resident(c), KernelConfig::Resident(d)) => lever::changed(c, d),
+            (KernelConfig::Mma8(c), KernelConfig::Mma8(d)) => lever::changed(c, d),
             _ => each_family!(self, c => lever::short_items(c)),
         };
         std::iter::once(self.imp().name().to_string()).chain(changed).collect::<Vec<_>>().join(" ")
@@ -348,7 +360,8 @@ impl KernelSpec {
         let mut d = vec![
             ("EVOATTN_KERNEL_NAME".to_string(), self.name()),
             ("EVOATTN_HEAD_DIM".to_string(), self.head_dim.to_string()),
-            ("EVOATTN_BF16".to_string(), u32::from(self.dtype == Dtype::Bf16).to_string()),
+            // O's 16-bit type (the inputs' for 16-bit dtypes).
+            ("EVOATTN_BF16".to_string(), u32::from(self.dtype.output() == Dtype::Bf16).to_string()),
             ("EVOATTN_THREADS".to_string(), self.threads().to_string()),
         ];
         for (name, value) in each_family!(&self.config, c => lever::defines(c)) {

@@ -331,6 +331,23 @@ pub struct DeviceTensors<'a> {
     pub lse: Option<CudaViewMut<'a, f32>>,
 }
 
+/// The tensors of one forward pass on E4M3 inputs, as device views: q, k and v as E4M3 bytes,
+/// their descales as float32 `[3, B, Hkv]` (q's, k's, then v's: [`crate::fp8::Descales`] in
+/// that order), O in the output dtype (bf16).
+///
+/// The descales are read on the GPU as given: the launch does not copy them back to check
+/// them, so a zero, negative or non-finite descale gives zero, sign-flipped or non-finite
+/// outputs ([`crate::fp8::Descales::validate`] checks host values).
+pub struct Fp8Tensors<'a> {
+    pub q: CudaView<'a, u8>,
+    pub k: CudaView<'a, u8>,
+    pub v: CudaView<'a, u8>,
+    pub descale: CudaView<'a, f32>,
+    pub o: CudaViewMut<'a, u16>,
+    /// `[B, H, Sq]` float32, required when the problem asks for LSE.
+    pub lse: Option<CudaViewMut<'a, f32>>,
+}
+
 /// The tensors of one forward pass given by device address: memory evoattn did not allocate
 /// (a PyTorch tensor's, through the Python package). Each buffer is taken to hold exactly its
 /// tensor's extent under the problem's strides; alignment and overlap are still checked at the
@@ -357,8 +374,8 @@ impl ExternalTensors {
         let lse_len = if lse.is_some() { len(TensorName::Lse) } else { 0 };
         ExternalTensors {
             buffers: LaunchBuffers {
-                addrs: [q, k, v, o, lse.unwrap_or(0)],
-                lens: [len(TensorName::Q), len(TensorName::K), len(TensorName::V), len(TensorName::O), lse_len],
+                addrs: [q, k, v, o, lse.unwrap_or(0), 0],
+                lens: [len(TensorName::Q), len(TensorName::K), len(TensorName::V), len(TensorName::O), lse_len, 0],
             },
             has_lse: lse.is_some(),
         }

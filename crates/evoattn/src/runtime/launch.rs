@@ -7,7 +7,7 @@ use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::{Impl, KernelSpec, TensorMapRows};
 use crate::error::{Error, Result};
 use crate::problem::{Problem, TensorName};
-use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
+use crate::runtime::device::{DeviceTensors, Fp8Tensors, Gpu, KernelParams, LoadedKernel};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
@@ -100,14 +100,21 @@ pub struct PreparedLaunch {
     maps: Option<MapCache>,
     /// `splitkv`'s merge kernel (`combine=kernel`) and its grid: one block per tile.
     combine: Option<(CudaFunction, (u32, u32, u32))>,
+    /// An FP8 kernel's descales argument (set per launch), after `AttnParams`.
+    descale: u64,
 }
 
-/// Device addresses and lengths (in elements) of one launch's tensors: Q, K, V, O and LSE
-/// (address 0 and length 0 when the problem asks for no LSE).
+/// The tensors a launch reads and writes, in [`LaunchBuffers`] order.
+const BUFFERS: [TensorName; 6] =
+    [TensorName::Q, TensorName::K, TensorName::V, TensorName::O, TensorName::Lse, TensorName::Descale];
+
+/// Device addresses and lengths (in elements) of one launch's tensors: Q, K, V, O, LSE and the
+/// descales (address 0 and length 0 for LSE when the problem asks for none, and for the
+/// descales of a 16-bit problem).
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchBuffers {
-    pub addrs: [u64; 5],
-    pub lens: [usize; 5],
+    pub addrs: [u64; 6],
+    pub lens: [usize; 6],
 }
 
 impl PreparedLaunch {
@@ -116,6 +123,9 @@ impl PreparedLaunch {
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
         let spec = *kernel.spec();
         let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
+        if spec.dtype != problem.dtype {
+            return Err(unsupported(format!("{} takes {} inputs, the problem's are {}", spec.name(), spec.dtype, problem.dtype)));
+        }
         let needs = spec.launch_needs(problem, gpu.sm_count(), kernel.resident_per_sm()).map_err(unsupported)?;
         let splits = needs.splits;
         let grid = spec.grid(&problem.shape, splits, gpu.sm_count());
@@ -163,6 +173,7 @@ impl PreparedLaunch {
             need,
             maps,
             combine,
+            descale: 0,
         })
     }
 
@@ -195,11 +206,42 @@ impl PreparedLaunch {
             None => (0, None),
         };
         let buffers = LaunchBuffers {
-            addrs: [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr],
-            lens: [q.len(), k.len(), v.len(), o_len, lse_len],
+            addrs: [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, 0],
+            lens: [q.len(), k.len(), v.len(), o_len, lse_len, 0],
         };
         // The sync guards (`_q_sync`..) live until the launch is enqueued, keeping stream
         // ordering with the buffers' other uses.
+        self.run_buffers(gpu, scratch, stream, buffers, has_lse)
+    }
+
+    /// As [`PreparedLaunch::run`], for an FP8 problem's tensors.
+    pub fn run_fp8(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        tensors: Fp8Tensors<'_>,
+    ) -> Result<()> {
+        let Fp8Tensors { q, k, v, descale, mut o, mut lse } = tensors;
+        let (q_ptr, _q_sync) = q.device_ptr(stream);
+        let (k_ptr, _k_sync) = k.device_ptr(stream);
+        let (v_ptr, _v_sync) = v.device_ptr(stream);
+        let (descale_ptr, _descale_sync) = descale.device_ptr(stream);
+        let o_len = o.len();
+        let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
+        let lse_len = lse.as_ref().map_or(0, |l| l.len());
+        let has_lse = lse.is_some();
+        let (lse_ptr, _lse_sync) = match lse.as_mut() {
+            Some(l) => {
+                let (ptr, sync) = l.device_ptr_mut(stream);
+                (ptr, Some(sync))
+            }
+            None => (0, None),
+        };
+        let buffers = LaunchBuffers {
+            addrs: [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, descale_ptr],
+            lens: [q.len(), k.len(), v.len(), o_len, lse_len, descale.len()],
+        };
         self.run_buffers(gpu, scratch, stream, buffers, has_lse)
     }
 
@@ -222,22 +264,31 @@ impl PreparedLaunch {
                 reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
             });
         }
-        let elem = problem.dtype.size_bytes();
-        let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O, TensorName::Lse];
-        let spans: [BufferSpan; 5] = std::array::from_fn(|i| BufferSpan {
-            tensor: names[i],
-            addr: buffers.addrs[i],
-            len: buffers.lens[i],
-            elem_bytes: if names[i] == TensorName::Lse { 4 } else { elem },
-        });
-        let checked = if problem.with_lse { &spans[..] } else { &spans[..4] };
-        validate_buffers(problem, checked)?;
+        let fp8 = problem.dtype.is_fp8();
+        if !fp8 && buffers.lens[5] > 0 {
+            return Err(Error::Unsupported {
+                imp: self.spec.imp().to_string(),
+                reason: format!("descales come with E4M3 inputs only, and this problem's are {}", problem.dtype),
+            });
+        }
+        let spans: Vec<BufferSpan> = BUFFERS
+            .iter()
+            .enumerate()
+            .filter(|&(_, &t)| (t != TensorName::Lse || problem.with_lse) && (t != TensorName::Descale || fp8))
+            .map(|(i, &tensor)| BufferSpan {
+                tensor,
+                addr: buffers.addrs[i],
+                len: buffers.lens[i],
+                elem_bytes: problem.elem_bytes(tensor),
+            })
+            .collect();
+        validate_buffers(problem, &spans)?;
         if problem.is_empty() {
             return Ok(());
         }
         stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         let lease = scratch.lease(gpu, stream, self.need)?;
-        let [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr] = buffers.addrs;
+        let [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, descale_ptr] = buffers.addrs;
         let params = &mut self.params;
         (params.q, params.k, params.v, params.o, params.lse) = (q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr);
         // The kernel's argument list: `AttnParams`, then `SplitParams` (splitkv), then the
@@ -255,6 +306,11 @@ impl PreparedLaunch {
             params.split_work = lease.ptrs.floats;
         }
         args[0] = params as *mut KernelParams as *mut c_void;
+        if fp8 {
+            self.descale = descale_ptr;
+            args[n_args] = &mut self.descale as *mut u64 as *mut c_void;
+            n_args += 1;
+        }
         let launched = self.launch_all(stream, &mut args, n_args, [q_ptr, k_ptr, v_ptr, o_ptr]);
         // A graph-owned lease is freed in the graph even when the launch failed to enqueue.
         let released = scratch.release(stream, lease);
@@ -277,8 +333,9 @@ impl PreparedLaunch {
         // Safety: the function was loaded into this stream's context (bound to this thread by
         // `run_buffers`) with the dynamic shared memory limit `smem` needs (`Gpu::load`); the
         // argument list matches the kernel's parameters (`AttnParams`, then `SplitParams` for
-        // splitkv, then a `TmaMap` per tensor `tensor_map_rows` names), each pointer to a live
-        // `repr(C)` value owned by `self`. The tensor addresses come from buffers whose sizes,
+        // splitkv, the descales' address for an FP8 kernel (the only kernels E4M3 problems
+        // validate for), then a `TmaMap` per tensor `tensor_map_rows` names), each pointer to a
+        // live `repr(C)` value owned by `self`. The tensor addresses come from buffers whose sizes,
         // alignment and disjointness `validate_buffers` checked against the validated problem
         // (views borrowed for the call, or external buffers under `ExternalTensors::new`'s
         // contract); the maps cover exactly their tensors' extents (TMA never reads or writes

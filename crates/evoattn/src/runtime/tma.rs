@@ -46,7 +46,7 @@ impl TensorMapGeometry {
         let (seq, heads) = match t {
             TensorName::Q | TensorName::O => (s.sq, s.h),
             TensorName::K | TensorName::V => (s.sk, s.hkv),
-            TensorName::Lse => {
+            TensorName::Lse | TensorName::Descale => {
                 return Err(unsupported(format!("no tensor map is made for {t}")));
             }
         };
@@ -60,7 +60,7 @@ impl TensorMapGeometry {
         if st.dim != 1 {
             return Err(unsupported(format!("tensor {t}: TMA needs a contiguous head dim")));
         }
-        let elem = problem.dtype.size_bytes() as u64;
+        let elem = problem.elem_bytes(t) as u64;
         // A stride of an axis of one element is free, so it may be past counting in bytes:
         // saturated, it is refused as past 2^40 like any other too large.
         let bytes = |stride: usize| (stride as u64).saturating_mul(elem);

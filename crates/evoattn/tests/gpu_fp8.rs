@@ -1,0 +1,145 @@
+//! FP8 (E4M3) kernels on a GPU through the library's API, against the float64 reference on the
+//! dequantized inputs: 16-bit inputs quantized by `fp8::quantize`, launched with their
+//! descales, O compared under `tolerance(E4m3)` (and the LSE where asked). Each test returns
+//! with the reason printed when no GPU is usable (CI has none); on an sm_89+ GPU it runs.
+
+use evoattn::fp8::{quantize, Descales};
+use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance};
+use evoattn::{Arch, Attention, Causal, Dtype, Fp8Tensors, Layout, Problem, Request, Shape, TensorName};
+
+/// The GPU, or why not (printed): none, no driver, or an arch before sm_89.
+fn fp8_gpu() -> Option<Attention> {
+    match Attention::new(0) {
+        Ok(a) if a.gpu().arch() >= Arch::Sm89 => Some(a),
+        Ok(a) => {
+            eprintln!("skipped: FP8 needs sm_89 or later, this GPU is {}", a.gpu().arch());
+            None
+        }
+        Err(e) => {
+            eprintln!("skipped: no usable GPU ({e})");
+            None
+        }
+    }
+}
+
+/// Deterministic values in [-1, 1) (a 64-bit LCG), times a factor per (batch, KV head) group so
+/// that each group's descale differs and a kernel reading another group's is caught.
+fn values(problem: &Problem, t: TensorName, seed: u64, std: f64) -> Vec<u16> {
+    let [_, nh, ns, nd] = problem.dims(t);
+    let s = problem.shape;
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..problem.extent(t))
+        .map(|i| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let row = i / nd;
+            let group = (row / (nh * ns)) * s.hkv + (row / ns % nh) / (nh / s.hkv);
+            let x = ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * std * (1.0 + group as f64 / 2.0);
+            Dtype::Bf16.to_bits(x)
+        })
+        .collect()
+}
+
+struct Case {
+    shape: Shape,
+    causal: Causal,
+    lse: bool,
+    /// Q and K's spread: 1 gives rows spread over many keys, 4 rows dominated by few.
+    qk_std: f64,
+    config: Option<&'static str>,
+}
+
+/// Runs one case; returns a description of the failure, if any.
+fn run_case(attention: &mut Attention, case: &Case, seed: u64) -> Result<String, String> {
+    let sixteen = Problem::dense(case.shape, Dtype::Bf16, Layout::Bhsd);
+    let problem = Problem::dense(case.shape, Dtype::E4m3, Layout::Bhsd).with_causal(case.causal).with_lse(case.lse);
+    let quantized: Vec<_> = [(TensorName::Q, case.qk_std), (TensorName::K, case.qk_std), (TensorName::V, 1.0)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (t, std))| quantize(&sixteen, t, &values(&sixteen, t, seed * 3 + i as u64, std)).expect("finite"))
+        .collect();
+    let descales =
+        Descales { q: quantized[0].descale.clone(), k: quantized[1].descale.clone(), v: quantized[2].descale.clone() };
+    let bits: Vec<Vec<u16>> = quantized.iter().map(|q| q.bits.iter().map(|&b| u16::from(b)).collect()).collect();
+    let want = attention_f64_descaled(&problem, &bits[0], &bits[1], &bits[2], Some(&descales));
+
+    let request = match case.config {
+        None => Request::Auto,
+        Some(text) => {
+            let base = evoattn::defaults::config(evoattn::Impl::Mma8, attention.gpu().arch(), case.shape.d);
+            Request::Config(base.with_overrides(text).map_err(|e| e.to_string())?)
+        }
+    };
+    let plan = attention.plan(&problem, request).map_err(|e| e.to_string())?;
+    let stream = attention.gpu().stream().clone();
+    let err = |e: cudarc::driver::DriverError| e.to_string();
+    let q = stream.clone_htod(&quantized[0].bits).map_err(err)?;
+    let k = stream.clone_htod(&quantized[1].bits).map_err(err)?;
+    let v = stream.clone_htod(&quantized[2].bits).map_err(err)?;
+    let all: Vec<f32> = [&descales.q, &descales.k, &descales.v].into_iter().flatten().copied().collect();
+    let descale = stream.clone_htod(&all).map_err(err)?;
+    let o_len = problem.extent(TensorName::O);
+    // NaN-poisoned: an element the kernel does not write fails the comparison.
+    let mut o = stream.clone_htod(&vec![Dtype::Bf16.to_bits(f64::NAN); o_len.max(1)]).map_err(err)?;
+    let lse_len = problem.extent(TensorName::Lse).max(1);
+    let mut lse = stream.clone_htod(&vec![f32::NAN; lse_len]).map_err(err)?;
+    let tensors = Fp8Tensors {
+        q: q.slice(..),
+        k: k.slice(..),
+        v: v.slice(..),
+        descale: descale.slice(..),
+        o: o.slice_mut(..),
+        lse: case.lse.then(|| lse.slice_mut(..)),
+    };
+    attention.forward_fp8_on(&stream, &plan, tensors).map_err(|e| e.to_string())?;
+    stream.synchronize().map_err(err)?;
+    let o_host = stream.clone_dtoh(&o).map_err(err)?;
+    let mut cmp = compare(&dense_o(&problem, &o_host), &want.o);
+    if case.lse {
+        let lse_host = stream.clone_dtoh(&lse).map_err(err)?;
+        let got: Vec<f64> = lse_host[..problem.extent(TensorName::Lse)].iter().map(|&x| f64::from(x)).collect();
+        cmp = cmp.with_lse(&got, &want.lse);
+    }
+    let tol = tolerance(Dtype::E4m3);
+    let what = format!("{} {} {:?}: {:?}", plan.spec.name(), case.shape, case.causal, cmp);
+    if cmp.passes(&tol) {
+        Ok(what)
+    } else {
+        Err(format!("{what} exceeds {tol:?}"))
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let shape = |b, h, hkv, sq, sk, d| Shape { b, h, hkv, sq, sk, d };
+    let case = |s, causal, lse, qk_std, config| Case { shape: s, causal, lse, qk_std, config };
+    let mut out = Vec::new();
+    for d in [64, 128, 256] {
+        out.push(case(shape(2, 4, 2, 300, 300, d), Causal::None, true, 1.0, None));
+        out.push(case(shape(1, 4, 1, 257, 129, d), Causal::TopLeft, true, 4.0, None));
+        out.push(case(shape(2, 2, 2, 70, 200, d), Causal::BottomRight, false, 1.0, None));
+        out.push(case(shape(1, 2, 2, 130, 40, d), Causal::BottomRight, true, 4.0, None));
+    }
+    // Each lever off its default at least once.
+    for config in
+        ["block_m=64", "block_n=32", "block_n=128", "stages=1", "stages=3", "q_in_regs=0", "q_in_regs=1,d_split=2"]
+    {
+        out.push(case(shape(1, 2, 1, 190, 333, 64), Causal::TopLeft, true, 1.0, Some(config)));
+    }
+    out.push(case(shape(1, 2, 1, 190, 333, 128), Causal::None, true, 4.0, Some("d_split=2,block_m=64")));
+    out
+}
+
+#[test]
+fn e4m3_kernels_match_float64_on_dequantized_inputs() {
+    let Some(mut attention) = fp8_gpu() else { return };
+    let mut failures = Vec::new();
+    for (i, case) in cases().iter().enumerate() {
+        match run_case(&mut attention, case, i as u64 + 1) {
+            Ok(line) => eprintln!("pass {line}"),
+            Err(line) => {
+                eprintln!("FAIL {line}");
+                failures.push(line);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases().len(), failures.join("\n"));
+}
