@@ -583,3 +583,62 @@ fn quantize_names_a_non_finite_element_and_writes_nothing() {
     assert!(stderr(&out).contains("k: element (b=0, h=1, s=2, d=5) is NaN"), "{}", stderr(&out));
     assert!(file.is_empty());
 }
+
+#[test]
+fn quantized_inputs_run_with_their_descales() {
+    let shape = Shape { b: 1, h: 4, hkv: 2, sq: 9, sk: 33, d: 64 };
+    let tensors = qkv(shape, Dtype::Bf16, Layout::Bhsd);
+    let (out, quantized) = quantize_on(&tensors, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let input = dir.path().join("e4m3.safetensors");
+    std::fs::write(&input, &quantized).expect("writable temp dir");
+    let output = dir.path().join("o.safetensors");
+    let out = evoattn(&["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--causal"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mma8"), "E4M3 runs on the FP8 family: {}", stderr(&out));
+    // O is bf16 and equals the float64 reference on the dequantized inputs (the mock's output).
+    let file = std::fs::read(&output).expect("an output file");
+    let st = SafeTensors::deserialize(&file).expect("a safetensors output");
+    let o = st.tensor("o").expect("an o tensor");
+    assert_eq!((o.dtype(), o.shape()), (safetensors::Dtype::BF16, &[1, 4, 9, 64][..]));
+    let q8 = SafeTensors::deserialize(&quantized).unwrap();
+    let bytes = |name: &str| -> Vec<u16> { q8.tensor(name).unwrap().data().iter().map(|&b| u16::from(b)).collect() };
+    let floats = |name: &str| -> Vec<f32> {
+        q8.tensor(name).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+    };
+    let descales = evoattn::fp8::Descales { q: floats("q_descale"), k: floats("k_descale"), v: floats("v_descale") };
+    let problem = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd).with_causal(Causal::TopLeft);
+    let want = evoattn::reference::attention_f64_descaled(&problem, &bytes("q"), &bytes("k"), &bytes("v"), Some(&descales));
+    let want: Vec<f64> = want.o.iter().map(|&x| Dtype::Bf16.round(x)).collect();
+    assert_eq!(dense_o(&problem, &u16s(o.data())), want);
+}
+
+#[test]
+fn e4m3_inputs_without_valid_descales_are_refused() {
+    let shape = Shape { b: 1, h: 2, hkv: 2, sq: 4, sk: 4, d: 64 };
+    let tensors = qkv(shape, Dtype::Bf16, Layout::Bhsd);
+    let (_, quantized) = quantize_on(&tensors, &[]);
+    let st = SafeTensors::deserialize(&quantized).unwrap();
+    let mut kept: Vec<Tensor> = Vec::new();
+    for (name, view) in st.tensors() {
+        let name: &'static str = Box::leak(name.into_boxed_str());
+        if name == "v_descale" {
+            continue;
+        }
+        let mut data = view.data().to_vec();
+        if name == "k_descale" {
+            data[4..8].copy_from_slice(&0f32.to_le_bytes());
+        }
+        kept.push(Tensor { name, dtype: view.dtype(), shape: view.shape().to_vec(), data });
+    }
+    let (out, file) = run_on(&kept, &[], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("no tensor 'v_descale'"), "{}", stderr(&out));
+    assert!(file.is_empty());
+    let v_descale = Tensor { name: "v_descale", dtype: safetensors::Dtype::F32, shape: vec![1, 2], data: 1f32.to_le_bytes().repeat(2) };
+    kept.push(v_descale);
+    let (out, _) = run_on(&kept, &[], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("k_descale[b=0, kv_head=1] is 0"), "{}", stderr(&out));
+}

@@ -41,7 +41,7 @@ impl LaunchKey {
     }
 }
 
-pub use crate::runtime::device::{DeviceTensors, ExternalTensors, Fp8Tensors};
+pub use crate::runtime::device::{DeviceTensors, ExternalTensors, InputViews};
 
 /// Prepared launches kept per `Attention`; past this the least recently used is dropped (it
 /// holds no device memory, so dropping it waits for nothing). A decoding loop whose Sk grows
@@ -80,7 +80,6 @@ pub struct Attention {
 /// How a call brings its tensors.
 enum Tensors<'a> {
     Views(DeviceTensors<'a>),
-    Fp8(Fp8Tensors<'a>),
     External(ExternalTensors),
 }
 
@@ -170,11 +169,6 @@ impl Attention {
     /// launch orders with the caller's other work without a synchronisation.
     pub fn forward_on(&mut self, stream: &CudaStream, plan: &Plan, tensors: DeviceTensors<'_>) -> Result<()> {
         self.launch(stream, Planned::Given(plan), Tensors::Views(tensors)).map(|_| ())
-    }
-
-    /// As [`Attention::forward_on`], for a plan of an E4M3 problem (its tensors and descales).
-    pub fn forward_fp8_on(&mut self, stream: &CudaStream, plan: &Plan, tensors: Fp8Tensors<'_>) -> Result<()> {
-        self.launch(stream, Planned::Given(plan), Tensors::Fp8(tensors)).map(|_| ())
     }
 
     /// As [`Attention::forward_on`], on buffers given by address ([`ExternalTensors`], made for
@@ -295,7 +289,6 @@ fn run(
 ) -> Result<()> {
     match tensors {
         Tensors::Views(views) => launch.run(gpu, scratch, stream, views),
-        Tensors::Fp8(views) => launch.run_fp8(gpu, scratch, stream, views),
         Tensors::External(ext) => launch.run_buffers(gpu, scratch, stream, ext.buffers, ext.has_lse),
     }
 }

@@ -25,7 +25,7 @@ pub mod runtime;
 pub mod trace;
 
 pub use arch::Arch;
-pub use attention::{Attention, DeviceTensors, ExternalTensors, Fp8Tensors};
+pub use attention::{Attention, DeviceTensors, ExternalTensors, InputViews};
 pub use config::{
     Impl, KernelConfig, KernelSpec, Loads, MmaConfig, OStaging, Pipeline, ReferenceConfig, Schedule, SplitkvCombine,
     SplitkvConfig, WgmmaConfig,

@@ -5,7 +5,7 @@
 
 use evoattn::fp8::{quantize, Descales};
 use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance};
-use evoattn::{Arch, Attention, Causal, Dtype, Fp8Tensors, Layout, Problem, Request, Shape, TensorName};
+use evoattn::{Arch, Attention, Causal, DeviceTensors, Dtype, InputViews, Layout, Problem, Request, Shape, TensorName};
 
 /// The GPU, or why not (printed): none, no driver, or an arch before sm_89.
 fn fp8_gpu() -> Option<Attention> {
@@ -82,15 +82,12 @@ fn run_case(attention: &mut Attention, case: &Case, seed: u64) -> Result<String,
     let mut o = stream.clone_htod(&vec![Dtype::Bf16.to_bits(f64::NAN); o_len.max(1)]).map_err(err)?;
     let lse_len = problem.extent(TensorName::Lse).max(1);
     let mut lse = stream.clone_htod(&vec![f32::NAN; lse_len]).map_err(err)?;
-    let tensors = Fp8Tensors {
-        q: q.slice(..),
-        k: k.slice(..),
-        v: v.slice(..),
-        descale: descale.slice(..),
+    let tensors = DeviceTensors {
+        inputs: InputViews::Fp8 { q: q.slice(..), k: k.slice(..), v: v.slice(..), descale: descale.slice(..) },
         o: o.slice_mut(..),
         lse: case.lse.then(|| lse.slice_mut(..)),
     };
-    attention.forward_fp8_on(&stream, &plan, tensors).map_err(|e| e.to_string())?;
+    attention.forward_on(&stream, &plan, tensors).map_err(|e| e.to_string())?;
     stream.synchronize().map_err(err)?;
     let o_host = stream.clone_dtoh(&o).map_err(err)?;
     let mut cmp = compare(&dense_o(&problem, &o_host), &want.o);

@@ -44,6 +44,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
     let file = QkvFile::parse(&bytes, &args.input, args.layout)?;
     let problem = file.problem(args.layout);
+    if problem.dtype.is_fp8() {
+        anyhow::bail!("--input {} already holds E4M3 tensors; quantize takes f16 or bf16 ones", args.input.display());
+    }
     problem.validate()?;
     let inputs = [(TensorName::Q, &file.q), (TensorName::K, &file.k), (TensorName::V, &file.v)];
     let mut quantized = Vec::with_capacity(3);

@@ -26,12 +26,13 @@ Examples:
   evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd   # [B, S, H, D], SDPA's mask
   evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1")]
 pub struct Args {
-    /// Safetensors file with tensors q, k, v: rank 4, all f16 or all bf16, row-major in
-    /// --layout order. BHSD: q [B, H, Sq, D], k and v [B, Hkv, Sk, D]; Hkv must divide H
-    /// (GQA/MQA), D 64, 128 or 256; Sq and Sk may differ.
+    /// Safetensors file with tensors q, k, v: rank 4, all f16, all bf16 or all f8_e4m3 (then
+    /// with q_descale, k_descale, v_descale, f32 [B, Hkv], as `evoattn quantize` writes them),
+    /// row-major in --layout order. BHSD: q [B, H, Sq, D], k and v [B, Hkv, Sk, D]; Hkv must
+    /// divide H (GQA/MQA), D 64, 128 or 256; Sq and Sk may differ.
     #[arg(long, value_name = "IN.safetensors")]
     input: PathBuf,
-    /// File to write: o with q's dtype and shape, plus lse with --lse.
+    /// File to write: o with q's shape and dtype (bf16 for E4M3 inputs), plus lse with --lse.
     #[arg(long, value_name = "OUT.safetensors")]
     output: PathBuf,
     /// Causal mask: top-left, bottom-right or none (no --causal: none). Bare --causal is
@@ -91,7 +92,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let config = plan.spec.config.with_overrides(text).map_err(|e| anyhow!("--config: {e}"))?;
         plan = evoattn::plan::plan(&problem, arch, info.sm_count, Request::Config(config));
     }
-    let tensors = HostInputs { q: inputs.q, k: inputs.k, v: inputs.v };
+    let tensors = HostInputs { q: inputs.q, k: inputs.k, v: inputs.v, descales: inputs.descales };
     let forward = backend.forward(&problem, Kernel::Planned(&plan), lab::inputs::Inputs::Host(&tensors))?;
     write_output(&args.output, &problem, args.layout, &forward)?;
     errln!(
@@ -110,7 +111,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 fn write_output(path: &Path, problem: &Problem, layout: Layout, forward: &Forward) -> anyhow::Result<()> {
     let s = problem.shape;
-    let dtype = safetensors_dtype(problem.dtype);
+    let dtype = safetensors_dtype(problem.dtype.output());
     let o_bytes = le_bytes(&forward.o);
     let lse_bytes: Option<Vec<u8>> = match (&forward.lse, problem.with_lse) {
         (Some(lse), true) => Some(lse.iter().flat_map(|x| x.to_le_bytes()).collect()),

@@ -3,13 +3,13 @@
 use crate::lab::backend::{
     Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
-use crate::lab::inputs::{Draw, Inputs};
+use crate::lab::inputs::{Draw, HostInputs, Inputs};
 use crate::stores::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
 use evoattn::runtime::launch::PreparedLaunch;
 use evoattn::runtime::nvrtc::Nvrtc;
-use evoattn::{Attention, DeviceTensors, Impl, Plan, Problem, Request, TensorName};
+use evoattn::{Attention, DeviceTensors, Impl, InputViews, Plan, Problem, Request, TensorName};
 use std::sync::Arc;
 
 /// GPU time the graph-mode hold lasts per sample: well above the host's few microseconds to
@@ -26,11 +26,44 @@ pub struct GpuBackend {
     drawn: Option<(String, Draw, DeviceInputs)>,
 }
 
-/// Q, K and V on the device.
-struct DeviceInputs {
-    q: CudaSlice<u16>,
-    k: CudaSlice<u16>,
-    v: CudaSlice<u16>,
+/// Q, K and V on the device (and an E4M3 problem's descales, `[3, B, Hkv]`).
+enum DeviceInputs {
+    Sixteen { q: CudaSlice<u16>, k: CudaSlice<u16>, v: CudaSlice<u16> },
+    Fp8 { q: CudaSlice<u8>, k: CudaSlice<u8>, v: CudaSlice<u8>, descale: CudaSlice<f32> },
+}
+
+impl DeviceInputs {
+    /// Views of the tensors' extents in `problem`.
+    fn views(&self, problem: &Problem) -> InputViews<'_> {
+        let len = |t| problem.extent(t);
+        let (q_len, k_len, v_len) = (len(TensorName::Q), len(TensorName::K), len(TensorName::V));
+        match self {
+            DeviceInputs::Sixteen { q, k, v } => {
+                InputViews::Sixteen { q: q.slice(..q_len), k: k.slice(..k_len), v: v.slice(..v_len) }
+            }
+            DeviceInputs::Fp8 { q, k, v, descale } => InputViews::Fp8 {
+                q: q.slice(..q_len),
+                k: k.slice(..k_len),
+                v: v.slice(..v_len),
+                descale: descale.slice(..len(TensorName::Descale)),
+            },
+        }
+    }
+
+    /// Host inputs uploaded: 16-bit bits as they are, E4M3 bytes from their low halves.
+    fn upload(stream: &Arc<CudaStream>, host: &HostInputs) -> evoattn::Result<Self> {
+        match &host.descales {
+            None => {
+                let [q, k, v] = [&host.q, &host.k, &host.v].map(|h| upload(stream, h));
+                Ok(DeviceInputs::Sixteen { q: q?, k: k?, v: v? })
+            }
+            Some(d) => {
+                let bytes = |h: &[u16]| upload(stream, &h.iter().map(|&x| x as u8).collect::<Vec<u8>>());
+                let all: Vec<f32> = [&d.q, &d.k, &d.v].into_iter().flatten().copied().collect();
+                Ok(DeviceInputs::Fp8 { q: bytes(&host.q)?, k: bytes(&host.k)?, v: bytes(&host.v)?, descale: upload(stream, &all)? })
+            }
+        }
+    }
 }
 
 impl GpuBackend {
@@ -45,10 +78,7 @@ impl GpuBackend {
         let stream = self.attention.gpu().stream().clone();
         let draw = match inputs {
             Inputs::Drawn(draw) => draw,
-            Inputs::Host(host) => {
-                let [q, k, v] = [&host.q, &host.k, &host.v].map(|h| upload(&stream, h));
-                return Ok((None, DeviceInputs { q: q?, k: k?, v: v? }));
-            }
+            Inputs::Host(host) => return Ok((None, DeviceInputs::upload(&stream, host)?)),
         };
         let key = format!("{problem:?}");
         if let Some((cached_key, cached_draw, _)) = &self.drawn {
@@ -59,13 +89,18 @@ impl GpuBackend {
         }
         // Free the last case's inputs before allocating this one's: both may be gigabytes.
         self.drawn = None;
+        if problem.dtype.is_fp8() {
+            // E4M3 inputs are drawn on the host (their generator has no GPU twin yet).
+            return Ok((Some(draw), DeviceInputs::upload(&stream, &draw.host(problem))?));
+        }
         let gap = crate::lab::inputs::nan_bits(problem.dtype);
         let tensor = |t: TensorName| -> evoattn::Result<CudaSlice<u16>> {
             let mut buf = stream.alloc_zeros::<u16>(problem.extent(t).max(1)).map_err(driver("cuMemAlloc"))?;
             self.attention.gpu().draw(problem, t, &draw.stream(t), gap, &mut buf.as_view_mut())?;
             Ok(buf)
         };
-        let device = DeviceInputs { q: tensor(TensorName::Q)?, k: tensor(TensorName::K)?, v: tensor(TensorName::V)? };
+        let device =
+            DeviceInputs::Sixteen { q: tensor(TensorName::Q)?, k: tensor(TensorName::K)?, v: tensor(TensorName::V)? };
         Ok((Some(draw), device))
     }
 
@@ -98,7 +133,7 @@ impl GpuBackend {
     ) -> evoattn::Result<Forward> {
         let stream = self.attention.gpu().stream().clone();
         let o_len = problem.extent(TensorName::O);
-        let poison = vec![crate::lab::inputs::nan_bits(problem.dtype); o_len.max(1)];
+        let poison = vec![crate::lab::inputs::nan_bits(problem.dtype.output()); o_len.max(1)];
         let mut o_dev = stream.clone_htod(&poison).map_err(driver("cuMemcpyHtoD"))?;
         let lse_len = problem.extent(TensorName::Lse).max(1);
         let mut lse_dev = if problem.with_lse {
@@ -106,11 +141,8 @@ impl GpuBackend {
         } else {
             None
         };
-        let len = |t| problem.extent(t);
         let tensors = DeviceTensors {
-            q: inputs.q.slice(..len(TensorName::Q)),
-            k: inputs.k.slice(..len(TensorName::K)),
-            v: inputs.v.slice(..len(TensorName::V)),
+            inputs: inputs.views(problem),
             o: o_dev.slice_mut(..o_len),
             lse: lse_dev.as_mut().map(|l| l.slice_mut(..problem.extent(TensorName::Lse))),
         };
@@ -223,13 +255,18 @@ fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Er
 
 /// Copies a host tensor to the device. Zero-length allocations are refused by the driver, so
 /// an empty tensor gets one (never read) element.
-fn upload(stream: &Arc<CudaStream>, host: &[u16]) -> evoattn::Result<CudaSlice<u16>> {
-    let host = if host.is_empty() { &[0u16][..] } else { host };
+fn upload<T: evoattn::cudarc::driver::DeviceRepr + Default + Clone>(
+    stream: &Arc<CudaStream>,
+    host: &[T],
+) -> evoattn::Result<CudaSlice<T>> {
+    let one = [T::default()];
+    let host = if host.is_empty() { &one[..] } else { host };
     stream.clone_htod(host).map_err(driver("cuMemcpyHtoD"))
 }
 
 /// A case's inputs on the device, with zeroed outputs.
 struct DeviceCase {
+    problem: Problem,
     inputs: DeviceInputs,
     o: CudaSlice<u16>,
     lse: Option<CudaSlice<f32>>,
@@ -243,14 +280,12 @@ impl DeviceCase {
         } else {
             None
         };
-        Ok(DeviceCase { inputs, o, lse })
+        Ok(DeviceCase { problem: problem.clone(), inputs, o, lse })
     }
 
     fn tensors(&mut self) -> DeviceTensors<'_> {
         DeviceTensors {
-            q: self.inputs.q.as_view(),
-            k: self.inputs.k.as_view(),
-            v: self.inputs.v.as_view(),
+            inputs: self.inputs.views(&self.problem),
             o: self.o.as_view_mut(),
             lse: self.lse.as_mut().map(|l| l.as_view_mut()),
         }

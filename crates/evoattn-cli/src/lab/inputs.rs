@@ -4,6 +4,8 @@
 //! from `evoattn::draw`, whose GPU and PyTorch twins draw the same bits where the tensors live.
 
 use evoattn::draw::{host_tensor, Stream};
+use evoattn::fp8::Descales;
+use evoattn::reference::logical_offsets;
 use evoattn::{Dtype, Problem, TensorName};
 use std::borrow::Cow;
 
@@ -53,30 +55,74 @@ impl Draw {
         Draw { dist, seed }
     }
 
-    /// The generator of tensor `t` (Q, K or V).
-    pub fn stream(&self, t: TensorName) -> Stream {
+    /// The generator of tensor `t` (Q, K or V) and its standard deviation.
+    fn stream_and_std(&self, t: TensorName) -> (Stream, f64) {
         let (stream, std) = match t {
             TensorName::K => (1, self.dist.qk_std()),
             TensorName::V => (2, 1.0),
             _ => (0, self.dist.qk_std()),
         };
-        Stream::new(self.seed, stream, std)
+        (Stream::new(self.seed, stream, std), std)
+    }
+
+    /// The generator of tensor `t` (Q, K or V).
+    pub fn stream(&self, t: TensorName) -> Stream {
+        self.stream_and_std(t).0
     }
 
     /// The values on the host, laid out by the problem's strides with NaN in every gap, so that
-    /// a kernel that reads outside its tensor produces NaN and fails the check.
+    /// a kernel that reads outside its tensor produces NaN and fails the check. E4M3 inputs are
+    /// drawn as 16-bit ones are, divided by their group's descale ([`e4m3_descale`]) and rounded
+    /// to E4M3.
     pub fn host(&self, problem: &Problem) -> HostInputs {
-        let fill = |t| host_tensor(problem, t, &self.stream(t), nan_bits(problem.dtype));
-        HostInputs { q: fill(TensorName::Q), k: fill(TensorName::K), v: fill(TensorName::V) }
+        if !problem.dtype.is_fp8() {
+            let fill = |t| host_tensor(problem, t, &self.stream(t), nan_bits(problem.dtype));
+            return HostInputs { q: fill(TensorName::Q), k: fill(TensorName::K), v: fill(TensorName::V), descales: None };
+        }
+        let s = problem.shape;
+        let descales_of = |t| {
+            let std = self.stream_and_std(t).1;
+            (0..s.b * s.hkv).map(|group| e4m3_descale(std, group)).collect::<Vec<f32>>()
+        };
+        let descales = Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
+        let fill = |t: TensorName| {
+            let stream = self.stream(t);
+            let [_, nh, ns, nd] = problem.dims(t);
+            let per_group = nh / s.hkv;
+            let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
+            for (i, offset) in logical_offsets(problem, t).enumerate() {
+                let row = i / nd;
+                let group = (row / (nh * ns)) * s.hkv + (row / ns % nh) / per_group;
+                buf[offset] = problem.dtype.bits_from_f32(stream.value(i as u32) / descales.of(t)[group]);
+            }
+            buf
+        };
+        let (q, k, v) = (fill(TensorName::Q), fill(TensorName::K), fill(TensorName::V));
+        HostInputs { q, k, v, descales: Some(descales) }
     }
 }
 
-/// Host buffers of raw dtype bits, each `problem.extent(t)` elements.
+/// Half the drawn values' range in standard deviations: the generator's sum of four uniforms
+/// reaches ±2√3 std.
+const DRAW_HALF_RANGE_STDS: f64 = 3.464_101_615_137_754_6;
+
+/// The descale of drawn E4M3 inputs of standard deviation `std` in (batch, KV head) group
+/// `group`: the drawn range maps onto E4M3's ±448 (as `evoattn quantize` maps a group's
+/// largest value), widened by 1, 1.25, 1.5 or 1.75 by group so that each group's descale
+/// differs and a kernel reading another group's is caught.
+pub fn e4m3_descale(std: f64, group: usize) -> f32 {
+    let widen = 1.0 + (group % 4) as f64 / 4.0;
+    (std * DRAW_HALF_RANGE_STDS * widen / f64::from(evoattn::fp8::E4M3_MAX)) as f32
+}
+
+/// Host buffers of raw dtype bits (E4M3 in the low byte), each `problem.extent(t)` elements,
+/// and for E4M3 inputs their descales.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostInputs {
     pub q: Vec<u16>,
     pub k: Vec<u16>,
     pub v: Vec<u16>,
+    pub descales: Option<Descales>,
 }
 
 /// The Q, K and V a kernel runs on.
@@ -102,7 +148,6 @@ impl Inputs<'_> {
 mod tests {
     use super::*;
 
-    use evoattn::reference::logical_offsets;
     use evoattn::{Layout, Shape, Strides};
 
     fn shape() -> Shape {

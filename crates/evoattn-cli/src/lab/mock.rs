@@ -10,7 +10,7 @@ use crate::lab::inputs::{nan_bits, Inputs};
 use crate::out::errln;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::plan;
-use evoattn::reference::{attention_f64, logical_offsets};
+use evoattn::reference::{attention_f64_descaled, logical_offsets};
 use evoattn::trace::{word, Tag};
 use evoattn::{Arch, Error, Impl, KernelConfig, KernelSpec, Plan, Problem, ProblemError, Request, TensorName};
 
@@ -217,16 +217,23 @@ impl Backend for MockBackend {
         problem.validate()?;
         let host = inputs.host(problem);
         let spec = checked_spec(problem, kernel, [&host.q, &host.k, &host.v])?;
-        let reference = attention_f64(problem, &host.q, &host.k, &host.v);
+        if problem.dtype.is_fp8() != host.descales.is_some() {
+            return Err(Error::Unsupported {
+                imp: spec.imp().to_string(),
+                reason: "descales come with E4M3 inputs, and only with them".into(),
+            });
+        }
+        let reference = attention_f64_descaled(problem, &host.q, &host.k, &host.v, host.descales.as_ref());
         // Dense O is [B, H, Sq, D]: the last row of the last head is its last D elements.
         let written = match self.fault {
             Some(Fault::Unwritten) => reference.o.len().saturating_sub(problem.shape.d),
             _ => reference.o.len(),
         };
-        let mut o = vec![nan_bits(problem.dtype); problem.extent(TensorName::O)];
+        let out = problem.dtype.output();
+        let mut o = vec![nan_bits(out); problem.extent(TensorName::O)];
         for (i, (off, &x)) in logical_offsets(problem, TensorName::O).zip(&reference.o).take(written).enumerate() {
             let x = if i == 0 && self.fault == Some(Fault::Wrong) { x + WRONG_SHIFT } else { x };
-            o[off] = problem.dtype.to_bits(x);
+            o[off] = out.to_bits(x);
         }
         let lse = problem.with_lse.then(|| {
             let mut lse: Vec<f32> = reference.lse.iter().map(|&x| x as f32).collect();
@@ -352,7 +359,7 @@ mod tests {
         let inputs = Draw::new(Distribution::Wide, 11).host(problem);
         let plan = mock_plan(problem, request);
         let forward = MockBackend::new(fault).forward(problem, Kernel::Planned(&plan), Inputs::Host(&inputs))?;
-        let reference = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
+        let reference = attention_f64_descaled(problem, &inputs.q, &inputs.k, &inputs.v, inputs.descales.as_ref());
         let rounded = reference.o.iter().map(|&x| problem.dtype.output().round(x)).collect();
         Ok((forward, rounded))
     }
@@ -416,7 +423,7 @@ mod tests {
         let err = run(None, &p, Request::Auto).unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{err}");
         let p = Problem::dense(Shape::new(1, 1, 4, 64), Dtype::Bf16, Layout::Bhsd);
-        let short = HostInputs { q: vec![0; 64], k: vec![], v: vec![] };
+        let short = HostInputs { q: vec![0; 64], k: vec![], v: vec![], descales: None };
         let err = MockBackend::new(None)
             .forward(&p, Kernel::Planned(&mock_plan(&p, Request::Auto)), Inputs::Host(&short))
             .unwrap_err();

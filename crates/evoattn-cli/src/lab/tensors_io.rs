@@ -3,6 +3,7 @@
 //! and the q, k, v file `run` and `quantize` read.
 
 use anyhow::{anyhow, Context};
+use evoattn::fp8::Descales;
 use evoattn::{Dtype, Layout, Problem, ProblemError, Shape, TensorName};
 use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
@@ -22,6 +23,7 @@ pub fn evoattn_dtype(dtype: safetensors::Dtype) -> Option<Dtype> {
     match dtype {
         safetensors::Dtype::F16 => Some(Dtype::F16),
         safetensors::Dtype::BF16 => Some(Dtype::Bf16),
+        safetensors::Dtype::F8_E4M3 => Some(Dtype::E4m3),
         _ => None,
     }
 }
@@ -31,9 +33,12 @@ pub fn dtype_name(dtype: safetensors::Dtype) -> String {
     dtype.to_string().to_ascii_lowercase()
 }
 
-/// Little-endian 16-bit elements as raw bits.
+/// A tensor's elements as raw bits: little-endian 16-bit ones, or bytes (E4M3) in the low half.
 pub fn bits(view: &TensorView) -> Vec<u16> {
-    view.data().chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect()
+    match view.dtype().bitsize() {
+        8 => view.data().iter().map(|&b| u16::from(b)).collect(),
+        _ => view.data().chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+    }
 }
 
 /// Raw 16-bit elements as the little-endian bytes a file stores.
@@ -48,6 +53,8 @@ pub struct QkvFile {
     pub q: Vec<u16>,
     pub k: Vec<u16>,
     pub v: Vec<u16>,
+    /// E4M3 inputs' `q_descale`, `k_descale`, `v_descale` (float32 `[B, Hkv]` each).
+    pub descales: Option<Descales>,
 }
 
 impl QkvFile {
@@ -105,7 +112,9 @@ impl QkvFile {
         if (hkv, sk) != (v_hkv, v_sk) {
             return Err(kv_disagree([(k.shape(), (hkv, sk)), (v.shape(), (v_hkv, v_sk))], (h, sq)));
         }
-        Ok(QkvFile { shape: Shape { b, h, hkv, sq, sk, d }, dtype, q: bits(&q), k: bits(&k), v: bits(&v) })
+        let shape = Shape { b, h, hkv, sq, sk, d };
+        let descales = if dtype.is_fp8() { Some(read_descales(file, path, shape)?) } else { None };
+        Ok(QkvFile { shape, dtype, q: bits(&q), k: bits(&k), v: bits(&v), descales })
     }
 }
 
@@ -128,4 +137,28 @@ fn kv_disagree(
         (true, false) => mismatch(TensorName::V, k_dims, v_dims),
         _ => anyhow!("tensors k and v must have the same shape: k is {k_dims:?}, v is {v_dims:?}"),
     }
+}
+
+/// An E4M3 file's `q_descale`, `k_descale` and `v_descale`: float32 `[B, Hkv]`, each finite and
+/// positive (what `evoattn quantize` writes).
+fn read_descales(file: &SafeTensors, path: &Path, shape: Shape) -> anyhow::Result<Descales> {
+    let read = |t: TensorName| -> anyhow::Result<Vec<f32>> {
+        let name = format!("{t}_descale");
+        let view = file.tensor(&name).map_err(|_| {
+            anyhow!("{} holds E4M3 inputs and no tensor '{name}' (float32 [B, Hkv]; evoattn quantize writes it)", path.display())
+        })?;
+        if view.dtype() != safetensors::Dtype::F32 || view.shape() != [shape.b, shape.hkv] {
+            anyhow::bail!(
+                "{name} must be f32 [B, Hkv] = [{}, {}], not {} {:?}",
+                shape.b,
+                shape.hkv,
+                dtype_name(view.dtype()),
+                view.shape()
+            );
+        }
+        Ok(view.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    };
+    let descales = Descales { q: read(TensorName::Q)?, k: read(TensorName::K)?, v: read(TensorName::V)? };
+    descales.validate(shape.b, shape.hkv)?;
+    Ok(descales)
 }

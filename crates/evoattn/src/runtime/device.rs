@@ -321,28 +321,22 @@ pub struct LoadedKernel {
     resident_per_sm: u32,
 }
 
-/// The tensors of one forward pass, as device views (whole allocations or sub-slices).
-pub struct DeviceTensors<'a> {
-    pub q: CudaView<'a, u16>,
-    pub k: CudaView<'a, u16>,
-    pub v: CudaView<'a, u16>,
-    pub o: CudaViewMut<'a, u16>,
-    /// `[B, H, Sq]` float32, required when the problem asks for LSE.
-    pub lse: Option<CudaViewMut<'a, f32>>,
+/// The inputs of one forward pass, as device views (whole allocations or sub-slices).
+pub enum InputViews<'a> {
+    /// q, k and v of an f16 or bf16 problem.
+    Sixteen { q: CudaView<'a, u16>, k: CudaView<'a, u16>, v: CudaView<'a, u16> },
+    /// q, k and v of an E4M3 problem as bytes, with their descales as float32 `[3, B, Hkv]`
+    /// (q's, k's, then v's: [`crate::fp8::Descales`] in that order). The descales are read on
+    /// the GPU as given: the launch does not copy them back to check them, so a zero, negative
+    /// or non-finite descale gives zero, sign-flipped or non-finite outputs
+    /// ([`crate::fp8::Descales::validate`] checks host values).
+    Fp8 { q: CudaView<'a, u8>, k: CudaView<'a, u8>, v: CudaView<'a, u8>, descale: CudaView<'a, f32> },
 }
 
-/// The tensors of one forward pass on E4M3 inputs, as device views: q, k and v as E4M3 bytes,
-/// their descales as float32 `[3, B, Hkv]` (q's, k's, then v's: [`crate::fp8::Descales`] in
-/// that order), O in the output dtype (bf16).
-///
-/// The descales are read on the GPU as given: the launch does not copy them back to check
-/// them, so a zero, negative or non-finite descale gives zero, sign-flipped or non-finite
-/// outputs ([`crate::fp8::Descales::validate`] checks host values).
-pub struct Fp8Tensors<'a> {
-    pub q: CudaView<'a, u8>,
-    pub k: CudaView<'a, u8>,
-    pub v: CudaView<'a, u8>,
-    pub descale: CudaView<'a, f32>,
+/// The tensors of one forward pass, as device views: the inputs, O in the problem's output
+/// dtype (bf16 for E4M3 inputs) and the optional LSE.
+pub struct DeviceTensors<'a> {
+    pub inputs: InputViews<'a>,
     pub o: CudaViewMut<'a, u16>,
     /// `[B, H, Sq]` float32, required when the problem asks for LSE.
     pub lse: Option<CudaViewMut<'a, f32>>,

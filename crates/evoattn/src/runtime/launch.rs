@@ -7,10 +7,10 @@ use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::{Impl, KernelSpec, TensorMapRows};
 use crate::error::{Error, Result};
 use crate::problem::{Problem, TensorName};
-use crate::runtime::device::{DeviceTensors, Fp8Tensors, Gpu, KernelParams, LoadedKernel};
+use crate::runtime::device::{DeviceTensors, Gpu, InputViews, KernelParams, LoadedKernel};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
-use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop};
 use std::ffi::c_void;
 
 /// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
@@ -190,10 +190,20 @@ impl PreparedLaunch {
         stream: &CudaStream,
         tensors: DeviceTensors<'_>,
     ) -> Result<()> {
-        let DeviceTensors { q, k, v, mut o, mut lse } = tensors;
-        let (q_ptr, _q_sync) = q.device_ptr(stream);
-        let (k_ptr, _k_sync) = k.device_ptr(stream);
-        let (v_ptr, _v_sync) = v.device_ptr(stream);
+        let DeviceTensors { inputs, mut o, mut lse } = tensors;
+        // The sync guards (`_syncs`) live until the launch is enqueued, keeping stream ordering
+        // with the buffers' other uses.
+        let (addrs, lens, _syncs) = match &inputs {
+            InputViews::Sixteen { q, k, v } => {
+                let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
+                ([q_ptr, k_ptr, v_ptr, 0], [q.len(), k.len(), v.len(), 0], [q_sync, k_sync, v_sync, SyncOnDrop::Sync(None)])
+            }
+            InputViews::Fp8 { q, k, v, descale } => {
+                let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
+                let (d_ptr, d_sync) = descale.device_ptr(stream);
+                ([q_ptr, k_ptr, v_ptr, d_ptr], [q.len(), k.len(), v.len(), descale.len()], [q_sync, k_sync, v_sync, d_sync])
+            }
+        };
         let o_len = o.len();
         let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
         let lse_len = lse.as_ref().map_or(0, |l| l.len());
@@ -206,41 +216,8 @@ impl PreparedLaunch {
             None => (0, None),
         };
         let buffers = LaunchBuffers {
-            addrs: [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, 0],
-            lens: [q.len(), k.len(), v.len(), o_len, lse_len, 0],
-        };
-        // The sync guards (`_q_sync`..) live until the launch is enqueued, keeping stream
-        // ordering with the buffers' other uses.
-        self.run_buffers(gpu, scratch, stream, buffers, has_lse)
-    }
-
-    /// As [`PreparedLaunch::run`], for an FP8 problem's tensors.
-    pub fn run_fp8(
-        &mut self,
-        gpu: &Gpu,
-        scratch: &mut ScratchStore,
-        stream: &CudaStream,
-        tensors: Fp8Tensors<'_>,
-    ) -> Result<()> {
-        let Fp8Tensors { q, k, v, descale, mut o, mut lse } = tensors;
-        let (q_ptr, _q_sync) = q.device_ptr(stream);
-        let (k_ptr, _k_sync) = k.device_ptr(stream);
-        let (v_ptr, _v_sync) = v.device_ptr(stream);
-        let (descale_ptr, _descale_sync) = descale.device_ptr(stream);
-        let o_len = o.len();
-        let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
-        let lse_len = lse.as_ref().map_or(0, |l| l.len());
-        let has_lse = lse.is_some();
-        let (lse_ptr, _lse_sync) = match lse.as_mut() {
-            Some(l) => {
-                let (ptr, sync) = l.device_ptr_mut(stream);
-                (ptr, Some(sync))
-            }
-            None => (0, None),
-        };
-        let buffers = LaunchBuffers {
-            addrs: [q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, descale_ptr],
-            lens: [q.len(), k.len(), v.len(), o_len, lse_len, descale.len()],
+            addrs: [addrs[0], addrs[1], addrs[2], o_ptr, lse_ptr, addrs[3]],
+            lens: [lens[0], lens[1], lens[2], o_len, lse_len, lens[3]],
         };
         self.run_buffers(gpu, scratch, stream, buffers, has_lse)
     }
