@@ -89,7 +89,7 @@ enum Command {
 /// Every environment variable evoattn reads, and what it does: `--help` prints this table, and a
 /// test keeps it equal to the code's `*_ENV` constants and to the README's list.
 const ENVIRONMENT: [(&str, &str); 11] = [
-    (evoattn::plan::IMPL_ENV, "a family for --impl auto to run (mma, wgmma, splitkv, resident, reference)"),
+    (evoattn::plan::IMPL_ENV, "a family for --impl auto to run (mma, wgmma, splitkv, resident, mma8, reference)"),
     (evoattn::runtime::nvrtc::NVRTC_ENV, "libnvrtc (a file or its directory), before the usual places"),
     (evoattn::runtime::cache::CACHE_DIR_ENV, "moves the kernel cache, the run history and the tuner's store"),
     (tune::tuned::NO_TUNED_ENV, "=1: plan with the hand defaults, not the tuned store"),
@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn help_lists_the_dtypes_masks_and_layouts_the_code_parses() {
         use evoattn::{Causal, Dtype, Layout};
-        let dtypes = names(&Dtype::SIXTEEN_BIT, Dtype::name);
+        let dtypes = names(&Dtype::ALL, Dtype::name);
         let masks = names(&Causal::ALL, Causal::name);
         let layouts = names(&Layout::ALL, Layout::name);
         for command in commands_with("presets") {
@@ -289,7 +289,7 @@ mod tests {
         }
         let input = arg_help("run", "input");
         let phrase = lab::presets::one_of(
-            &Dtype::SIXTEEN_BIT.map(|d| format!("all {d}")).iter().map(String::as_str).collect::<Vec<_>>(),
+            &Dtype::ALL.map(|d| format!("all {d}")).iter().map(String::as_str).collect::<Vec<_>>(),
         );
         assert!(input.contains(&phrase), "run --input should say '{phrase}': {input}");
         assert_eq!(sorted(listed(&arg_help("run", "causal"), "Causal mask: ")), masks);

@@ -496,8 +496,7 @@ fn check_mock_forward(problem: &Problem, seed: u64) -> Result<(), TestCaseError>
         }
         // Short buffers are refused before anything is computed.
         if problem.extent(TensorName::Q) > 0 {
-            let short =
-                HostInputs { q: inputs.q[..inputs.q.len() - 1].to_vec(), ..inputs.clone() };
+            let short = HostInputs { q: inputs.q[..inputs.q.len() - 1].to_vec(), ..inputs.clone() };
             prop_assert!(mock.forward(problem, kernel, inputs::Inputs::Host(&short)).is_err());
         }
     }
@@ -517,7 +516,12 @@ fn check_run_input(bytes: &[u8], layout: Layout) -> Result<(), TestCaseError> {
         let mut mock = MockBackend::from_env().map_err(|e| TestCaseError::fail(format!("{e:#}")))?;
         let auto = evoattn::plan::plan(&problem, Arch::Sm90a, 132, Request::Auto);
         if auto.spec.validate(Arch::Sm90a).is_ok() {
-            let host = HostInputs { q: inputs.q.clone(), k: inputs.k.clone(), v: inputs.v.clone(), descales: inputs.descales.clone() };
+            let host = HostInputs {
+                q: inputs.q.clone(),
+                k: inputs.k.clone(),
+                v: inputs.v.clone(),
+                descales: inputs.descales.clone(),
+            };
             let forward = mock.forward(&problem, Kernel::Planned(&auto), inputs::Inputs::Host(&host));
             prop_assert!(forward.is_ok(), "{:?}", forward.err());
         }

@@ -386,10 +386,10 @@ fn a_negative_scale_reaches_run() {
 fn check_names_an_unsupported_dtype_mask_or_layout_before_asking_for_problems() {
     // Alone on the line, the bad value is what is wrong, not the missing problems.
     for (args, message) in [
-        (&["check", "--dtype", "f32"][..], "dtype 'f32' is not supported: expected f16, bf16 or all"),
+        (&["check", "--dtype", "f32"][..], "dtype 'f32' is not supported: expected f16, bf16, e4m3 or all"),
         (
             &["check", "--shape", "1,2,33,64", "--dtype", "f32"][..],
-            "dtype 'f32' is not supported: expected f16, bf16 or all",
+            "dtype 'f32' is not supported: expected f16, bf16, e4m3 or all",
         ),
         (
             &["bench", "--causal", "diagonal"][..],
@@ -594,7 +594,8 @@ fn quantized_inputs_run_with_their_descales() {
     let input = dir.path().join("e4m3.safetensors");
     std::fs::write(&input, &quantized).expect("writable temp dir");
     let output = dir.path().join("o.safetensors");
-    let out = evoattn(&["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--causal"], &[]);
+    let out =
+        evoattn(&["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--causal"], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("mma8"), "E4M3 runs on the FP8 family: {}", stderr(&out));
     // O is bf16 and equals the float64 reference on the dequantized inputs (the mock's output).
@@ -609,7 +610,8 @@ fn quantized_inputs_run_with_their_descales() {
     };
     let descales = evoattn::fp8::Descales { q: floats("q_descale"), k: floats("k_descale"), v: floats("v_descale") };
     let problem = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd).with_causal(Causal::TopLeft);
-    let want = evoattn::reference::attention_f64_descaled(&problem, &bytes("q"), &bytes("k"), &bytes("v"), Some(&descales));
+    let want =
+        evoattn::reference::attention_f64_descaled(&problem, &bytes("q"), &bytes("k"), &bytes("v"), Some(&descales));
     let want: Vec<f64> = want.o.iter().map(|&x| Dtype::Bf16.round(x)).collect();
     assert_eq!(dense_o(&problem, &u16s(o.data())), want);
 }
@@ -636,7 +638,12 @@ fn e4m3_inputs_without_valid_descales_are_refused() {
     assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
     assert!(stderr(&out).contains("no tensor 'v_descale'"), "{}", stderr(&out));
     assert!(file.is_empty());
-    let v_descale = Tensor { name: "v_descale", dtype: safetensors::Dtype::F32, shape: vec![1, 2], data: 1f32.to_le_bytes().repeat(2) };
+    let v_descale = Tensor {
+        name: "v_descale",
+        dtype: safetensors::Dtype::F32,
+        shape: vec![1, 2],
+        data: 1f32.to_le_bytes().repeat(2),
+    };
     kept.push(v_descale);
     let (out, _) = run_on(&kept, &[], &[]);
     assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));

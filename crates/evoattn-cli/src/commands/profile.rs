@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn the_filter_takes_our_planned_family_never_the_reference_check() {
         assert_eq!(kernel_filter("wgmma"), "regex:^evoattn_(wgmma)_");
-        assert_eq!(kernel_filter("auto"), "regex:^evoattn_(mma|wgmma|splitkv|resident)_");
+        assert_eq!(kernel_filter("auto"), "regex:^evoattn_(mma|wgmma|splitkv|resident|mma8)_");
         assert_eq!(kernel_filter("reference"), "regex:^evoattn_(reference)_");
     }
     use clap::Parser;

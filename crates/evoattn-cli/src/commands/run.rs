@@ -26,7 +26,7 @@ Examples:
   evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd   # [B, S, H, D], SDPA's mask
   evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1")]
 pub struct Args {
-    /// Safetensors file with tensors q, k, v: rank 4, all f16, all bf16 or all f8_e4m3 (then
+    /// Safetensors file with tensors q, k, v: rank 4, all f16, all bf16 or all e4m3 (F8_E4M3, then
     /// with q_descale, k_descale, v_descale, f32 [B, Hkv], as `evoattn quantize` writes them),
     /// row-major in --layout order. BHSD: q [B, H, Sq, D], k and v [B, Hkv, Sk, D]; Hkv must
     /// divide H (GQA/MQA), D 64, 128 or 256; Sq and Sk may differ.
@@ -46,8 +46,8 @@ pub struct Args {
     #[arg(long, allow_hyphen_values = true)]
     scale: Option<f32>,
     /// Kernel family: auto (the planner's choice; the EVOATTN_IMPL environment variable
-    /// overrides it), reference, mma, wgmma, splitkv or resident (`evoattn info` says which run
-    /// here).
+    /// overrides it), reference, mma, wgmma, splitkv, resident or mma8 (E4M3 inputs; `evoattn
+    /// info` says which run here).
     #[arg(long = "impl", value_name = "NAME", default_value = "auto")]
     imp: String,
     /// Memory order of q, k, v and o: bhsd [B, H, S, D] or bshd [B, S, H, D].

@@ -4,7 +4,7 @@
 
 use crate::lab::backend::{Backend, Kernel};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
-use evoattn::reference::{attention_f64, compare, dense_o, tolerance, Comparison};
+use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance, Comparison};
 use evoattn::{Impl, Layout, Problem, TensorName};
 use std::collections::HashMap;
 
@@ -34,7 +34,7 @@ fn answer(
 ) -> evoattn::Result<(Vec<f64>, Vec<f64>)> {
     if on_cpu {
         let inputs = draw.host(problem);
-        let r = attention_f64(problem, &inputs.q, &inputs.k, &inputs.v);
+        let r = attention_f64_descaled(problem, &inputs.q, &inputs.k, &inputs.v, inputs.descales.as_ref());
         return Ok((r.o, r.lse));
     }
     let r = backend.forward(problem, Kernel::Reference, Inputs::Drawn(draw))?;

@@ -77,14 +77,20 @@ impl Draw {
     pub fn host(&self, problem: &Problem) -> HostInputs {
         if !problem.dtype.is_fp8() {
             let fill = |t| host_tensor(problem, t, &self.stream(t), nan_bits(problem.dtype));
-            return HostInputs { q: fill(TensorName::Q), k: fill(TensorName::K), v: fill(TensorName::V), descales: None };
+            return HostInputs {
+                q: fill(TensorName::Q),
+                k: fill(TensorName::K),
+                v: fill(TensorName::V),
+                descales: None,
+            };
         }
         let s = problem.shape;
         let descales_of = |t| {
             let std = self.stream_and_std(t).1;
             (0..s.b * s.hkv).map(|group| e4m3_descale(std, group)).collect::<Vec<f32>>()
         };
-        let descales = Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
+        let descales =
+            Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
         let fill = |t: TensorName| {
             let stream = self.stream(t);
             let [_, nh, ns, nd] = problem.dims(t);

@@ -188,7 +188,8 @@ pub struct ProblemArgs {
     /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
     #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
     pub shapes: Vec<String>,
-    /// Element types, comma-separated: f16, bf16 or all. Default: each preset's (or workload
+    /// Element types, comma-separated: f16, bf16, e4m3 or all (all: f16 and bf16; e4m3 by name,
+    /// drawn as E4M3 with a descale per batch and KV head). Default: each preset's (or workload
     /// case's) own, else f16.
     #[arg(long, value_delimiter = ',')]
     pub dtype: Vec<String>,
@@ -221,6 +222,19 @@ pub fn one_of(names: &[&str]) -> String {
 /// The error for a value no parser takes: what it is not, and what there is.
 fn unknown(what: &str, value: &str, names: &[&str]) -> anyhow::Error {
     anyhow::anyhow!("{what} '{value}' is not supported: expected {}", one_of(names))
+}
+
+/// `--dtype`'s values: any dtype by name; `all` is the 16-bit ones (which every family takes),
+/// and E4M3 comes only by name.
+fn parse_dtypes(values: &[String]) -> anyhow::Result<Option<Vec<Dtype>>> {
+    let Some(mut listed) = parse_list(values, &Dtype::ALL, Dtype::parse, Dtype::name, "dtype")? else {
+        return Ok(None);
+    };
+    if values.iter().any(|v| v.eq_ignore_ascii_case("all")) {
+        let named: Vec<Dtype> = values.iter().filter_map(|v| Dtype::parse(v)).collect();
+        listed.retain(|d| Dtype::SIXTEEN_BIT.contains(d) || named.contains(d));
+    }
+    Ok(Some(listed))
 }
 
 /// A comma-separated flag's values (`--dtype`, `--causal`, `--layout`), or `None` when the flag
@@ -260,7 +274,7 @@ impl ProblemArgs {
     pub fn expand(&self) -> anyhow::Result<Vec<(Problem, Layout)>> {
         let args = self;
         // The flags' lists first: a value no kernel has is named as such, problems given or not.
-        let dtypes = parse_list(&args.dtype, &Dtype::SIXTEEN_BIT, Dtype::parse, Dtype::name, "dtype")?;
+        let dtypes = parse_dtypes(&args.dtype)?;
         let causals = parse_list(&args.causal, &Causal::ALL, Causal::parse, Causal::name, "mask")?;
         let layouts = parse_list(&args.layout, &Layout::ALL, Layout::parse, Layout::name, "layout")?;
         let mut sets: Vec<Preset> = Vec::new();

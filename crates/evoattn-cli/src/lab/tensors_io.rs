@@ -145,7 +145,10 @@ fn read_descales(file: &SafeTensors, path: &Path, shape: Shape) -> anyhow::Resul
     let read = |t: TensorName| -> anyhow::Result<Vec<f32>> {
         let name = format!("{t}_descale");
         let view = file.tensor(&name).map_err(|_| {
-            anyhow!("{} holds E4M3 inputs and no tensor '{name}' (float32 [B, Hkv]; evoattn quantize writes it)", path.display())
+            anyhow!(
+                "{} holds E4M3 inputs and no tensor '{name}' (float32 [B, Hkv]; evoattn quantize writes it)",
+                path.display()
+            )
         })?;
         if view.dtype() != safetensors::Dtype::F32 || view.shape() != [shape.b, shape.hkv] {
             anyhow::bail!(

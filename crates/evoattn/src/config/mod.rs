@@ -364,6 +364,10 @@ impl KernelSpec {
             ("EVOATTN_BF16".to_string(), u32::from(self.dtype.output() == Dtype::Bf16).to_string()),
             ("EVOATTN_THREADS".to_string(), self.threads().to_string()),
         ];
+        // E4M3 inputs (absent for 16-bit kernels, whose sources and CUBINs stay as they were).
+        if self.dtype.is_fp8() {
+            d.push(("EVOATTN_FP8".to_string(), "1".to_string()));
+        }
         for (name, value) in each_family!(&self.config, c => lever::defines(c)) {
             // A lever may be one of the derived values above (the reference kernel's threads).
             if !d.iter().any(|(n, _)| *n == name) {

@@ -124,7 +124,12 @@ impl PreparedLaunch {
         let spec = *kernel.spec();
         let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
         if spec.dtype != problem.dtype {
-            return Err(unsupported(format!("{} takes {} inputs, the problem's are {}", spec.name(), spec.dtype, problem.dtype)));
+            return Err(unsupported(format!(
+                "{} takes {} inputs, the problem's are {}",
+                spec.name(),
+                spec.dtype,
+                problem.dtype
+            )));
         }
         let needs = spec.launch_needs(problem, gpu.sm_count(), kernel.resident_per_sm()).map_err(unsupported)?;
         let splits = needs.splits;
@@ -196,12 +201,20 @@ impl PreparedLaunch {
         let (addrs, lens, _syncs) = match &inputs {
             InputViews::Sixteen { q, k, v } => {
                 let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
-                ([q_ptr, k_ptr, v_ptr, 0], [q.len(), k.len(), v.len(), 0], [q_sync, k_sync, v_sync, SyncOnDrop::Sync(None)])
+                (
+                    [q_ptr, k_ptr, v_ptr, 0],
+                    [q.len(), k.len(), v.len(), 0],
+                    [q_sync, k_sync, v_sync, SyncOnDrop::Sync(None)],
+                )
             }
             InputViews::Fp8 { q, k, v, descale } => {
                 let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
                 let (d_ptr, d_sync) = descale.device_ptr(stream);
-                ([q_ptr, k_ptr, v_ptr, d_ptr], [q.len(), k.len(), v.len(), descale.len()], [q_sync, k_sync, v_sync, d_sync])
+                (
+                    [q_ptr, k_ptr, v_ptr, d_ptr],
+                    [q.len(), k.len(), v.len(), descale.len()],
+                    [q_sync, k_sync, v_sync, d_sync],
+                )
             }
         };
         let o_len = o.len();

@@ -23,6 +23,8 @@ impl Family for ReferenceConfig {
     const ABOUT: &'static str = "float32-accumulate kernel, deliberately simple; GPU oracle for large shapes";
     const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
     const ARCHS: &'static [Arch] = &Arch::ALL;
+    /// E4M3 too: the GPU oracle of FP8 problems too large for the CPU.
+    const DTYPES: &'static [Dtype] = &Dtype::ALL;
     const SOURCE: SourceFile = SourceFile { name: "reference.cu", text: include_str!("reference.cu") };
 
     fn default_for(_arch: Arch, _head_dim: usize) -> Self {
