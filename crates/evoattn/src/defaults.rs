@@ -26,14 +26,14 @@ pub fn config(imp: Impl, arch: Arch, head_dim: usize) -> KernelConfig {
 mod tests {
     use super::*;
     use crate::config::KernelSpec;
-    use crate::problem::Dtype;
 
     #[test]
     fn every_default_passes_validate_on_its_arch() {
         for imp in Impl::ALL {
             for &arch in imp.archs() {
-                for &head_dim in imp.head_dims() {
-                    let spec = KernelSpec { config: config(imp, arch, head_dim), dtype: Dtype::F16, head_dim };
+                for (&head_dim, &dtype) in imp.head_dims().iter().flat_map(|d| imp.dtypes().iter().map(move |t| (d, t)))
+                {
+                    let spec = KernelSpec { config: config(imp, arch, head_dim), dtype, head_dim };
                     spec.validate(arch).unwrap_or_else(|e| panic!("{} on {arch}: {e}", spec.name()));
                 }
             }
