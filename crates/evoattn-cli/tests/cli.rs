@@ -649,3 +649,33 @@ fn e4m3_inputs_without_valid_descales_are_refused() {
     assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
     assert!(stderr(&out).contains("k_descale[b=0, kv_head=1] is 0"), "{}", stderr(&out));
 }
+
+#[test]
+fn rotate_changes_q_and_k_and_keeps_their_scores() {
+    let shape = Shape { b: 1, h: 2, hkv: 1, sq: 6, sk: 5, d: 64 };
+    let tensors = qkv(shape, Dtype::Bf16, Layout::Bhsd);
+    let (plain_out, plain) = quantize_on(&tensors, &[]);
+    let (rotated_out, rotated) = quantize_on(&tensors, &["--rotate"]);
+    assert!(plain_out.status.success() && rotated_out.status.success(), "{}", stderr(&rotated_out));
+    let (p, r) = (SafeTensors::deserialize(&plain).unwrap(), SafeTensors::deserialize(&rotated).unwrap());
+    let values = |st: &SafeTensors, name: &str| -> Vec<f64> {
+        let scale = f64::from(f32::from_le_bytes(
+            st.tensor(&format!("{name}_descale")).unwrap().data()[..4].try_into().unwrap(),
+        ));
+        st.tensor(name).unwrap().data().iter().map(|&b| Dtype::E4m3.from_bits(u16::from(b)) * scale).collect()
+    };
+    assert_ne!(p.tensor("q").unwrap().data(), r.tensor("q").unwrap().data());
+    assert_ne!(p.tensor("k").unwrap().data(), r.tensor("k").unwrap().data());
+    assert_eq!(p.tensor("v").unwrap().data(), r.tensor("v").unwrap().data(), "v is never rotated");
+    // Each score q_i · k_j of the rotated tensors is the original one, up to E4M3's rounding.
+    let (q, k) = (values(&r, "q"), values(&r, "k"));
+    let bf16 = |t: usize| -> Vec<f64> { u16s(&tensors[t].data).iter().map(|&x| Dtype::Bf16.from_bits(x)).collect() };
+    let (q0, k0) = (bf16(0), bf16(1));
+    for (i, j) in [(0, 0), (3, 4), (11, 2)] {
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let abs = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum::<f64>();
+        let (qi, kj) = (&q[64 * i..64 * (i + 1)], &k[64 * j..64 * (j + 1)]);
+        let err = (dot(qi, kj) - dot(&q0[64 * i..64 * (i + 1)], &k0[64 * j..64 * (j + 1)])).abs();
+        assert!(err <= 2.0 * evoattn::fp8::E4M3_UNIT_ROUNDOFF * abs(qi, kj) + 1e-2, "score ({i}, {j}) off by {err}");
+    }
+}

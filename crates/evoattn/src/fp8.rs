@@ -165,8 +165,23 @@ pub enum QuantizeError {
          strides overlap); quantize a dense copy"
     )]
     SharedAcrossGroups { tensor: TensorName },
+    #[error(
+        "{tensor} cannot be rotated: the Hadamard rotation applies to q and k with a power-of-two head dim (D = {d})"
+    )]
+    NotRotatable { tensor: TensorName, d: usize },
     #[error(transparent)]
     Invalid(#[from] ProblemError),
+}
+
+/// A transform applied to each row (head-dim vector) of Q and K before quantizing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    None,
+    /// The orthonormal Walsh-Hadamard matrix H/√D on each row ("incoherent processing", as in
+    /// QuIP# and FlashAttention-3's FP8 study): Q·Kᵀ = (QH)(KH)ᵀ exactly, while an outlier
+    /// coordinate spreads over all D, so one value no longer sets a group's scale. For Q and K
+    /// only (rotating V would rotate O); the head dim must be a power of two.
+    Hadamard,
 }
 
 /// Quantizes input `t` of `problem` (given as raw bits of `problem.dtype`, laid out by the
@@ -176,46 +191,96 @@ pub enum QuantizeError {
 /// descale 1.0 (all its bytes encode 0), so no scale is ever 0 or infinite; a NaN or infinite
 /// element is an error naming its position.
 pub fn quantize(problem: &Problem, t: TensorName, bits: &[u16]) -> Result<Quantized, QuantizeError> {
-    problem.validate()?;
-    if !matches!(t, TensorName::Q | TensorName::K | TensorName::V) {
-        return Err(QuantizeError::NotAnInput(t));
-    }
-    let needed = problem.extent(t);
-    if bits.len() < needed {
-        return Err(QuantizeError::Short { tensor: t, held: bits.len(), needed });
-    }
-    let dtype: Dtype = problem.dtype;
+    quantize_with(problem, t, bits, Rotation::None)
+}
+
+/// [`quantize`] after `rotation` of each row (in float32, before the group maxima).
+pub fn quantize_with(
+    problem: &Problem,
+    t: TensorName,
+    bits: &[u16],
+    rotation: Rotation,
+) -> Result<Quantized, QuantizeError> {
+    let values = input_values(problem, t, bits, rotation)?;
     let [nb, nh, ns, nd] = problem.dims(t);
     let hkv = problem.shape.hkv;
     // Query heads per KV head (1 for k and v themselves).
     let per_group = nh / hkv;
     let group_of = |row: usize| (row / (nh * ns)) * hkv + (row / ns % nh) / per_group;
-    let value = |offset: usize| dtype.from_bits(bits[offset]) as f32;
-
     let mut amax = vec![0f32; nb * hkv];
-    for (i, offset) in logical_offsets(problem, t).enumerate() {
-        let x = value(offset);
-        let row = i / nd;
-        if !x.is_finite() {
-            let (batch, head, seq) = (row / (nh * ns), row / ns % nh, row % ns);
-            return Err(QuantizeError::NonFinite { tensor: t, batch, head, seq, dim: i % nd, value: f64::from(x) });
-        }
+    for (row, chunk) in values.chunks_exact(nd.max(1)).enumerate() {
         let g = group_of(row);
-        amax[g] = amax[g].max(x.abs());
+        amax[g] = chunk.iter().fold(amax[g], |m, x| m.max(x.abs()));
     }
     let descale: Vec<f32> = amax.iter().map(|&m| if m == 0.0 { 1.0 } else { m / E4M3_MAX }).collect();
     let scale: Vec<f32> = amax.iter().map(|&m| if m == 0.0 { 1.0 } else { E4M3_MAX / m }).collect();
+    let needed = problem.extent(t);
     let mut out = vec![0u8; needed];
     // Strides may repeat an address (a broadcast input); it must encode alike in each group.
     let mut written = vec![false; needed];
-    for (i, offset) in logical_offsets(problem, t).enumerate() {
-        let byte = e4m3_from_f32(value(offset) * scale[group_of(i / nd)]);
+    for (i, (offset, &x)) in logical_offsets(problem, t).zip(&values).enumerate() {
+        let byte = e4m3_from_f32(x * scale[group_of(i / nd)]);
         if written[offset] && out[offset] != byte {
             return Err(QuantizeError::SharedAcrossGroups { tensor: t });
         }
         (out[offset], written[offset]) = (byte, true);
     }
     Ok(Quantized { bits: out, descale })
+}
+
+/// The values [`quantize_with`] quantizes: input `t`'s elements in logical (b, h, s, d) order as
+/// float32, each row rotated by `rotation`; or why they cannot be quantized.
+pub fn input_values(
+    problem: &Problem,
+    t: TensorName,
+    bits: &[u16],
+    rotation: Rotation,
+) -> Result<Vec<f32>, QuantizeError> {
+    problem.validate()?;
+    if !matches!(t, TensorName::Q | TensorName::K | TensorName::V) {
+        return Err(QuantizeError::NotAnInput(t));
+    }
+    if rotation == Rotation::Hadamard && (t == TensorName::V || !problem.shape.d.is_power_of_two()) {
+        return Err(QuantizeError::NotRotatable { tensor: t, d: problem.shape.d });
+    }
+    let needed = problem.extent(t);
+    if bits.len() < needed {
+        return Err(QuantizeError::Short { tensor: t, held: bits.len(), needed });
+    }
+    let dtype: Dtype = problem.dtype;
+    let [_, nh, ns, nd] = problem.dims(t);
+    let mut values = Vec::with_capacity(problem.elements(t));
+    for (i, offset) in logical_offsets(problem, t).enumerate() {
+        let x = dtype.from_bits(bits[offset]) as f32;
+        if !x.is_finite() {
+            let row = i / nd;
+            let (batch, head, seq) = (row / (nh * ns), row / ns % nh, row % ns);
+            return Err(QuantizeError::NonFinite { tensor: t, batch, head, seq, dim: i % nd, value: f64::from(x) });
+        }
+        values.push(x);
+    }
+    if rotation == Rotation::Hadamard {
+        values.chunks_exact_mut(nd.max(1)).for_each(hadamard);
+    }
+    Ok(values)
+}
+
+/// `row` times the orthonormal Walsh-Hadamard matrix H/√n (n a power of two): the fast
+/// transform's butterflies, then the normalisation.
+fn hadamard(row: &mut [f32]) {
+    let n = row.len();
+    let mut half = 1;
+    while half < n {
+        for block in row.chunks_exact_mut(2 * half) {
+            let (lo, hi) = block.split_at_mut(half);
+            for (a, b) in lo.iter_mut().zip(hi) {
+                (*a, *b) = (*a + *b, *a - *b);
+            }
+        }
+        half *= 2;
+    }
+    let norm = 1.0 / (n as f32).sqrt();
+    row.iter_mut().for_each(|x| *x *= norm);
 }
 
 #[cfg(test)]
@@ -356,6 +421,51 @@ mod tests {
             quantize(&p, TensorName::K, &bits_of(&values)),
             Err(QuantizeError::SharedAcrossGroups { tensor: TensorName::K })
         );
+    }
+
+    #[test]
+    fn the_rotation_keeps_every_score_and_spreads_an_outlier() {
+        let p = problem(1, 1, 1, 4, 64, Layout::Bhsd);
+        let mut values: Vec<f64> = (0..256).map(|i| ((i * 37 % 29) as f64 - 14.0) / 16.0).collect();
+        values[70] = 40.0; // one outlier coordinate in row 1
+        let bits = bits_of(&values);
+        let dequantized = |q: &Quantized| -> Vec<f64> {
+            q.bits.iter().map(|&b| f64::from(e4m3_to_f32(b)) * f64::from(q.descale[0])).collect()
+        };
+        let plain = quantize(&p, TensorName::K, &bits).unwrap();
+        let rotated = quantize_with(&p, TensorName::K, &bits, Rotation::Hadamard).unwrap();
+        assert!(rotated.descale[0] < plain.descale[0] / 3.0, "the outlier no longer sets the scale");
+        // Rows of Q and K rotated alike keep their dot products (the scores) up to E4M3's
+        // rounding of both factors: at most 2u of the sum of |products| (u = 2^-4), plus the
+        // subnormals' absolute step. Whether the rotation cuts attention's error is measured,
+        // not assumed (docs/fp8-error.md).
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let abs_dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum::<f64>();
+        let qq = quantize_with(&p, TensorName::Q, &bits, Rotation::Hadamard).unwrap();
+        let (rq, rk) = (dequantized(&qq), dequantized(&rotated));
+        for (r, s) in [(0, 2), (1, 2), (1, 3)] {
+            let (x, y) = (&values[64 * r..64 * (r + 1)], &values[64 * s..64 * (s + 1)]);
+            let (a, b) = (&rq[64 * r..64 * (r + 1)], &rk[64 * s..64 * (s + 1)]);
+            let err = (dot(a, b) - dot(x, y)).abs();
+            assert!(err <= 2.0 * E4M3_UNIT_ROUNDOFF * abs_dot(a, b) + 1e-3, "rows {r}, {s}: off by {err}");
+        }
+        let mut h = vec![1.0f32, 0.0, 0.0, 0.0];
+        hadamard(&mut h);
+        assert_eq!(h, vec![0.5; 4], "H e0 / 2 is the first column");
+    }
+
+    #[test]
+    fn v_and_odd_head_dims_are_not_rotated() {
+        let p = problem(1, 1, 1, 2, 64, Layout::Bhsd);
+        assert_eq!(
+            quantize_with(&p, TensorName::V, &[0; 128], Rotation::Hadamard),
+            Err(QuantizeError::NotRotatable { tensor: TensorName::V, d: 64 })
+        );
+        let odd = problem(1, 1, 1, 2, 48, Layout::Bhsd);
+        assert!(matches!(
+            quantize_with(&odd, TensorName::Q, &[0; 96], Rotation::Hadamard),
+            Err(QuantizeError::NotRotatable { d: 48, .. })
+        ));
     }
 
     #[test]
