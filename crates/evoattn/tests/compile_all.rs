@@ -124,8 +124,12 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
 
 /// Compiles every valid variant of `imp`'s space that `keep` keeps for `dtypes` on sm_90a;
 /// compile errors fail, resource-gate failures are listed (the tuner's gate skips those variants).
-fn space_compiles_for_sm90a(imp: Impl, dtypes: &[Dtype], keep: impl Fn(&KernelSpec) -> bool) -> (usize, Vec<String>) {
-    let arch = Arch::Sm90a;
+fn space_compiles_for(
+    imp: Impl,
+    arch: Arch,
+    dtypes: &[Dtype],
+    keep: impl Fn(&KernelSpec) -> bool,
+) -> (usize, Vec<String>) {
     let (_dir, cache) = fresh_cache();
     let mut jobs = Vec::new();
     let mut rejected = 0;
@@ -179,7 +183,7 @@ fn the_mma_space_compiles_for_sm90a() {
     if nvrtc_or_skip().is_none() {
         return;
     }
-    space_compiles_for_sm90a(Impl::Mma, Impl::Mma.dtypes(), |_| true);
+    space_compiles_for(Impl::Mma, Arch::Sm90a, Impl::Mma.dtypes(), |_| true);
 }
 
 #[test]
@@ -195,7 +199,7 @@ fn the_splitkv_space_compiles_for_sm90a() {
         matches!(s.config, KernelConfig::Splitkv(c)
             if c.block_m == 16 || (c.block_m == 64 && c.loads == evoattn::config::Loads::CpAsync))
     };
-    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Splitkv, &[Dtype::Bf16], keep);
+    let (compiled, gate_failures) = space_compiles_for(Impl::Splitkv, Arch::Sm90a, &[Dtype::Bf16], keep);
     assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
 }
 
@@ -289,7 +293,7 @@ fn the_wgmma_space_compiles_for_sm90a() {
         }
         _ => true,
     };
-    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Wgmma, &[Dtype::Bf16], keep);
+    let (compiled, gate_failures) = space_compiles_for(Impl::Wgmma, Arch::Sm90a, &[Dtype::Bf16], keep);
     // At least the one-warpgroup and two-warpgroup variants of every head dim pass the gate.
     assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
     assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
@@ -303,7 +307,7 @@ fn the_resident_space_compiles_for_sm90a() {
     // One dtype, as for wgmma (the same headers). 64-key blocks only with one and four resident
     // blocks: block_n enters the GEMM widths and the softmax, key_blocks only the layout.
     let keep = |s: &KernelSpec| matches!(s.config, KernelConfig::Resident(c) if c.block_n == 128 || c.key_blocks == 1 || c.key_blocks == 4);
-    let (compiled, gate_failures) = space_compiles_for_sm90a(Impl::Resident, &[Dtype::Bf16], keep);
+    let (compiled, gate_failures) = space_compiles_for(Impl::Resident, Arch::Sm90a, &[Dtype::Bf16], keep);
     // Every valid variant fits the registers: the resource gate passes them all.
     assert!(compiled >= Impl::Resident.head_dims().len());
     assert!(gate_failures.is_empty(), "{gate_failures:?}");
@@ -364,4 +368,17 @@ fn a_broken_source_is_a_compile_failure_with_the_log() {
     let text = Error::Compile(Box::new(failure)).to_string();
     assert_eq!(text.lines().next(), Some("NVRTC failed to compile broken for sm_80 (source broken.cu)"));
     assert!(text.contains("-DEVOATTN_HEAD_DIM=64"), "{text}");
+}
+
+#[test]
+fn the_mma8_space_compiles_for_sm89_and_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // The portable FP8 path: native FP8 mma.sync on sm_89, emulated by ptxas on Hopper, where
+    // hd256 spills unless two warps split O (docs/decisions/mma8.md); every default passes.
+    for arch in [Arch::Sm89, Arch::Sm90a] {
+        let (compiled, _) = space_compiles_for(Impl::Mma8, arch, Impl::Mma8.dtypes(), |_| true);
+        assert!(compiled >= Impl::Mma8.head_dims().len());
+    }
 }
