@@ -54,3 +54,45 @@ __device__ __forceinline__ float quad_max(float x) {
 __device__ __forceinline__ float hidden_score(float scale_log2) {
     return scale_log2 > 0.f ? NEG_INF : -NEG_INF;
 }
+
+// One online-softmax step over `mma.sync` fragments (S_N n-tiles of S, O_N of O; each thread
+// holds rows g and g+8): scaled scores (log2 units) become weights 2^(x - m + p_log2_scale)
+// against the new running max m, and O and the running sums are rescaled by exp2(m_old - m_new).
+// p_log2_scale is 0 for 16-bit P and lifts E4M3 P into its normal range (`mma8`). Once the maxima
+// settle most tiles leave every row's max unchanged (correction exactly 1), and the warp skips
+// O's rescale: D/2 multiplies per thread and tile, a large share of a decode split's work when
+// each warp sees few keys per tile.
+template <int S_N, int O_N>
+__device__ __forceinline__ void online_softmax_step(float (&s)[S_N][4], float (&o)[O_N][4], RowState& st,
+                                                    float p_log2_scale) {
+    float correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = st.m[r];
+#pragma unroll
+        for (int nt = 0; nt < S_N; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+        mx = quad_max(mx);
+        // A row with every key masked so far keeps m = -inf; subtract 0 instead of -inf so
+        // exp2 gives 0, not NaN.
+        const float base = mx == NEG_INF ? 0.f : mx;
+        correction[r] = fast_exp2(st.m[r] - base);
+        st.m[r] = mx;
+        const float shift = base - p_log2_scale;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < S_N; ++nt) {
+            s[nt][2 * r] = fast_exp2(s[nt][2 * r] - shift);
+            s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - shift);
+            sum += s[nt][2 * r] + s[nt][2 * r + 1];
+        }
+        st.l[r] = st.l[r] * correction[r] + sum;
+    }
+    if (!__all_sync(0xffffffffu, correction[0] == 1.f && correction[1] == 1.f)) {
+#pragma unroll
+        for (int nt = 0; nt < O_N; ++nt) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) o[nt][i] *= correction[i / 2];
+        }
+    }
+}
+

@@ -29,42 +29,6 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[S_TILES][4], const Att
     }
 }
 
-// Turns scaled scores into probabilities relative to the new running max, and rescales the
-// output accumulator and the running sum by exp2(m_old - m_new). Once the maxima settle most
-// tiles leave every row's max unchanged (correction exactly 1), and the warp skips the O
-// rescale: D/2 multiplies per thread and tile, a large share of a decode split's work when each
-// warp sees few keys per tile.
-__device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o)[O_TILES][4], RowState& st) {
-    float correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float mx = st.m[r];
-#pragma unroll
-        for (int nt = 0; nt < S_TILES; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-        mx = quad_max(mx);
-        // A row with every key masked so far keeps m = -inf; subtract 0 instead of -inf so
-        // exp2 gives 0, not NaN.
-        const float base = mx == NEG_INF ? 0.f : mx;
-        correction[r] = fast_exp2(st.m[r] - base);
-        st.m[r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < S_TILES; ++nt) {
-            s[nt][2 * r] = fast_exp2(s[nt][2 * r] - base);
-            s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - base);
-            sum += s[nt][2 * r] + s[nt][2 * r + 1];
-        }
-        st.l[r] = st.l[r] * correction[r] + sum;
-    }
-    if (!__all_sync(0xffffffffu, correction[0] == 1.f && correction[1] == 1.f)) {
-#pragma unroll
-        for (int nt = 0; nt < O_TILES; ++nt) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) o[nt][i] *= correction[i / 2];
-        }
-    }
-}
-
 // The main loop over the ring's key blocks: S = Q·Kᵀ, mask, online softmax, O += P·V, from a
 // zero accumulator, after `start_pipeline`; returns with no copy in flight. The warp attends to
 // keys [key_lo, key_lo + WARP_KEYS) of every tile (all of them unless KEY_WARPS > 1). Tiles
@@ -85,7 +49,7 @@ __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& r
         } else {
             scale_and_mask<false>(s, p, row0, j * BN + key_lo, rows_per_query);
         }
-        online_softmax(s, acc, st);
+        online_softmax_step(s, acc, st, 0.f);
         gemm_pv(acc, s, ring.v_tile(j), key_lo);
         __syncthreads();  // the next iteration's prefetch overwrites this stage
     }

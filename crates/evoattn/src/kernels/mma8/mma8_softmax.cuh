@@ -31,40 +31,6 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[S_TILES][4], const Att
     }
 }
 
-// Turns scaled scores into weights 2^(x - m + P_LOG2_SCALE) against the new running max m, and
-// rescales O and the running sum by exp2(m_old - m_new); the warp skips O's rescale when no
-// row's max moved.
-__device__ __forceinline__ void online_softmax(float (&s)[S_TILES][4], float (&o)[O_TILES][4], RowState& st) {
-    float correction[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float mx = st.m[r];
-#pragma unroll
-        for (int nt = 0; nt < S_TILES; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-        mx = quad_max(mx);
-        // A row with every key masked so far keeps m = -inf: subtract 0, so exp2 gives 0.
-        const float base = mx == NEG_INF ? 0.f : mx;
-        correction[r] = fast_exp2(st.m[r] - base);
-        st.m[r] = mx;
-        const float shift = base - P_LOG2_SCALE;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < S_TILES; ++nt) {
-            s[nt][2 * r] = fast_exp2(s[nt][2 * r] - shift);
-            s[nt][2 * r + 1] = fast_exp2(s[nt][2 * r + 1] - shift);
-            sum += s[nt][2 * r] + s[nt][2 * r + 1];
-        }
-        st.l[r] = st.l[r] * correction[r] + sum;
-    }
-    if (!__all_sync(0xffffffffu, correction[0] == 1.f && correction[1] == 1.f)) {
-#pragma unroll
-        for (int nt = 0; nt < O_TILES; ++nt) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) o[nt][i] *= correction[i / 2];
-        }
-    }
-}
-
 // The main loop over the ring's key blocks: S = Q·Kᵀ, mask, online softmax, O += P·V (the
 // warp's columns from `d0`), from a zero accumulator; returns with no copy in flight. Warps
 // sharing rows compute the same S and row state, each its own part of O. Tiles whose keys are all below
@@ -85,7 +51,7 @@ __device__ __forceinline__ void attend_keys(const AttnParams& p, float scale_log
         } else {
             scale_and_mask<false>(s, p, scale_log2, row0, j * BN);
         }
-        online_softmax(s, acc, st);
+        online_softmax_step(s, acc, st, P_LOG2_SCALE);
         gemm_pv(acc, s, ring.v_tile(j), d0);
         __syncthreads();  // the next iteration's prefetch overwrites this stage
     }
