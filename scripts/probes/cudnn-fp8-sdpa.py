@@ -19,6 +19,8 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
 #     --target /tmp/site .whl/*.whl && \
 #   PYTHONPATH=/tmp/site python3 scripts/probes/cudnn-fp8-sdpa.py --shape 4,16,4096,128
+# (session 30 also put torch's nvidia/cudnn/lib first on LD_LIBRARY_PATH: cuDNN 9.19 was used;
+# record bench/results/2026-11-26-s30-h200-cudnn-fp8-probe.txt)
 import argparse, math, statistics, sys
 
 ap = argparse.ArgumentParser()
