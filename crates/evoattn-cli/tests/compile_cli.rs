@@ -44,9 +44,9 @@ fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
     let lines: Vec<&str> = stdout.lines().collect();
     // A two-line header: the column names on its second line.
     assert!(lines[1].starts_with("arch") && lines[1].contains("kernel") && lines[1].contains("gate"), "{stdout}");
-    // Two dtypes times three head dims, then the summary.
-    assert_eq!(lines.len(), 2 + 6 + 1, "{stdout}");
-    for dtype in ["f16", "bf16"] {
+    // Three dtypes (the oracle takes E4M3 too) times three head dims, then the summary.
+    assert_eq!(lines.len(), 2 + 9 + 1, "{stdout}");
+    for dtype in ["f16", "bf16", "e4m3"] {
         for d in [64, 128, 256] {
             let name = format!("evoattn_reference_{dtype}_d{d}_t128");
             let row = row_of(&verbose, &name);
@@ -55,7 +55,7 @@ fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
         }
     }
     let summary = lines[lines.len() - 1];
-    assert!(summary.starts_with("6 variants: 6 compiled (0 from cache), 6 pass the gate"), "{summary}");
+    assert!(summary.starts_with("9 variants: 9 compiled (0 from cache), 9 pass the gate"), "{summary}");
 
     let again = compile(cache.path(), &["--impl", "reference", "--arch", "sm_80", "--dtype", "f16"]);
     let stdout = text(&again.stdout);
