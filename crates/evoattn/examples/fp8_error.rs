@@ -69,12 +69,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let descales = Descales { q: qq.descale, k: qk.descale, v: qv.descale };
                 let problem = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd);
                 let plan = attention.plan(&problem, Request::Auto)?;
-                let all: Vec<f32> = [&descales.q, &descales.k, &descales.v].into_iter().flatten().copied().collect();
                 let (bq, bk, bv, bd) = (
                     stream.clone_htod(&qq.bits)?,
                     stream.clone_htod(&qk.bits)?,
                     stream.clone_htod(&qv.bits)?,
-                    stream.clone_htod(&all)?,
+                    stream.clone_htod(&descales.concat())?,
                 );
                 let mut o = stream.alloc_zeros::<u16>(problem.extent(TensorName::O))?;
                 let views =

@@ -121,6 +121,12 @@ impl Descales {
         Descales { q: one.clone(), k: one.clone(), v: one }
     }
 
+    /// q's, k's, then v's descales in one `[3, B, Hkv]` array: the layout the FP8 kernels read
+    /// (`TensorName::Descale`).
+    pub fn concat(&self) -> Vec<f32> {
+        [&self.q, &self.k, &self.v].into_iter().flatten().copied().collect()
+    }
+
     /// Tensor `t`'s descales (q, k or v; panics for another).
     pub fn of(&self, t: TensorName) -> &[f32] {
         match t {
@@ -201,15 +207,16 @@ pub fn quantize_with(
     bits: &[u16],
     rotation: Rotation,
 ) -> Result<Quantized, QuantizeError> {
-    let values = input_values(problem, t, bits, rotation)?;
-    let [nb, nh, ns, nd] = problem.dims(t);
-    let hkv = problem.shape.hkv;
-    // Query heads per KV head (1 for k and v themselves).
-    let per_group = nh / hkv;
-    let group_of = |row: usize| (row / (nh * ns)) * hkv + (row / ns % nh) / per_group;
-    let mut amax = vec![0f32; nb * hkv];
-    for (row, chunk) in values.chunks_exact(nd.max(1)).enumerate() {
-        let g = group_of(row);
+    quantize_values(problem, t, &input_values(problem, t, bits, rotation)?)
+}
+
+/// The quantizer on [`input_values`]' output (`values` in logical order, finite, of a valid
+/// problem's input `t`): for a caller that also keeps the values.
+pub fn quantize_values(problem: &Problem, t: TensorName, values: &[f32]) -> Result<Quantized, QuantizeError> {
+    let nd = problem.shape.d.max(1);
+    let mut amax = vec![0f32; problem.shape.b * problem.shape.hkv];
+    for (row, chunk) in values.chunks_exact(nd).enumerate() {
+        let g = problem.kv_group(t, row);
         amax[g] = chunk.iter().fold(amax[g], |m, x| m.max(x.abs()));
     }
     let descale: Vec<f32> = amax.iter().map(|&m| if m == 0.0 { 1.0 } else { m / E4M3_MAX }).collect();
@@ -218,8 +225,8 @@ pub fn quantize_with(
     let mut out = vec![0u8; needed];
     // Strides may repeat an address (a broadcast input); it must encode alike in each group.
     let mut written = vec![false; needed];
-    for (i, (offset, &x)) in logical_offsets(problem, t).zip(&values).enumerate() {
-        let byte = e4m3_from_f32(x * scale[group_of(i / nd)]);
+    for (i, (offset, &x)) in logical_offsets(problem, t).zip(values).enumerate() {
+        let byte = e4m3_from_f32(x * scale[problem.kv_group(t, i / nd)]);
         if written[offset] && out[offset] != byte {
             return Err(QuantizeError::SharedAcrossGroups { tensor: t });
         }

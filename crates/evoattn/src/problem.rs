@@ -488,6 +488,15 @@ impl Problem {
         }
     }
 
+    /// The (batch, KV head) group, `b · Hkv + kv_head`, of logical row `row` of input `t` (rows
+    /// counted in (b, h, s) order): the index of its descale. A query head's group is the KV
+    /// head it reads.
+    pub fn kv_group(&self, t: TensorName, row: usize) -> usize {
+        let [_, nh, ns, _] = self.dims(t);
+        let hkv = self.shape.hkv;
+        (row / (nh * ns)) * hkv + (row / ns % nh) / (nh / hkv)
+    }
+
     /// Elements of tensor `t` in one 16-byte vector, the unit its strides must be multiples of.
     pub fn vector_elems(&self, t: TensorName) -> usize {
         VECTOR_BYTES / self.elem_bytes(t)
@@ -663,6 +672,16 @@ impl Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kv_group_is_the_batch_and_kv_head_a_row_reads() {
+        // B=2, H=4 on Hkv=2, Sq=3, Sk=5: q rows run (b, h, s), k rows (b, kv_head, s).
+        let p = Problem::dense(Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 5, d: 8 }, Dtype::F16, Layout::Bshd);
+        let q: Vec<usize> = (0..24).map(|row| p.kv_group(TensorName::Q, row)).collect();
+        assert_eq!(q, [[0; 6], [1; 6], [2; 6], [3; 6]].concat(), "query heads 0-1 read KV head 0, 2-3 head 1");
+        let k: Vec<usize> = (0..20).map(|row| p.kv_group(TensorName::K, row)).collect();
+        assert_eq!(k, [[0; 5], [1; 5], [2; 5], [3; 5]].concat());
+    }
 
     #[test]
     fn dense_strides_match_layouts() {

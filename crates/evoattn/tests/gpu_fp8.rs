@@ -27,14 +27,11 @@ fn fp8_gpu() -> Option<Attention> {
 /// Deterministic values in [-1, 1) (a 64-bit LCG), times a factor per (batch, KV head) group so
 /// that each group's descale differs and a kernel reading another group's is caught.
 fn values(problem: &Problem, t: TensorName, seed: u64, std: f64) -> Vec<u16> {
-    let [_, nh, ns, nd] = problem.dims(t);
-    let s = problem.shape;
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..problem.extent(t))
         .map(|i| {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let row = i / nd;
-            let group = (row / (nh * ns)) * s.hkv + (row / ns % nh) / (nh / s.hkv);
+            let group = problem.kv_group(t, i / problem.shape.d);
             let x = ((state >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * std * (1.0 + group as f64 / 2.0);
             Dtype::Bf16.to_bits(x)
         })
@@ -78,8 +75,7 @@ fn run_case(attention: &mut Attention, case: &Case, seed: u64) -> Result<String,
     let q = stream.clone_htod(&quantized[0].bits).map_err(err)?;
     let k = stream.clone_htod(&quantized[1].bits).map_err(err)?;
     let v = stream.clone_htod(&quantized[2].bits).map_err(err)?;
-    let all: Vec<f32> = [&descales.q, &descales.k, &descales.v].into_iter().flatten().copied().collect();
-    let descale = stream.clone_htod(&all).map_err(err)?;
+    let descale = stream.clone_htod(&descales.concat()).map_err(err)?;
     let o_len = problem.extent(TensorName::O);
     // NaN-poisoned: an element the kernel does not write fails the comparison.
     let mut o = stream.clone_htod(&vec![Dtype::Bf16.to_bits(f64::NAN); o_len.max(1)]).map_err(err)?;

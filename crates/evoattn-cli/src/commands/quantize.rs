@@ -5,7 +5,7 @@ use crate::lab::tensors_io::QkvFile;
 use crate::out::errln;
 use crate::text::{Column, Table};
 use anyhow::Context;
-use evoattn::fp8::{e4m3_to_f32, input_values, quantize_with, Quantized, Rotation};
+use evoattn::fp8::{e4m3_to_f32, input_values, quantize_values, Quantized, Rotation};
 use evoattn::reference::logical_offsets;
 use evoattn::{Layout, Problem, TensorName};
 use safetensors::tensor::TensorView;
@@ -62,7 +62,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     for (t, bits) in inputs {
         let rotation = if args.rotate && t != TensorName::V { Rotation::Hadamard } else { Rotation::None };
         let values = input_values(&problem, t, bits, rotation)?;
-        quantized.push((t, quantize_with(&problem, t, bits, rotation)?, values));
+        quantized.push((t, quantize_values(&problem, t, &values)?, values));
     }
 
     let s = problem.shape;
@@ -122,12 +122,9 @@ struct RoundingCost {
 /// The cost against `values`, what was quantized (in logical order: the input, rotated when
 /// it was; a rotation is orthonormal, so the norms are the input's).
 fn rounding_cost(problem: &Problem, t: TensorName, values: &[f32], q: &Quantized) -> RoundingCost {
-    let [_, nh, ns, nd] = problem.dims(t);
-    let hkv = problem.shape.hkv;
     let (mut nonzero, mut flushed, mut max_rel, mut err2, mut norm2) = (0usize, 0usize, 0f64, 0f64, 0f64);
     for (i, (offset, &x)) in logical_offsets(problem, t).zip(values).enumerate() {
-        let row = i / nd;
-        let group = (row / (nh * ns)) * hkv + (row / ns % nh) / (nh / hkv);
+        let group = problem.kv_group(t, i / problem.shape.d);
         let x = f64::from(x);
         let back = f64::from(e4m3_to_f32(q.bits[offset])) * f64::from(q.descale[group]);
         if x != 0.0 {
@@ -153,9 +150,9 @@ mod tests {
         // 448 sets the scale to 1: 1.0625 rounds to 1.0 (error 1/17), 2^-11 flushes to zero.
         let values = [448.0, 1.0625, 2f64.powi(-11), 0.0, 1.0, 2.0, 3.0, 4.0];
         let bits: Vec<u16> = values.iter().map(|&x| Dtype::F16.to_bits(x)).collect();
-        let q = quantize_with(&p, TensorName::Q, &bits, Rotation::None).unwrap();
-        assert_eq!(q.descale, vec![1.0]);
         let inputs = input_values(&p, TensorName::Q, &bits, Rotation::None).unwrap();
+        let q = quantize_values(&p, TensorName::Q, &inputs).unwrap();
+        assert_eq!(q.descale, vec![1.0]);
         let cost = rounding_cost(&p, TensorName::Q, &inputs, &q);
         assert_eq!(cost.flushed, 1.0 / 7.0);
         assert_eq!(cost.max_rel, 1.0, "the flushed element errs by all of itself");

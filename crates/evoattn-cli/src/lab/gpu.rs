@@ -59,12 +59,11 @@ impl DeviceInputs {
             }
             Some(d) => {
                 let bytes = |h: &[u16]| upload(stream, &h.iter().map(|&x| x as u8).collect::<Vec<u8>>());
-                let all: Vec<f32> = [&d.q, &d.k, &d.v].into_iter().flatten().copied().collect();
                 Ok(DeviceInputs::Fp8 {
                     q: bytes(&host.q)?,
                     k: bytes(&host.k)?,
                     v: bytes(&host.v)?,
-                    descale: upload(stream, &all)?,
+                    descale: upload(stream, &d.concat())?,
                 })
             }
         }

@@ -93,12 +93,9 @@ impl Draw {
             Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
         let fill = |t: TensorName| {
             let stream = self.stream(t);
-            let [_, nh, ns, nd] = problem.dims(t);
-            let per_group = nh / s.hkv;
             let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
             for (i, offset) in logical_offsets(problem, t).enumerate() {
-                let row = i / nd;
-                let group = (row / (nh * ns)) * s.hkv + (row / ns % nh) / per_group;
+                let group = problem.kv_group(t, i / s.d);
                 buf[offset] = problem.dtype.bits_from_f32(stream.value(i as u32) / descales.of(t)[group]);
             }
             buf
