@@ -5,8 +5,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// wgmma's N for 16-bit inputs: multiples of 8 up to 256; the kernels tile in k16 steps, so
-/// every multiple of 16.
+/// wgmma's N: multiples of 8 up to 256 (16-bit and E4M3 inputs alike); the kernels tile keys in
+/// k16 (16-bit) or k32 (E4M3) steps, so every multiple of 16. The type, K and transpose operands
+/// come from macros of ptx_sm90.cuh (`WGMMA_TYPES`, `WGMMA_K`, `WGMMA_*_TRANS`).
 const WGMMA_N: std::ops::RangeInclusive<usize> = 1..=16;
 const N_STEP: usize = 16;
 /// Widths off that grid: hd64's P·V with the 8 row-sum columns (kernels/wgmma/wgmma_mainloop.cuh).
@@ -28,15 +29,17 @@ fn specialisation(n: usize) -> String {
 struct Wgmma<{n}> {{
     template <int TRANS_B>
     static __device__ __forceinline__ void ss(float (&d)[{regs}], u64 desc_a, u64 desc_b, u32 scale_d) {{
+        static_assert(WGMMA_TRANSPOSABLE || TRANS_B == 0, "FP8 wgmma reads B K-major only");
         asm volatile("{{\n.reg .pred p;\nsetp.ne.b32 p, %{ss_scale}, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n{n}k16" WGMMA_TYPES " {{{acc}}}, %{regs}, %{ss_b}, p, 1, 1, 0, %{ss_trans};\n}}\n"
+                     "wgmma.mma_async.sync.aligned.m64n{n}" WGMMA_K WGMMA_TYPES " {{{acc}}}, %{regs}, %{ss_b}, p, 1, 1" WGMMA_SS_TRANS("%{ss_trans}") ";\n}}\n"
                      : {outputs}
                      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
     }}
     template <int TRANS_B>
     static __device__ __forceinline__ void rs(float (&d)[{regs}], const u32 (&a)[4], u64 desc_b, u32 scale_d) {{
+        static_assert(WGMMA_TRANSPOSABLE || TRANS_B == 0, "FP8 wgmma reads B K-major only");
         asm volatile("{{\n.reg .pred p;\nsetp.ne.b32 p, %{rs_scale}, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n{n}k16" WGMMA_TYPES " {{{acc}}}, {{{a}}}, %{rs_b}, p, 1, 1, %{rs_trans};\n}}\n"
+                     "wgmma.mma_async.sync.aligned.m64n{n}" WGMMA_K WGMMA_TYPES " {{{acc}}}, {{{a}}}, %{rs_b}, p, 1, 1" WGMMA_RS_TRANS("%{rs_trans}") ";\n}}\n"
                      : {outputs}
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
     }}

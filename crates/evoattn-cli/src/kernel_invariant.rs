@@ -75,7 +75,7 @@ fn parse_kernel(fields: &[&str]) -> (KernelSpec, Arch) {
     let dtype = Dtype::parse(fields[1]).expect("dtype");
     let head_dim: usize = fields[2].parse().expect("head dim");
     let imp = Impl::parse(fields[3]).expect("family");
-    let config = defaults::config(imp, imp.archs()[0], head_dim).with_overrides(fields[4]).expect("levers");
+    let config = defaults::config(imp, imp.archs()[0], dtype, head_dim).with_overrides(fields[4]).expect("levers");
     (KernelSpec { config, dtype, head_dim }, arch)
 }
 

@@ -156,7 +156,9 @@ fn describe_parts(
         (Request::Family(imp), Some(text)) => {
             // The levers' names and values, against the kernel's default for this head dim on
             // its first arch; the per-GPU plan they apply to comes at the launch.
-            evoattn::defaults::config(imp, imp.archs()[0], problem.shape.d).with_overrides(text).map_err(value_err)?;
+            evoattn::defaults::config(imp, imp.archs()[0], problem.dtype, problem.shape.d)
+                .with_overrides(text)
+                .map_err(value_err)?;
         }
         _ => {}
     }

@@ -17,9 +17,9 @@ pub fn for_problem(imp: Impl, arch: Arch, problem: &crate::problem::Problem, sm_
     imp.config_for_problem(arch, problem, sm_count)
 }
 
-/// The default configuration of `imp` for a head dim on an arch.
-pub fn config(imp: Impl, arch: Arch, head_dim: usize) -> KernelConfig {
-    imp.default_config(arch, head_dim)
+/// The default configuration of `imp` for inputs of `dtype` at a head dim on an arch.
+pub fn config(imp: Impl, arch: Arch, dtype: crate::problem::Dtype, head_dim: usize) -> KernelConfig {
+    imp.default_config(arch, dtype, head_dim)
 }
 
 #[cfg(test)]
@@ -33,7 +33,7 @@ mod tests {
             for &arch in imp.archs() {
                 for (&head_dim, &dtype) in imp.head_dims().iter().flat_map(|d| imp.dtypes().iter().map(move |t| (d, t)))
                 {
-                    let spec = KernelSpec { config: config(imp, arch, head_dim), dtype, head_dim };
+                    let spec = KernelSpec { config: config(imp, arch, dtype, head_dim), dtype, head_dim };
                     spec.validate(arch).unwrap_or_else(|e| panic!("{} on {arch}: {e}", spec.name()));
                 }
             }

@@ -129,7 +129,10 @@ impl Facts {
             sms: sm_count as usize,
             hopper,
             decoding: problem.shape.sq * problem.shape.group() <= SPLITKV_MAX_PACKED_ROWS,
-            whole_row_blocks: blocks(whole_rows, crate::defaults::config(whole_rows, arch, problem.shape.d)),
+            whole_row_blocks: blocks(
+                whole_rows,
+                crate::defaults::config(whole_rows, arch, problem.dtype, problem.shape.d),
+            ),
             split_tiles: blocks(Impl::Splitkv, crate::defaults::for_problem(Impl::Splitkv, arch, problem, sm_count)),
         }
     }
@@ -147,7 +150,8 @@ struct FamilyRule {
 /// The families `auto` picks, first applicable rule wins. `reference` is never picked: it is
 /// the oracle.
 const FAMILY_RULES: &[FamilyRule] = &[
-    // E4M3 inputs: the one FP8 family.
+    // E4M3 inputs: `wgmma` on Hopper (its TMA maps need keys), `mma8` elsewhere.
+    FamilyRule { evidence: "fp8-hopper", applies: |f| f.fp8 && f.hopper && f.sk > 0, family: Impl::Wgmma },
     FamilyRule { evidence: "fp8", applies: |f| f.fp8, family: Impl::Mma8 },
     // No keys: a TMA map cannot describe an empty K or V; `mma`'s loads need none.
     FamilyRule { evidence: "no-keys", applies: |f| f.sk == 0, family: Impl::Mma },
@@ -288,7 +292,7 @@ mod tests {
     fn a_request_names_at_most_one_kernel() {
         let p = Problem::dense(Shape::new(1, 8, 512, 64), Dtype::F16, Layout::Bhsd);
         // A config is run as given, even where auto would pick another family.
-        let mma = crate::defaults::config(Impl::Mma, Arch::Sm90a, 64).with_overrides("stages=2").unwrap();
+        let mma = crate::defaults::config(Impl::Mma, Arch::Sm90a, Dtype::F16, 64).with_overrides("stages=2").unwrap();
         let given = plan(&p, Arch::Sm90a, H100_SMS, Request::Config(mma));
         assert_eq!((given.spec.config, given.problem.clone()), (mma, p.clone()));
         assert_eq!(Request::Config(mma).family(), Some(Impl::Mma));
@@ -308,7 +312,7 @@ mod tests {
         let p = Problem::dense(Shape::new(4, 16, 512, 128), Dtype::Bf16, Layout::Bhsd);
         let plan = plan(&p, Arch::Sm89, H100_SMS, Request::Auto);
         assert_eq!(plan.spec.imp(), Impl::Mma);
-        assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, 128));
+        assert_eq!(plan.spec.config, crate::defaults::config(Impl::Mma, Arch::Sm89, Dtype::F16, 128));
         assert_eq!(plan.spec.head_dim, 128);
     }
 
@@ -376,7 +380,7 @@ mod tests {
         let full = Problem::dense(Shape::new(16, 16, 2048, 64), Dtype::F16, Layout::Bhsd);
         assert_eq!(choose_impl(&full, Arch::Sm90a, H100_SMS), Impl::Wgmma);
         let plan = plan(&decode(1, 32, 4, 1, 32768), Arch::Sm90a, H100_SMS, Request::Auto);
-        assert_eq!(plan.spec.config, crate::defaults::config(Impl::Splitkv, Arch::Sm90a, 128));
+        assert_eq!(plan.spec.config, crate::defaults::config(Impl::Splitkv, Arch::Sm90a, Dtype::F16, 128));
     }
 
     #[test]
@@ -430,9 +434,9 @@ mod tests {
         let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, mma, &Untuned);
         assert_eq!(
             (got.spec.config, origin),
-            (crate::defaults::config(Impl::Mma, Arch::Sm80, 64), ConfigOrigin::Default)
+            (crate::defaults::config(Impl::Mma, Arch::Sm80, Dtype::F16, 64), ConfigOrigin::Default)
         );
-        let asked = crate::defaults::config(Impl::Mma, Arch::Sm80, 128);
+        let asked = crate::defaults::config(Impl::Mma, Arch::Sm80, Dtype::F16, 128);
         let (got, origin) = plan_with(&p, Arch::Sm80, H100_SMS, Request::Config(asked), &Fixed(tuned));
         assert_eq!((got.spec.config, origin), (asked, ConfigOrigin::Requested));
         // A tuned mma config does not apply where auto picks wgmma.

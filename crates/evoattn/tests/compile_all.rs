@@ -57,7 +57,10 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
         for &arch in imp.archs() {
             for &dtype in imp.dtypes() {
                 for &head_dim in imp.head_dims() {
-                    jobs.push((KernelSpec { config: defaults::config(imp, arch, head_dim), dtype, head_dim }, arch));
+                    jobs.push((
+                        KernelSpec { config: defaults::config(imp, arch, dtype, head_dim), dtype, head_dim },
+                        arch,
+                    ));
                 }
             }
         }
@@ -71,7 +74,9 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
                 let problem = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd).with_causal(causal);
                 let config = defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, H100_SMS);
                 let spec = KernelSpec { config, dtype: Dtype::Bf16, head_dim };
-                if config != defaults::config(Impl::Wgmma, Arch::Sm90a, head_dim) && !planned.contains(&spec) {
+                if config != defaults::config(Impl::Wgmma, Arch::Sm90a, Dtype::Bf16, head_dim)
+                    && !planned.contains(&spec)
+                {
                     planned.push(spec);
                 }
             }
@@ -81,7 +86,7 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
     let traced: Vec<KernelSpec> = planned
         .iter()
         .chain(std::iter::once(&KernelSpec {
-            config: defaults::config(Impl::Wgmma, Arch::Sm90a, 64),
+            config: defaults::config(Impl::Wgmma, Arch::Sm90a, Dtype::Bf16, 64),
             dtype: Dtype::Bf16,
             head_dim: 64,
         }))
@@ -209,7 +214,8 @@ fn splitkv_with_a_combine_kernel_holds_both_kernels() {
         return;
     }
     let (_dir, cache) = fresh_cache();
-    let config = defaults::config(Impl::Splitkv, Arch::Sm80, 128).with_overrides("combine=kernel").expect("levers");
+    let config =
+        defaults::config(Impl::Splitkv, Arch::Sm80, Dtype::F16, 128).with_overrides("combine=kernel").expect("levers");
     let spec = KernelSpec { config, dtype: Dtype::F16, head_dim: 128 };
     let kernel = compile(&spec, Arch::Sm80, Some(&cache)).expect("compiles");
     kernel.gate().expect("passes the gate");
@@ -219,7 +225,7 @@ fn splitkv_with_a_combine_kernel_holds_both_kernels() {
     };
     assert!(has(&spec.name()) && has(&combine), "the CUBIN's symbols lack {combine}");
     // The fused default has no second kernel.
-    let fused = KernelSpec { config: defaults::config(Impl::Splitkv, Arch::Sm80, 128), ..spec };
+    let fused = KernelSpec { config: defaults::config(Impl::Splitkv, Arch::Sm80, Dtype::F16, 128), ..spec };
     let fused_kernel = compile(&fused, Arch::Sm80, Some(&cache)).expect("compiles");
     let suffix = b"_combine\0";
     assert!(!fused_kernel.cubin.windows(suffix.len()).any(|w| w == suffix));
@@ -300,6 +306,27 @@ fn the_wgmma_space_compiles_for_sm90a() {
 }
 
 #[test]
+fn the_wgmma_e4m3_space_compiles_for_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // E4M3 takes 128-key blocks, the pipelined consumers and O from registers (validate_fp8):
+    // every pipeline, consumer count, schedule and head dim, at 2 stages with the MUFU
+    // exponentials, with at most one of the switches that change the consumer's loop (ring
+    // tests, half last block, Q in registers). At hd128 three consumers spill.
+    let keep = |s: &KernelSpec| match s.config {
+        KernelConfig::Wgmma(c) => {
+            let switches = [c.ring_test, c.half_last, c.q_in_regs].iter().filter(|&&on| on).count();
+            c.stages == 2 && c.exp2_poly == 0 && switches <= 1
+        }
+        _ => true,
+    };
+    let (compiled, gate_failures) = space_compiles_for(Impl::Wgmma, Arch::Sm90a, &[Dtype::E4m3], keep);
+    assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
+    assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
+}
+
+#[test]
 fn the_resident_space_compiles_for_sm90a() {
     if nvrtc_or_skip().is_none() {
         return;
@@ -319,8 +346,11 @@ fn a_second_compile_is_served_from_the_cache() {
         return;
     }
     let (_dir, cache) = fresh_cache();
-    let spec =
-        KernelSpec { config: defaults::config(Impl::Reference, Arch::Sm80, 64), dtype: Dtype::F16, head_dim: 64 };
+    let spec = KernelSpec {
+        config: defaults::config(Impl::Reference, Arch::Sm80, Dtype::F16, 64),
+        dtype: Dtype::F16,
+        head_dim: 64,
+    };
     let cold = compile(&spec, Arch::Sm80, Some(&cache)).expect("cold compile");
     let warm = compile(&spec, Arch::Sm80, Some(&cache)).expect("cached compile");
     assert!(!cold.from_cache);
@@ -337,8 +367,9 @@ fn a_second_compile_is_served_from_the_cache() {
 #[test]
 fn an_invalid_config_is_rejected_before_compiling() {
     // validate runs first, so this needs no NVRTC.
-    let config =
-        defaults::config(Impl::Mma, Arch::Sm89, 64).with_overrides("block_m=128,block_n=128,stages=3").expect("levers");
+    let config = defaults::config(Impl::Mma, Arch::Sm89, Dtype::F16, 64)
+        .with_overrides("block_m=128,block_n=128,stages=3")
+        .expect("levers");
     let spec = KernelSpec { config, dtype: Dtype::F16, head_dim: 64 };
     match compile(&spec, Arch::Sm89, None) {
         Err(Error::Unsupported { imp, reason }) => {
@@ -356,8 +387,11 @@ fn a_broken_source_is_a_compile_failure_with_the_log() {
         name: "broken.cu",
         text: "#include \"common.cuh\"\nextern \"C\" __global__ void broken() { undeclared_name = 1; }\n",
     };
-    let spec =
-        KernelSpec { config: defaults::config(Impl::Reference, Arch::Sm80, 64), dtype: Dtype::F16, head_dim: 64 };
+    let spec = KernelSpec {
+        config: defaults::config(Impl::Reference, Arch::Sm80, Dtype::F16, 64),
+        dtype: Dtype::F16,
+        head_dim: 64,
+    };
     let opts = options(&spec, Arch::Sm80);
     let failure = nvrtc.compile_cubin(&unit, HEADERS, "broken", Arch::Sm80, &opts).expect_err("must not compile");
     assert_eq!(failure.kernel, "broken");

@@ -19,7 +19,8 @@ fn cubin_values_match_the_ptxas_report() {
     for arch in [Arch::Sm80, Arch::Sm89, Arch::Sm90a] {
         for imp in Impl::ALL.into_iter().filter(|imp| imp.archs().contains(&arch)) {
             for &d in imp.head_dims() {
-                let spec = KernelSpec { config: defaults::config(imp, arch, d), dtype: Dtype::Bf16, head_dim: d };
+                let spec =
+                    KernelSpec { config: defaults::config(imp, arch, Dtype::Bf16, d), dtype: Dtype::Bf16, head_dim: d };
                 let name = spec.name();
                 let unit = evoattn::kernels::main_source(imp);
                 let out = nvrtc

@@ -606,7 +606,7 @@ fn config_text<C: Family>() -> BoxedStrategy<String> {
 /// from its own rendering (from any default of the family), or a message. A config that passes
 /// `validate` on an arch fits it ([`assert_spec_fits`]); one that does not says why.
 fn check_config_text(imp: Impl, text: &str, arch: Arch, head_dim: usize) -> Result<(), TestCaseError> {
-    let base = imp.default_config(arch, head_dim);
+    let base = imp.default_config(arch, imp.dtypes()[0], head_dim);
     let config = match base.with_overrides(text) {
         Ok(config) => config,
         Err(e) => {
@@ -617,7 +617,7 @@ fn check_config_text(imp: Impl, text: &str, arch: Arch, head_dim: usize) -> Resu
     prop_assert_eq!(config.imp(), imp);
     let shown = config.to_string();
     prop_assert_eq!(base.with_overrides(&shown), Ok(config), "'{}' from '{}'", shown, text);
-    let other = imp.default_config(imp.archs()[0], imp.head_dims()[0]);
+    let other = imp.default_config(imp.archs()[0], imp.dtypes()[0], imp.head_dims()[0]);
     prop_assert_eq!(other.with_overrides(&shown), Ok(config), "'{}' from another default", shown);
     for (key, value) in config.levers() {
         prop_assert_eq!(config.with_overrides(&format!("{key}={value}")), Ok(config));
@@ -679,7 +679,7 @@ proptest! {
         sm_count in 1u32..=264,
     ) {
         let (imp, text) = text;
-        let Ok(config) = imp.default_config(arch, p.shape.d).with_overrides(&text) else { return Ok(()) };
+        let Ok(config) = imp.default_config(arch, p.dtype, p.shape.d).with_overrides(&text) else { return Ok(()) };
         if p.validate().is_err() {
             return Ok(());
         }
@@ -722,13 +722,13 @@ fn the_strategies_reach_both_verdicts() {
         (
             "mma text",
             share(config_text::<MmaConfig>(), N, |t| {
-                Impl::Mma.default_config(Arch::Sm80, 64).with_overrides(t).is_ok()
+                Impl::Mma.default_config(Arch::Sm80, Dtype::F16, 64).with_overrides(t).is_ok()
             }),
         ),
         (
             "valid wgmma text",
             share(config_text::<WgmmaConfig>(), N, |t| {
-                let base = Impl::Wgmma.default_config(Arch::Sm90a, 128);
+                let base = Impl::Wgmma.default_config(Arch::Sm90a, Dtype::F16, 128);
                 base.with_overrides(t).is_ok_and(|config| {
                     KernelSpec { config, dtype: Dtype::F16, head_dim: 128 }.validate(Arch::Sm90a).is_ok()
                 })
@@ -738,7 +738,7 @@ fn the_strategies_reach_both_verdicts() {
     for (what, share) in shares {
         assert!((0.05..=0.95).contains(&share), "{what}: {share} accepted");
     }
-    let base = Impl::Wgmma.default_config(Arch::Sm90a, 128);
+    let base = Impl::Wgmma.default_config(Arch::Sm90a, Dtype::F16, 128);
     let bad = base.with_overrides("block_n=4294967295,stages=0").expect("any u32 parses");
     assert!(matches!(bad, KernelConfig::Wgmma(_)));
     assert!(KernelSpec { config: bad, dtype: Dtype::F16, head_dim: 128 }.validate(Arch::Sm90a).is_err());

@@ -123,7 +123,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                             let specs = KernelSpec::space(imp, dtype, head_dim);
                             lists.push(Box::new(specs.map(move |spec| (spec, arch, spec.validate(arch)))));
                         } else {
-                            let mut config = defaults::config(imp, arch, head_dim);
+                            let mut config = defaults::config(imp, arch, dtype, head_dim);
                             if let Some(text) = &args.config {
                                 config = config.with_overrides(text).map_err(|e| anyhow!("--config {text}: {e}"))?;
                             }
@@ -312,7 +312,7 @@ fn row(arch: Arch, spec: &KernelSpec, outcome: Outcome, tally: &mut Tally) -> Ro
         }
     };
     let [regs, spill, stack, smem, time] = metrics;
-    let short = spec.config.short_name(&defaults::config(spec.imp(), arch, spec.head_dim));
+    let short = spec.config.short_name(&defaults::config(spec.imp(), arch, spec.dtype, spec.head_dim));
     let cells = vec![
         arch.name().to_string(),
         short,

@@ -70,8 +70,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         outln!("  {:<10} {}", imp.name(), imp.describe())?;
         outln!("  {:<10} head dims {:?}; archs {}", "", imp.head_dims(), archs.join(", "))?;
         if let Some(arch) = arch {
+            // The first dtype's default, and another dtype's where it differs (wgmma's E4M3).
+            let (first, others) = imp.dtypes().split_first().expect("every family takes a dtype");
             for &d in imp.head_dims() {
-                outln!("  {:<10} default on {arch}, D={d}: {}", "", evoattn::defaults::config(imp, arch, d))?;
+                let base = evoattn::defaults::config(imp, arch, *first, d);
+                outln!("  {:<10} default on {arch}, D={d}: {base}", "")?;
+                for &dtype in others {
+                    let config = evoattn::defaults::config(imp, arch, dtype, d);
+                    if config != base {
+                        outln!("  {:<10} default on {arch}, D={d}, {dtype}: {config}", "")?;
+                    }
+                }
             }
         }
     }

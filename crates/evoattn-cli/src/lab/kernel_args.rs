@@ -57,7 +57,7 @@ impl KernelArgs {
                 let base = if self.config_on_plan {
                     evoattn::defaults::for_problem(imp, arch, problem, sm_count)
                 } else {
-                    evoattn::defaults::config(imp, arch, problem.shape.d)
+                    evoattn::defaults::config(imp, arch, problem.dtype, problem.shape.d)
                 };
                 Request::Config(base.with_overrides(text).map_err(anyhow::Error::msg)?)
             }

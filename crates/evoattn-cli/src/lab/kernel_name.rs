@@ -19,7 +19,7 @@ pub fn in_record(kernel: &str, case: &CaseRecord, env: &Environment) -> String {
     let arch = Arch::parse(&env.arch).unwrap_or(Arch::Sm90a);
     let default = match (problem_of(case), env.sm_count) {
         (Some(problem), Some(sms)) => evoattn::defaults::for_problem(spec.imp(), arch, &problem, sms),
-        _ => evoattn::defaults::config(spec.imp(), arch, spec.head_dim),
+        _ => evoattn::defaults::config(spec.imp(), arch, spec.dtype, spec.head_dim),
     };
     spec.config.short_name(&default)
 }

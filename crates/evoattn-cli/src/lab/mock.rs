@@ -135,8 +135,8 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
 
 /// Time of `config` relative to the default of its kernel (1 for the default itself, so the
 /// mock's other timings do not move).
-pub fn relative_cost(config: KernelConfig, head_dim: usize) -> f64 {
-    synthetic_cost(config) / synthetic_cost(evoattn::defaults::config(config.imp(), MOCK_ARCH, head_dim))
+pub fn relative_cost(config: KernelConfig, dtype: evoattn::Dtype, head_dim: usize) -> f64 {
+    synthetic_cost(config) / synthetic_cost(evoattn::defaults::config(config.imp(), MOCK_ARCH, dtype, head_dim))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,7 +256,8 @@ impl Backend for MockBackend {
     ) -> evoattn::Result<Timing> {
         let spec = planned(problem, kernel);
         problem.validate()?;
-        let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6)) * relative_cost(spec.config, spec.head_dim);
+        let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6))
+            * relative_cost(spec.config, spec.dtype, spec.head_dim);
         self.timing_calls += 1;
         let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
         let base = if warming { base * WARMING_SLOWDOWN } else { base };
@@ -440,8 +441,8 @@ mod tests {
             let inputs = Inputs::Drawn(Draw::new(Distribution::Normal, 0));
             MockBackend::new(None).time(&p, Kernel::Planned(&plan), inputs, options).unwrap().samples_us[0]
         };
-        let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, 64);
-        assert_eq!(relative_cost(default, 64), 1.0);
+        let default = evoattn::defaults::config(Impl::Mma, MOCK_ARCH, Dtype::F16, 64);
+        assert_eq!(relative_cost(default, Dtype::F16, 64), 1.0);
         assert_eq!(time(None), time(Some(default)));
         let best = default.with_overrides("block_n=128,stages=2").unwrap();
         assert!(time(Some(best)) < time(None) / 1.2, "the mock optimum is over 20% faster than the default");

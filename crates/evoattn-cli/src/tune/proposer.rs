@@ -146,7 +146,7 @@ mod tests {
     use evoattn::{Dtype, Impl, KernelConfig};
 
     fn task() -> Task {
-        let config = evoattn::defaults::config(Impl::Mma, Arch::Sm90a, 64);
+        let config = evoattn::defaults::config(Impl::Mma, Arch::Sm90a, Dtype::F16, 64);
         Task {
             gpu: "NVIDIA H100".into(),
             arch: Arch::Sm90a,

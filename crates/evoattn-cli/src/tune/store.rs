@@ -120,7 +120,7 @@ impl Row {
                     evoattn::Problem::dense(shape, self.spec.dtype, evoattn::Layout::Bhsd).with_causal(causal);
                 evoattn::defaults::for_problem(imp, arch, &problem, sms)
             }
-            _ => evoattn::defaults::config(imp, arch, self.spec.head_dim),
+            _ => evoattn::defaults::config(imp, arch, self.spec.dtype, self.spec.head_dim),
         };
         self.spec.config.short_name(&default)
     }

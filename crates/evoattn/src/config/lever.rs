@@ -260,13 +260,14 @@ pub trait Family: Copy + Sized + 'static {
     /// The family's translation unit (its headers are `kernels::HEADERS`).
     const SOURCE: crate::kernels::SourceFile;
 
-    /// The family's default for a head dim on an arch.
-    fn default_for(arch: Arch, head_dim: usize) -> Self;
+    /// The family's default for inputs of `dtype` (one of [`Family::DTYPES`]) at a head dim on
+    /// an arch.
+    fn default_for(arch: Arch, dtype: Dtype, head_dim: usize) -> Self;
     /// The default adapted to `problem` on a GPU with `sm_count` SMs; most families take the
     /// head dim's.
     fn for_problem(arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> Self {
         let _ = sm_count;
-        Self::default_for(arch, problem.shape.d)
+        Self::default_for(arch, problem.dtype, problem.shape.d)
     }
     /// Every lever, in the order names and `--config` text list them.
     const LEVERS: &'static [Lever<Self>];

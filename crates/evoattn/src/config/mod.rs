@@ -144,9 +144,9 @@ impl Impl {
         family_type!(self, C => C::DTYPES)
     }
 
-    /// The family's default for a head dim on an arch.
-    pub fn default_config(self, arch: Arch, head_dim: usize) -> KernelConfig {
-        family_type!(self, C => C::default_for(arch, head_dim).into_config())
+    /// The family's default for inputs of `dtype` at a head dim on an arch.
+    pub fn default_config(self, arch: Arch, dtype: Dtype, head_dim: usize) -> KernelConfig {
+        family_type!(self, C => C::default_for(arch, dtype, head_dim).into_config())
     }
 
     /// The family's default adapted to `problem` on a GPU with `sm_count` SMs.
@@ -199,6 +199,9 @@ pub const WARPGROUP_THREADS: u32 = 4 * WARP_THREADS;
 pub const SWIZZLE_ATOM_BYTES: usize = 1024;
 /// Elements of one 128-byte swizzled row of 16-bit elements: a tile is D / this column blocks.
 pub const SWIZZLE_ROW_ELEMS: u32 = 64;
+/// Bytes of one swizzled row at most (the 128-byte swizzle); a shorter head-dim row (E4M3 at
+/// hd64: 64 bytes) is one row of the 64-byte swizzle.
+pub const SWIZZLE_ROW_BYTES: usize = 128;
 
 /// Box rows of a kernel's TMA tensor maps, which it takes in the order Q, K, V, O (those it has).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,7 +308,7 @@ impl KernelSpec {
         let head_dim: usize = rest[..digits].parse().ok()?;
         let levers = &rest[digits..];
         let config = family_type!(imp, C => {
-            let base = C::default_for(*C::ARCHS.last()?, head_dim);
+            let base = C::default_for(*C::ARCHS.last()?, dtype, head_dim);
             lever::from_name_suffix(base, levers)?.into_config()
         });
         let spec = KernelSpec { config, dtype, head_dim };
@@ -317,6 +320,16 @@ impl KernelSpec {
     pub fn combine_kernel_name(&self) -> Option<String> {
         match self.config {
             KernelConfig::Splitkv(c) if c.combine == SplitkvCombine::Kernel => Some(format!("{}_combine", self.name())),
+            _ => None,
+        }
+    }
+
+    /// The symbol of the V transpose kernel that runs before an E4M3 `wgmma` kernel
+    /// (kernels/wgmma/wgmma_vt.cuh: FP8 `wgmma` reads V transposed), derived from
+    /// [`KernelSpec::name`]; `None` for every other.
+    pub fn transpose_kernel_name(&self) -> Option<String> {
+        match self.config {
+            KernelConfig::Wgmma(_) if self.dtype.is_fp8() => Some(format!("{}_vt", self.name())),
             _ => None,
         }
     }
@@ -376,6 +389,9 @@ impl KernelSpec {
         }
         if let Some(name) = self.combine_kernel_name() {
             d.push(("EVOATTN_COMBINE_NAME".to_string(), name));
+        }
+        if let Some(name) = self.transpose_kernel_name() {
+            d.push(("EVOATTN_VT_NAME".to_string(), name));
         }
         d.extend(each_family!(&self.config, c => c.extra_defines(self.dtype, self.head_dim)));
         d
@@ -463,7 +479,7 @@ mod tests {
                 for &head_dim in imp.head_dims() {
                     // Every default, and a spread of each space (wgmma's has millions).
                     let defaults = imp.archs().iter().map(|&arch| KernelSpec {
-                        config: imp.default_config(arch, head_dim),
+                        config: imp.default_config(arch, dtype, head_dim),
                         dtype,
                         head_dim,
                     });

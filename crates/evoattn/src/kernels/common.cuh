@@ -12,6 +12,10 @@ typedef long long i64;
 #ifndef EVOATTN_BF16
 #error "EVOATTN_BF16 must be defined by the host"
 #endif
+// E4M3 inputs (O in bf16): the host defines EVOATTN_FP8=1 for those kernels only.
+#ifndef EVOATTN_FP8
+#define EVOATTN_FP8 0
+#endif
 
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f

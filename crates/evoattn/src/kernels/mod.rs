@@ -52,6 +52,7 @@ pub const HEADERS: &[SourceFile] = &[
     source!("wgmma" / "wgmma_turns.cuh"),
     source!("wgmma" / "wgmma_ws.cuh"),
     source!("wgmma" / "trace.cuh"),
+    source!("wgmma" / "wgmma_vt.cuh"),
 ];
 
 /// The stream-holding kernel of the timer (`runtime::device::Gpu::hold`).

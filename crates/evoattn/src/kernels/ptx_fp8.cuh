@@ -5,6 +5,11 @@
 
 typedef unsigned char u8;
 
+// P is stored as E4M3 scaled by 2^P_LOG2_SCALE so that the weights, at most 1 relative to the
+// row max, fill E4M3's normal range (0, 448] instead of falling into its subnormals
+// (FlashAttention-3): P in (0, 256], below 448, so no weight saturates.
+#define P_LOG2_SCALE 8.f
+
 // D += A(16x32, row) * B(32x8, col), E4M3 operands, float32 accumulators. Fragments (PTX ISA,
 // "Matrix Fragments for mma.m16n8k32"): lane 4g+t holds A's rows g and g+8 at k = 4t..4t+3
 // (a0, a1) and 16+4t..16+4t+3 (a2, a3), B's column g at the same k (b0, b1), and C's rows g

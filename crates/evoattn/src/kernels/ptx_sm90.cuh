@@ -29,13 +29,18 @@ typedef unsigned short u16;
 //   block of N (the next 64 columns of d); the instruction's transpose-B flag is set.
 // ---------------------------------------------------------------------------------------------
 
+// E4M3 (EVOATTN_FP8=1) tiles hold bytes: a 128-byte row is 128 elements, and at hd64 a row of
+// Q or K is 64 bytes, which the 64-byte swizzle covers (its atom: 8 rows of 64 bytes, chunk c of
+// row r at c ^ ((r / 2) % 4)).
 #define WGMMA_SWIZZLE_128B 1ull
+#define WGMMA_SWIZZLE_64B 2ull
 #define WGMMA_DESC_ADDR_SHIFT 4  // addresses and offsets are stored in 16-byte units
 
-__device__ __forceinline__ u64 wgmma_desc(u32 smem_byte_addr, u32 lbo_bytes, u32 sbo_bytes) {
+__device__ __forceinline__ u64 wgmma_desc(u32 smem_byte_addr, u32 lbo_bytes, u32 sbo_bytes,
+                                          u64 swizzle = WGMMA_SWIZZLE_128B) {
     return (u64)((smem_byte_addr & 0x3FFFF) >> WGMMA_DESC_ADDR_SHIFT) |
            ((u64)((lbo_bytes >> WGMMA_DESC_ADDR_SHIFT) & 0x3FFF) << 16) |
-           ((u64)((sbo_bytes >> WGMMA_DESC_ADDR_SHIFT) & 0x3FFF) << 32) | (WGMMA_SWIZZLE_128B << 62);
+           ((u64)((sbo_bytes >> WGMMA_DESC_ADDR_SHIFT) & 0x3FFF) << 32) | (swizzle << 62);
 }
 
 // The descriptor of the same operand `bytes` further on (a multiple of 16). Shared addresses
@@ -96,10 +101,24 @@ __device__ __forceinline__ void fence_operand(u32 (&a)[N][M]) {
 // a[3] the same 8 columns on), B by descriptor. TRANS_B = 1 reads B as MN-major.
 // `scale_d` = 0 ignores D's old value (D = A·B). Accumulator i of a thread holds row
 // 16*warp + lane/4 + 8*((i/2)%2), column 8*(i/4) + 2*(lane%4) + i%2.
+// E4M3 (EVOATTN_FP8=1): k32 steps (32 bytes, as k16 of 16-bit elements), both operands
+// K-major (FP8 wgmma has no transpose), so the instruction takes no transpose immediates.
+#if EVOATTN_FP8
+#define WGMMA_TYPES ".f32.e4m3.e4m3"
+#define WGMMA_K "k32"
+#define WGMMA_TRANSPOSABLE 0
+#define WGMMA_SS_TRANS(t) ""
+#define WGMMA_RS_TRANS(t) ""
+#else
 #if EVOATTN_BF16
 #define WGMMA_TYPES ".f32.bf16.bf16"
 #else
 #define WGMMA_TYPES ".f32.f16.f16"
+#endif
+#define WGMMA_K "k16"
+#define WGMMA_TRANSPOSABLE 1
+#define WGMMA_SS_TRANS(t) ", 0, " t
+#define WGMMA_RS_TRANS(t) ", " t
 #endif
 
 // One specialisation per N, generated (crates/evoattn/build.rs): the asm operand list spells
@@ -255,19 +274,29 @@ __device__ __forceinline__ void tma_store_wait_read() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 128-byte swizzled tiles (the layout above), shared by `wgmma` and `splitkv`'s TMA ring: a tile
-// of `rows` rows and D columns is D/64 column blocks of [rows][64] 16-bit elements.
+// Swizzled tiles (the layout above), shared by `wgmma` and `splitkv`'s TMA ring: a tile of
+// `rows` rows and D columns is D/ATOM_ELEMS column blocks of [rows][ATOM_ELEMS] elements.
 // ---------------------------------------------------------------------------------------------
 
-#define ATOM_ELEMS 64    // 16-bit elements per 128-byte swizzled row: one TMA box's width
-#define ROW_BYTES 128
-#define ATOM_BYTES 1024  // 8 swizzled rows: the pattern's period, the alignment a tile needs
+#if EVOATTN_FP8
+#define ELEM_BYTES 1
+#else
+#define ELEM_BYTES 2
+#endif
+// A swizzled row: 128 bytes, or a whole head-dim row where that is shorter (E4M3 at hd64).
+#define ROW_BYTES (EVOATTN_HEAD_DIM * ELEM_BYTES < 128 ? EVOATTN_HEAD_DIM * ELEM_BYTES : 128)
+#define ATOM_ELEMS (ROW_BYTES / ELEM_BYTES)  // elements per swizzled row: one TMA box's width
+#define CHUNK_ELEMS (16 / ELEM_BYTES)        // elements per 16-byte chunk
+#define ROW_SBO (8 * ROW_BYTES)              // a descriptor's step to the next 8-row group
+#define ROW_SWIZZLE (ROW_BYTES == 128 ? WGMMA_SWIZZLE_128B : WGMMA_SWIZZLE_64B)
+#define ATOM_BYTES 1024  // 8 rows of 128 bytes: the 128-byte pattern's period, the alignment a tile needs
 
 // Byte offset, inside a swizzled tile of `rows` rows, of the 16-byte chunk holding elements
-// [col, col + 8) of row `row` (col a multiple of 8).
+// [col, col + CHUNK_ELEMS) of row `row` (col a multiple of CHUNK_ELEMS).
 __device__ __forceinline__ u32 swizzled_offset(int rows, int row, int col) {
-    const int block = col / ATOM_ELEMS, chunk = (col % ATOM_ELEMS) / 8;
-    return block * rows * ROW_BYTES + row * ROW_BYTES + ((chunk ^ (row % 8)) << 4);
+    const int block = col / ATOM_ELEMS, chunk = (col % ATOM_ELEMS) / CHUNK_ELEMS;
+    const int pattern = ROW_BYTES == 128 ? row % 8 : (row / 2) % 4;
+    return block * rows * ROW_BYTES + row * ROW_BYTES + ((chunk ^ pattern) << 4);
 }
 
 // `smem` rounded up to the next ATOM_BYTES boundary: the swizzle pattern is a function of
@@ -276,16 +305,16 @@ __device__ __forceinline__ unsigned char* align_to_atom(unsigned char* smem) {
     return smem + (ATOM_BYTES - smem_addr(smem) % ATOM_BYTES) % ATOM_BYTES;
 }
 
-// Issues the D/64 TMA boxes that fill BOX_ROWS rows of a swizzled tile of TILE_ROWS rows, from
+// Issues the D/ATOM_ELEMS TMA boxes that fill BOX_ROWS rows of a swizzled tile of TILE_ROWS rows, from
 // `rows` (inside the first column block), with rows [row0, row0 + BOX_ROWS) of (head, batch)
-// from a (D, S, H, B) tensor map; box b (64 columns) lands at column block b, TILE_ROWS * 128
-// bytes apart. Rows past S are zeros. The bytes complete on `bar`, whose expected transaction
+// from a (D, S, H, B) tensor map; box b (ATOM_ELEMS columns) lands at column block b,
+// TILE_ROWS * ROW_BYTES bytes apart. Rows past S are zeros. The bytes complete on `bar`, whose expected transaction
 // count the caller raised.
 // `blocks` other than 0 multicasts every box to the cluster's blocks it names (tma_load_4d_multicast).
 template <int TILE_ROWS, int BOX_ROWS = TILE_ROWS>
 __device__ __forceinline__ void tma_load_tile(unsigned char* rows, const TmaMap* map, u64* bar, int row0, int head,
                                               int batch, u16 blocks = 0) {
-    static_assert(EVOATTN_HEAD_DIM % ATOM_ELEMS == 0, "a tile is whole 64-column boxes");
+    static_assert(EVOATTN_HEAD_DIM % ATOM_ELEMS == 0, "a tile is whole boxes of a swizzled row");
     static_assert(BOX_ROWS <= TILE_ROWS && BOX_ROWS <= 256, "a TMA box has at most 256 rows, inside the tile");
 #pragma unroll
     for (int b = 0; b < EVOATTN_HEAD_DIM / ATOM_ELEMS; ++b) {

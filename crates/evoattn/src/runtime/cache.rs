@@ -183,7 +183,7 @@ mod tests {
 
     fn spec(head_dim: usize) -> KernelSpec {
         KernelSpec {
-            config: crate::defaults::config(Impl::Reference, Arch::Sm80, head_dim),
+            config: crate::defaults::config(Impl::Reference, Arch::Sm80, Dtype::F16, head_dim),
             dtype: Dtype::F16,
             head_dim,
         }

@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn options_name_the_arch_the_standard_and_every_define() {
         let spec = KernelSpec {
-            config: crate::defaults::config(Impl::Mma, Arch::Sm90a, 128),
+            config: crate::defaults::config(Impl::Mma, Arch::Sm90a, Dtype::Bf16, 128),
             dtype: Dtype::Bf16,
             head_dim: 128,
         };

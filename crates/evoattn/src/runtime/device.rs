@@ -250,11 +250,13 @@ impl Gpu {
         let resident_per_sm = function
             .occupancy_max_active_blocks_per_multiprocessor(kernel.spec.threads(), smem, None)
             .map_err(|e| Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
-        let combine = match kernel.spec.combine_kernel_name() {
-            Some(name) => Some(module.load_function(&name).map_err(|e| Error::driver("cuModuleGetFunction", e))?),
-            None => None,
+        let second = |name: Option<String>| match name {
+            Some(name) => module.load_function(&name).map(Some).map_err(|e| Error::driver("cuModuleGetFunction", e)),
+            None => Ok(None),
         };
-        Ok(LoadedKernel { module, function, combine, spec: kernel.spec, smem, resident_per_sm })
+        let combine = second(kernel.spec.combine_kernel_name())?;
+        let transpose = second(kernel.spec.transpose_kernel_name())?;
+        Ok(LoadedKernel { module, function, combine, transpose, spec: kernel.spec, smem, resident_per_sm })
     }
 }
 
@@ -316,6 +318,8 @@ pub struct LoadedKernel {
     function: CudaFunction,
     /// `splitkv`'s separate merge kernel (`combine=kernel`), from the same module.
     combine: Option<CudaFunction>,
+    /// The V transpose an E4M3 `wgmma` kernel runs first, from the same module.
+    transpose: Option<CudaFunction>,
     spec: KernelSpec,
     smem: usize,
     resident_per_sm: u32,
@@ -402,6 +406,10 @@ impl LoadedKernel {
 
     pub(crate) fn combine_function(&self) -> Option<&CudaFunction> {
         self.combine.as_ref()
+    }
+
+    pub(crate) fn transpose_function(&self) -> Option<&CudaFunction> {
+        self.transpose.as_ref()
     }
 
     /// Dynamic shared memory the kernel is launched with.
@@ -602,9 +610,14 @@ mod tests {
         );
         let kernel = |overrides: &str| CompiledKernel {
             spec: KernelSpec {
-                config: crate::defaults::config(crate::config::Impl::Wgmma, Arch::Sm90a, 128)
-                    .with_overrides(overrides)
-                    .unwrap(),
+                config: crate::defaults::config(
+                    crate::config::Impl::Wgmma,
+                    Arch::Sm90a,
+                    crate::problem::Dtype::Bf16,
+                    128,
+                )
+                .with_overrides(overrides)
+                .unwrap(),
                 dtype: crate::problem::Dtype::Bf16,
                 head_dim: 128,
             },

@@ -40,14 +40,15 @@ struct MapCache {
     /// Each map's geometry and the index of its tensor in the (Q, K, V, O) addresses.
     geometry: Vec<(TensorMapGeometry, usize)>,
     imp: Impl,
-    bf16: bool,
     /// The address each map was encoded for; `None` before the first encode or after a failed one.
     encoded_for: [Option<u64>; 4],
     maps: [TensorMap; 4],
 }
 
 impl MapCache {
-    fn new(problem: &Problem, imp: Impl, rows: TensorMapRows) -> Result<Self> {
+    /// `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`), whose address the
+    /// launch passes in V's place.
+    fn new(problem: &Problem, imp: Impl, rows: TensorMapRows, v_transposed: bool) -> Result<Self> {
         let tensors = [
             (TensorName::Q, rows.q),
             (TensorName::K, Some(rows.kv)),
@@ -57,12 +58,16 @@ impl MapCache {
         let mut geometry = Vec::with_capacity(tensors.len());
         for (index, (tensor, rows)) in tensors.into_iter().enumerate() {
             if let Some(rows) = rows {
-                geometry.push((TensorMapGeometry::new(problem, tensor, rows, imp)?, index));
+                let g = if tensor == TensorName::V && v_transposed {
+                    TensorMapGeometry::transposed_v(problem, imp)?
+                } else {
+                    TensorMapGeometry::new(problem, tensor, rows, imp)?
+                };
+                geometry.push((g, index));
             }
         }
         let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
-        let bf16 = problem.dtype == crate::problem::Dtype::Bf16;
-        Ok(MapCache { geometry, imp, bf16, encoded_for: [None; 4], maps: [empty; 4] })
+        Ok(MapCache { geometry, imp, encoded_for: [None; 4], maps: [empty; 4] })
     }
 
     /// The maps over tensors at `addrs` (Q, K, V, O), as many as the kernel takes.
@@ -74,7 +79,7 @@ impl MapCache {
             if *encoded_for != Some(addr) {
                 // Forget the old map first, so a failed encode never leaves a stale one marked valid.
                 *encoded_for = None;
-                *map = tma::encode(geometry, addr, self.bf16, self.imp)?;
+                *map = tma::encode(geometry, addr, self.imp)?;
                 *encoded_for = Some(addr);
             }
         }
@@ -102,7 +107,26 @@ pub struct PreparedLaunch {
     combine: Option<(CudaFunction, (u32, u32, u32))>,
     /// An FP8 kernel's descales argument (set per launch), after `AttnParams`.
     descale: u64,
+    /// The V transpose that runs before an E4M3 `wgmma` kernel.
+    transpose: Option<Transpose>,
 }
+
+/// The V transpose kernel of an E4M3 `wgmma` launch (kernels/wgmma/wgmma_vt.cuh): it writes V
+/// transposed into the launch's scratch floats, from word `offset` on, for the attention
+/// kernel's V tensor map.
+struct Transpose {
+    function: CudaFunction,
+    grid: (u32, u32, u32),
+    offset: usize,
+    /// Its arguments beside `AttnParams`: the transposed V's address (per launch) and its padded
+    /// key count.
+    vt: u64,
+    sk_pad: i32,
+}
+
+/// Keys and threads of one V transpose block (`VT_KEYS`, `VT_THREADS` of wgmma_vt.cuh).
+const VT_BLOCK_KEYS: usize = 64;
+const VT_BLOCK_THREADS: u32 = 256;
 
 /// The tensors a launch reads and writes, in [`LaunchBuffers`] order.
 const BUFFERS: [TensorName; 6] =
@@ -153,6 +177,26 @@ impl PreparedLaunch {
             }
             None => (needs.scratch, None),
         };
+        // The transposed V goes after the family's own scratch floats, 16-byte aligned.
+        let (need, transpose) = match kernel.transpose_function() {
+            Some(function) if !empty => {
+                let s = problem.shape;
+                let sk_pad = tma::transposed_v_keys(s.sk);
+                let bytes = s.b * s.hkv * s.d * sk_pad;
+                let offset = need.floats.next_multiple_of(4);
+                let too_large = || unsupported(format!("a transposed V of {} keys does not fit the scratch", s.sk));
+                let floats = offset.checked_add(bytes / 4).ok_or_else(too_large)?;
+                let transpose = Transpose {
+                    function: function.clone(),
+                    grid: (sk_pad.div_ceil(VT_BLOCK_KEYS) as u32, s.hkv as u32, s.b as u32),
+                    offset,
+                    vt: 0,
+                    sk_pad: i32::try_from(sk_pad).map_err(|_| too_large())?,
+                };
+                (ScratchNeed { floats, ..need }, Some(transpose))
+            }
+            _ => (need, None),
+        };
         let maps = match spec.tensor_map_rows() {
             Some(_) if !empty && problem.shape.sk == 0 => {
                 return Err(unsupported(format!(
@@ -160,7 +204,7 @@ impl PreparedLaunch {
                     spec.name()
                 )))
             }
-            Some(rows) if !empty => Some(MapCache::new(problem, spec.imp(), rows)?),
+            Some(rows) if !empty => Some(MapCache::new(problem, spec.imp(), rows, transpose.is_some())?),
             _ => None,
         };
         let combine = kernel
@@ -179,6 +223,7 @@ impl PreparedLaunch {
             maps,
             combine,
             descale: 0,
+            transpose,
         })
     }
 
@@ -301,7 +346,15 @@ impl PreparedLaunch {
             args[n_args] = &mut self.descale as *mut u64 as *mut c_void;
             n_args += 1;
         }
-        let launched = self.launch_all(stream, &mut args, n_args, [q_ptr, k_ptr, v_ptr, o_ptr]);
+        // E4M3 `wgmma`: V's tensor map is over the transposed V in the scratch.
+        let v_map_ptr = match self.transpose.as_mut() {
+            Some(t) => {
+                t.vt = lease.ptrs.floats + 4 * t.offset as u64;
+                t.vt
+            }
+            None => v_ptr,
+        };
+        let launched = self.launch_all(stream, &mut args, n_args, [q_ptr, k_ptr, v_map_ptr, o_ptr]);
         // A graph-owned lease is freed in the graph even when the launch failed to enqueue.
         let released = scratch.release(stream, lease);
         launched.and(released)
@@ -319,6 +372,17 @@ impl PreparedLaunch {
                 args[n_args] = map as *mut TensorMap as *mut c_void;
                 n_args += 1;
             }
+        }
+        if let Some(t) = self.transpose.as_mut() {
+            let mut vt_args: [*mut c_void; 3] =
+                [args[0], &mut t.vt as *mut u64 as *mut c_void, &mut t.sk_pad as *mut i32 as *mut c_void];
+            // Safety: the transpose kernel of the same module takes `AttnParams` (the first
+            // argument above, still live: it reads V through its pointer and strides, which
+            // `validate_buffers` checked), the transposed V's address and its padded key count;
+            // it writes B·Hkv·D·sk_pad bytes from that address, which lies inside this launch's
+            // scratch (`need` counts them past the family's own words), and has no dynamic
+            // shared memory. The attention kernel runs after it on the same stream.
+            unsafe { launch(&t.function, t.grid, VT_BLOCK_THREADS, 0, stream, &mut vt_args) }?;
         }
         // Safety: the function was loaded into this stream's context (bound to this thread by
         // `run_buffers`) with the dynamic shared memory limit `smem` needs (`Gpu::load`); the

@@ -2,24 +2,24 @@
 //!
 //! Each of Q, K, V (loads) and O (`wgmma`'s TMA stores, `o_staging`) is described as a 4-D tensor over
 //! (D, S, H, B), innermost first, with the problem's own strides, so BHSD, BSHD and GQA (K/V
-//! over `hkv` heads) need no copies. A box is 64 elements of D (128 bytes, the 128-byte
-//! swizzle's row) by `rows` rows of S, one head, one batch; the kernel moves a tile as D/64 such
-//! boxes. Rows past S are outside the tensor: loads get zeros, stores drop them, so sequence
-//! tails need no masking.
+//! over `hkv` heads) need no copies. A box is one swizzled row of D (128 bytes: 64 16-bit
+//! elements or 128 E4M3 ones; E4M3 at hd64, the whole 64-byte row in the 64-byte swizzle) by
+//! `rows` rows of S, one head, one batch; the kernel moves a tile as D / (box width) such boxes.
+//! Rows past S are outside the tensor: loads get zeros, stores drop them, so sequence tails need
+//! no masking. E4M3 `wgmma` reads V transposed (`TensorMapGeometry::transposed_v`), from the
+//! copy its transpose kernel wrote.
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 
-use crate::config::Impl;
+use crate::config::{Impl, SWIZZLE_ROW_BYTES};
 use crate::error::{Error, Result};
-use crate::problem::{Problem, TensorName};
+use crate::problem::{Dtype, Problem, TensorName};
 use cudarc::driver::sys::{
     self, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion,
     CUtensorMapSwizzle,
 };
 use cudarc::driver::DeviceRepr;
 
-/// Elements of D per box: one 128-byte swizzled row of 16-bit elements.
-pub const BOX_ELEMS: u32 = crate::config::SWIZZLE_ROW_ELEMS;
 /// The driver's limit on a box dimension.
 pub const MAX_BOX_ROWS: u32 = 256;
 /// Global strides must be multiples of 16 bytes and below 2^40.
@@ -35,6 +35,8 @@ pub struct TensorMapGeometry {
     pub strides_bytes: [u64; 3],
     /// Box sizes of (D, S, H, B) in elements.
     pub box_dims: [u32; 4],
+    /// The elements' type (the tensor's: O's is the output dtype).
+    pub dtype: Dtype,
 }
 
 impl TensorMapGeometry {
@@ -53,14 +55,20 @@ impl TensorMapGeometry {
         if rows == 0 || rows > MAX_BOX_ROWS {
             return Err(unsupported(format!("a TMA box has 1..={MAX_BOX_ROWS} rows, not {rows}")));
         }
-        if !s.d.is_multiple_of(BOX_ELEMS as usize) {
-            return Err(unsupported(format!("TMA needs a head dim that is a multiple of {BOX_ELEMS}")));
+        let elem = problem.elem_bytes(t) as u64;
+        // The kernels' swizzled row (ptx_sm90.cuh's ROW_BYTES): 128 bytes, or a shorter whole row.
+        let row_bytes = (s.d * elem as usize).min(SWIZZLE_ROW_BYTES);
+        let box_elems = (row_bytes / elem as usize) as u32;
+        if row_bytes < SWIZZLE_ROW_BYTES / 2 || !s.d.is_multiple_of(box_elems as usize) {
+            return Err(unsupported(format!(
+                "TMA needs a head dim that is a multiple of {} elements",
+                SWIZZLE_ROW_BYTES / elem as usize
+            )));
         }
         let st = problem.strides(t);
         if st.dim != 1 {
             return Err(unsupported(format!("tensor {t}: TMA needs a contiguous head dim")));
         }
-        let elem = problem.elem_bytes(t) as u64;
         // A stride of an axis of one element is free, so it may be past counting in bytes:
         // saturated, it is refused as past 2^40 like any other too large.
         let bytes = |stride: usize| (stride as u64).saturating_mul(elem);
@@ -73,10 +81,40 @@ impl TensorMapGeometry {
                 )));
             }
         }
+        let dtype = if t == TensorName::O { problem.dtype.output() } else { problem.dtype };
         Ok(TensorMapGeometry {
             dims: [s.d as u64, seq as u64, heads as u64, s.b as u64],
             strides_bytes,
-            box_dims: [BOX_ELEMS, rows, 1, 1],
+            box_dims: [box_elems, rows, 1, 1],
+            dtype,
+        })
+    }
+
+    /// The transposed V that the E4M3 `wgmma` kernel reads (kernels/wgmma/wgmma_vt.cuh): bytes
+    /// `[B][Hkv][D][sk_pad]` (keys padded to [`VT_KEY_ALIGN`], dense), as a 4-D tensor over
+    /// (keys, D, Hkv, B); a box is 128 keys (one 128-byte swizzled row) by all D rows, and a
+    /// key block of the kernel one or more such boxes.
+    pub fn transposed_v(problem: &Problem, imp: Impl) -> Result<Self> {
+        let s = problem.shape;
+        let unsupported = |reason: String| Error::Unsupported { imp: imp.to_string(), reason };
+        if s.d > MAX_BOX_ROWS as usize {
+            return Err(unsupported(format!(
+                "a transposed V's box holds at most {MAX_BOX_ROWS} head-dim rows, not {}",
+                s.d
+            )));
+        }
+        let keys = SWIZZLE_ROW_BYTES as u32;
+        let sk_pad = transposed_v_keys(s.sk) as u64;
+        let d = s.d as u64;
+        let strides_bytes = [sk_pad, d * sk_pad, s.hkv as u64 * d * sk_pad];
+        if strides_bytes[2] >= MAX_STRIDE {
+            return Err(unsupported(format!("a transposed V of {} keys is too large for a tensor map", s.sk)));
+        }
+        Ok(TensorMapGeometry {
+            dims: [sk_pad, d, s.hkv as u64, s.b as u64],
+            strides_bytes,
+            box_dims: [keys, s.d as u32, 1, 1],
+            dtype: problem.dtype,
         })
     }
 
@@ -97,10 +135,19 @@ pub struct TensorMap(pub CUtensorMap);
 // of the kernel's `TmaMap`; the driver copies its bytes into the parameter buffer.
 unsafe impl DeviceRepr for TensorMap {}
 
-/// Encodes the tensor map of `geometry` over the 16-bit tensor at device address `addr`
-/// (16-byte aligned) for kernel `imp`: 128-byte swizzle, zero fill outside the tensor, 256-byte
-/// L2 promotion.
-pub fn encode(geometry: &TensorMapGeometry, addr: u64, bf16: bool, imp: Impl) -> Result<TensorMap> {
+/// Keys of the transposed V are padded to a multiple of this (16-byte rows, and each 16 keys
+/// one group of P's k order).
+pub const VT_KEY_ALIGN: usize = 16;
+
+/// Keys of a row of the transposed V for `sk` keys.
+pub fn transposed_v_keys(sk: usize) -> usize {
+    sk.div_ceil(VT_KEY_ALIGN) * VT_KEY_ALIGN
+}
+
+/// Encodes the tensor map of `geometry` over the tensor at device address `addr` (16-byte
+/// aligned) for kernel `imp`: the swizzle of the box's row (128 bytes, or 64), zero fill
+/// outside the tensor, 256-byte L2 promotion.
+pub fn encode(geometry: &TensorMapGeometry, addr: u64, imp: Impl) -> Result<TensorMap> {
     if !addr.is_multiple_of(STRIDE_ALIGN) {
         return Err(Error::Unsupported {
             imp: imp.to_string(),
@@ -109,10 +156,15 @@ pub fn encode(geometry: &TensorMapGeometry, addr: u64, bf16: bool, imp: Impl) ->
     }
     let mut map = CUtensorMap { opaque: [0; 16] };
     let element_strides = [1u32; 4];
-    let data_type = if bf16 {
-        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    let data_type = match geometry.dtype {
+        Dtype::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        Dtype::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        Dtype::E4m3 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+    };
+    let swizzle = if geometry.box_dims[0] as usize * geometry.dtype.size_bytes() == SWIZZLE_ROW_BYTES {
+        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
     } else {
-        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B
     };
     // Safety: the driver library is loaded (a context exists before any launch), `map` is a
     // live, suitably aligned CUtensorMap that the call writes; the dims (4), strides (3), box
@@ -129,7 +181,7 @@ pub fn encode(geometry: &TensorMapGeometry, addr: u64, bf16: bool, imp: Impl) ->
             geometry.box_dims.as_ptr(),
             element_strides.as_ptr(),
             CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle,
             CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
@@ -194,7 +246,7 @@ mod tests {
         let odd_err = TensorMapGeometry::new(&odd, TensorName::K, 64, Impl::Splitkv).unwrap_err().to_string();
         assert!(odd_err.contains("multiple of 64") && odd_err.contains("splitkv"), "{odd_err}");
         let misaligned =
-            encode(&TensorMapGeometry::new(&p, TensorName::Q, 64, Impl::Wgmma).unwrap(), 0x1008, false, Impl::Wgmma);
+            encode(&TensorMapGeometry::new(&p, TensorName::Q, 64, Impl::Wgmma).unwrap(), 0x1008, Impl::Wgmma);
         assert!(misaligned.unwrap_err().to_string().contains("16-byte aligned"));
     }
 

@@ -73,7 +73,7 @@ impl Family for MmaConfig {
     const ARCHS: &'static [Arch] = &Arch::ALL;
     const SOURCE: SourceFile = SourceFile { name: "mma.cu", text: include_str!("mma.cu") };
 
-    fn default_for(arch: Arch, head_dim: usize) -> Self {
+    fn default_for(arch: Arch, _dtype: Dtype, head_dim: usize) -> Self {
         default(arch, head_dim)
     }
 

@@ -1,13 +1,10 @@
 // `mma8` online softmax in exp2 form, as `mma`'s, with FP8's two differences: the scores'
-// scale folds in the descales of Q and K, and P is scaled by 2^P_LOG2_SCALE so that the
-// weights, at most 1 relative to the row max, fill E4M3's normal range (0, 448] instead of
-// falling into its subnormals (FlashAttention-3). The row sums keep the scaled, unrounded
-// weights, so the scale cancels in O = acc / l; the LSE subtracts it.
+// scale folds in the descales of Q and K, and P is scaled by 2^P_LOG2_SCALE (ptx_fp8.cuh). The
+// row sums keep the scaled, unrounded weights, so the scale cancels in O = acc / l; the LSE
+// subtracts it.
 #pragma once
 #include "mma8_mainloop.cuh"
 #include "row_state.cuh"
-
-#define P_LOG2_SCALE 8.f  // P in (0, 256]: below 448, so no weight saturates
 
 // Scales S into log2 units (`scale_log2`: the softmax scale · log2(e) · q_descale · k_descale)
 // and sets masked entries to -inf. `row0` is this thread's first row (g), `key0` the tile's

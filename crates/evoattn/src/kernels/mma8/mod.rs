@@ -62,7 +62,7 @@ impl Family for Mma8Config {
     const DTYPES: &'static [Dtype] = &[Dtype::E4m3];
     const SOURCE: SourceFile = SourceFile { name: "mma8.cu", text: include_str!("mma8.cu") };
 
-    fn default_for(arch: Arch, head_dim: usize) -> Self {
+    fn default_for(arch: Arch, _dtype: Dtype, head_dim: usize) -> Self {
         default(arch, head_dim)
     }
 

@@ -27,7 +27,7 @@ impl Family for ReferenceConfig {
     const DTYPES: &'static [Dtype] = &Dtype::ALL;
     const SOURCE: SourceFile = SourceFile { name: "reference.cu", text: include_str!("reference.cu") };
 
-    fn default_for(_arch: Arch, _head_dim: usize) -> Self {
+    fn default_for(_arch: Arch, _dtype: Dtype, _head_dim: usize) -> Self {
         DEFAULT
     }
 

@@ -8,7 +8,7 @@
 // every arch runs it) and dequantized by their descales in float32; O is written in bf16.
 #include "common.cuh"
 
-#if defined(EVOATTN_FP8)
+#if EVOATTN_FP8
 typedef unsigned char in_t;
 
 // An E4M3 byte's value (crate::fp8::e4m3_to_f32): normals by their float32 bit pattern,
@@ -52,7 +52,7 @@ __device__ float block_reduce(float x, bool take_max, float* scratch) {
     return x;
 }
 
-#if defined(EVOATTN_FP8)
+#if EVOATTN_FP8
 // `descale`: float32 [3, B, Hkv], q's, k's then v's.
 extern "C" __global__ void EVOATTN_KERNEL_NAME(const AttnParams p, const float* __restrict__ descale) {
 #else
@@ -69,7 +69,7 @@ extern "C" __global__ void EVOATTN_KERNEL_NAME(const AttnParams p) {
     const in_t* k = (const in_t*)p.k + batch * p.k_batch + kv_head * p.k_head;
     const in_t* v = (const in_t*)p.v + batch * p.v_batch + kv_head * p.v_head;
     elem_t* o = p.o + batch * p.o_batch + head * p.o_head + (i64)row * p.o_seq;
-#if defined(EVOATTN_FP8)
+#if EVOATTN_FP8
     const int group = batch * p.hkv + kv_head, groups = p.b * p.hkv;
     const float q_descale = descale[group], v_descale = descale[2 * groups + group];
     const float scale = p.scale_log2 / LOG2E * descale[groups + group];  // K's descale

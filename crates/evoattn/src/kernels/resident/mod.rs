@@ -123,7 +123,7 @@ impl Family for ResidentConfig {
 
     /// 512 keys at hd64 over eight tiles, 256 keys at hd128 over four (what fits beside them),
     /// in 128-key blocks, two consumers.
-    fn default_for(_arch: Arch, head_dim: usize) -> Self {
+    fn default_for(_arch: Arch, _dtype: Dtype, head_dim: usize) -> Self {
         let (key_blocks, q_tiles) = if head_dim <= 64 { (4, 8) } else { (2, 4) };
         ResidentConfig {
             block_n: 128,
@@ -263,7 +263,7 @@ impl Family for ResidentConfig {
     }
 
     fn space(head_dim: usize) -> Box<dyn Iterator<Item = Self>> {
-        Box::new(product(Self::default_for(Arch::Sm90a, head_dim), head_dim))
+        Box::new(product(Self::default_for(Arch::Sm90a, Dtype::F16, head_dim), head_dim))
     }
 }
 
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn validate_refuses_what_the_registers_or_the_pairs_cannot_hold() {
-        let base = ResidentConfig::default_for(Arch::Sm90a, 64);
+        let base = ResidentConfig::default_for(Arch::Sm90a, Dtype::F16, 64);
         let four = ResidentConfig { consumer_warpgroups: 4, ..base };
         let err = four.validate(Dtype::F16, 64, Arch::Sm90a).unwrap_err();
         assert!(err.contains("registers") && err.contains("overlap=0"), "{err}");

@@ -91,7 +91,7 @@ impl Family for SplitkvConfig {
     const ARCHS: &'static [Arch] = &Arch::ALL;
     const SOURCE: SourceFile = SourceFile { name: "splitkv.cu", text: include_str!("splitkv.cu") };
 
-    fn default_for(arch: Arch, head_dim: usize) -> Self {
+    fn default_for(arch: Arch, _dtype: Dtype, head_dim: usize) -> Self {
         plan::default(arch, head_dim)
     }
 

@@ -334,6 +334,9 @@ impl WgmmaConfig {
         trace: false,
     };
     pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
+    /// `block_n` with E4M3 inputs: whole 128-key rows of Vᵀ. 256 is taken by `--config` only
+    /// (the tuner's space is [`WgmmaConfig::BLOCK_N`], whose one whole row is 128).
+    pub const FP8_BLOCK_N: [u32; 2] = [128, 256];
     pub const STAGES: [u32; 4] = [1, 2, 3, 4];
     pub const CONSUMER_WARPGROUPS: [u32; 3] = [1, 2, 3];
     pub const EXP2_POLY: [u32; 4] = [0, 4, 6, 8];
@@ -389,6 +392,37 @@ fn split_tail_scratch(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> Option
     })
 }
 
+/// Keys of a Vᵀ row that E4M3's `block_n` must be whole multiples of: FP8 `wgmma` reads B
+/// K-major, so P·V reads V transposed, in rows of 128 keys (one 128-byte swizzled row).
+pub const FP8_KEY_ROW: u32 = 128;
+
+/// The levers E4M3 inputs take (kernels/wgmma/wgmma_mainloop.cuh's `static_assert`s): the
+/// pipelined consumer, O stored from registers (its staging assumes 16-bit tiles), no ones tile,
+/// no multicast (V's tiles are Vᵀ's), no lazy rescale (P is already scaled by 2^8).
+fn validate_fp8(c: &WgmmaConfig) -> Result<(), String> {
+    let refuse = |what: &str, why: &str| Err(format!("with E4M3 inputs, {what}: {why}"));
+    if !c.block_n.is_multiple_of(FP8_KEY_ROW) {
+        return refuse(
+            &format!("block_n must be a multiple of {FP8_KEY_ROW}, not {}", c.block_n),
+            "P·V reads Vᵀ in rows of 128 keys (FP8 wgmma reads B K-major only)",
+        );
+    }
+    if !c.pipeline.overlap() {
+        return refuse("pipeline must be overlap or pingpong", "the E4M3 path is the pipelined consumer's");
+    }
+    if c.o_staging != OStaging::Registers {
+        return refuse("o_staging must be registers", "O's staging tiles are laid out for 16-bit inputs");
+    }
+    if c.rowsum_mma || c.multicast || c.lazy_rescale {
+        return refuse(
+            "rowsum_mma, multicast and lazy_rescale must be off",
+            "the ones tile and the multicast halves are 16-bit tiles, and lazy_rescale's 2^8 slack on top of \
+             P's 2^8 scale passes E4M3's 448",
+        );
+    }
+    Ok(())
+}
+
 impl Family for WgmmaConfig {
     const IMPL: Impl = Impl::Wgmma;
     const ABOUT: &'static str =
@@ -396,10 +430,16 @@ impl Family for WgmmaConfig {
     const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
     // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
     const ARCHS: &'static [Arch] = &[Arch::Sm90a];
+    // E4M3 with V transposed by a kernel of its own first (`wgmma_vt.cuh`).
+    const DTYPES: &'static [Dtype] = &Dtype::ALL;
     const SOURCE: SourceFile = SourceFile { name: "wgmma.cu", text: include_str!("wgmma.cu") };
 
-    fn default_for(_arch: Arch, head_dim: usize) -> Self {
-        plan::default(head_dim)
+    fn default_for(_arch: Arch, dtype: Dtype, head_dim: usize) -> Self {
+        if dtype.is_fp8() {
+            plan::fp8_default(head_dim)
+        } else {
+            plan::default(head_dim)
+        }
     }
 
     fn for_problem(_arch: Arch, problem: &crate::problem::Problem, sm_count: u32) -> Self {
@@ -517,9 +557,14 @@ impl Family for WgmmaConfig {
 
     /// The rules between the axes and the other levers (within an axis, every value is one the
     /// kernel has); each mirrors a `static_assert` of the kernel.
-    fn validate(&self, _dtype: Dtype, head_dim: usize, _arch: Arch) -> Result<(), String> {
+    fn validate(&self, dtype: Dtype, head_dim: usize, _arch: Arch) -> Result<(), String> {
         let c = self;
-        one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;
+        if dtype.is_fp8() {
+            one_of("block_n", c.block_n, &WgmmaConfig::FP8_BLOCK_N)?;
+            validate_fp8(c)?;
+        } else {
+            one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;
+        }
         one_of("stages", c.stages, &WgmmaConfig::STAGES)?;
         one_of("consumer_warpgroups", c.consumer_warpgroups, &WgmmaConfig::CONSUMER_WARPGROUPS)?;
         one_of("exp2_poly", c.exp2_poly, &WgmmaConfig::EXP2_POLY)?;

@@ -24,6 +24,26 @@ pub fn default(head_dim: usize) -> WgmmaConfig {
     }
 }
 
+/// The `wgmma` default for E4M3 inputs at a head dim: 128-key blocks (Vᵀ's rows), two ping-pong
+/// consumers (three at hd64, where the exponentials take as long as the GEMMs), O stored from
+/// registers, and at hd128 Q in registers; the levers E4M3 takes are in `validate_fp8`.
+/// Evidence: docs/decisions/wgmma.md#fp8-default
+pub fn fp8_default(head_dim: usize) -> WgmmaConfig {
+    WgmmaConfig {
+        block_n: super::FP8_KEY_ROW,
+        stages: 2,
+        consumer_warpgroups: if head_dim <= 64 { 3 } else { 2 },
+        pipeline: Pipeline::PingPong,
+        o_staging: OStaging::Registers,
+        q_in_regs: head_dim == FP8_Q_IN_REGS_HEAD_DIM,
+        ..WgmmaConfig::BASE
+    }
+}
+
+/// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
+/// Evidence: docs/decisions/wgmma.md#fp8-default
+const FP8_Q_IN_REGS_HEAD_DIM: usize = 128;
+
 /// Most keys for which unmasked persistent blocks over hd64 take 128-key blocks; longer ones keep
 /// the 176-key ring, stage O in two passes and split the tail.
 /// Evidence: docs/decisions/wgmma.md#persistent-max-keys
@@ -102,6 +122,9 @@ pub const SPLIT_TAIL_MIN_QUERY_ROWS: usize = WGMMA_TILE_ROWS;
 /// Evidence: docs/decisions/wgmma.md#rules
 pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     let shape = problem.shape;
+    if problem.dtype.is_fp8() {
+        return fp8_default(shape.d);
+    }
     let c = default(shape.d);
     let p = Facts {
         shape,
@@ -340,7 +363,7 @@ mod tests {
         assert_eq!(long.consumer_warpgroups, 3);
         assert_eq!(
             crate::defaults::for_problem(Impl::Mma, Arch::Sm80, &p, H100_SMS),
-            crate::defaults::config(Impl::Mma, Arch::Sm80, 128)
+            crate::defaults::config(Impl::Mma, Arch::Sm80, Dtype::F16, 128)
         );
     }
 

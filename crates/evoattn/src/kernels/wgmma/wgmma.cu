@@ -32,8 +32,14 @@ static_assert(!EVOATTN_MULTICAST || EVOATTN_WARP_SPECIALIZED, "the producer warp
 #endif
 
 #if EVOATTN_LOADS_TMA
+// E4M3: the descales (float32 [3, B, Hkv]) follow the parameters, and V's tensor map is the
+// transposed V's (wgmma_vt.cuh).
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
-    EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p, const __grid_constant__ TmaMap q_map, const __grid_constant__ TmaMap k_map,
+    EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p,
+#if EVOATTN_FP8
+                        const float* __restrict__ descale,
+#endif
+                        const __grid_constant__ TmaMap q_map, const __grid_constant__ TmaMap k_map,
                         const __grid_constant__ TmaMap v_map
 #if EVOATTN_TMA_STORE
                         , const __grid_constant__ TmaMap o_map
@@ -50,7 +56,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     const TmaMap* const o_out = nullptr;
 #endif
 #if EVOATTN_WARP_SPECIALIZED
-    warp_specialized(p, sm, &q_map, &k_map, &v_map, o_out);
+#if !EVOATTN_FP8
+    const float* const descale = nullptr;
+#endif
+    warp_specialized(p, descale, sm, &q_map, &k_map, &v_map, o_out);
 #else
     const WorkTile t = work_tile(p);
     const int wg = threadIdx.x / WG_THREADS;
@@ -143,7 +152,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     cp_async_wait<0>();
     __syncthreads();
 #endif
-    epilogue(p, acc, st, sm, o_out, o, t.m0, t.batch, t.head, wg);
+    epilogue(p, acc, st, sm, o_out, o, t.m0, t.batch, t.head, wg, 1.f);
     epilogue_finish();
 #endif
 }
+
+#if EVOATTN_FP8
+#include "wgmma_vt.cuh"
+#endif

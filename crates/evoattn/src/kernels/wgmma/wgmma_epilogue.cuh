@@ -3,7 +3,8 @@
 // - Staged: through the warpgroup's own rows of the Q tile (same swizzled layout, so the
 //   fragment's writes spread over the banks), then 16-byte stores by every thread.
 // - Direct: straight from the fragment (4-byte stores; a quad covers 16 contiguous bytes), for
-//   persistent blocks without tma_store: the next tile's Q is already loading into the Q tile.
+//   persistent blocks without tma_store: the next tile's Q is already loading into the Q tile;
+//   and for E4M3, whose Q tile holds half of O's bytes.
 // - Tma (tma_store=1): staged (persistent blocks: in a tile of their own, filled in O_PASSES
 //   column passes), then one thread of the warpgroup issues TMA stores, which leave the
 //   consumers free for their next tile.
@@ -13,17 +14,18 @@
 enum class OStore { Direct, Staged, Tma };
 #if EVOATTN_TMA_STORE
 #define O_STORE OStore::Tma
-#elif EVOATTN_PERSISTENT
+#elif EVOATTN_PERSISTENT || EVOATTN_FP8
 #define O_STORE OStore::Direct
 #else
 #define O_STORE OStore::Staged
 #endif
 
 // `wg` is this thread's consumer warpgroup. Unless O_STAGE_OWN_TILE, every wgmma that read its
-// Q rows has completed (they are the staging rows); `o_map` is O's tensor map under Tma.
+// Q rows has completed (they are the staging rows); `o_map` is O's tensor map under Tma. O is
+// scaled by `o_scale` (`TileScales`: E4M3's V descale).
 __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS], const RowState& st,
                                          const SmemTiles& sm, const TmaMap* o_map, elem_t* o_gmem, int m0, int batch,
-                                         int head, int wg) {
+                                         int head, int wg, float o_scale) {
     const int wtid = threadIdx.x % WG_THREADS, warp = wtid / 32, lane = wtid % 32, g = lane / 4, t = lane % 4;
     unsigned char* stage = sm.o_rows(wg);
     // Both rows' sums before any store: a shuffle queued behind the other row's stores waits
@@ -33,10 +35,15 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
     for (int r = 0; r < 2; ++r) {
         const float l = quad_sum(st.l[r]);
         // A row that saw no key has l = 0: its output is 0 and its LSE -inf.
-        inv[r] = l > 0.f ? 1.f / l : 0.f;
+        inv[r] = l > 0.f ? o_scale / l : 0.f;
         const int row = m0 + wg * WG_ROWS + warp * 16 + g + 8 * r;
+#if EVOATTN_FP8
+        const float m = st.m[r] - P_LOG2_SCALE;  // l sums E4M3's scaled P
+#else
+        const float m = st.m[r];
+#endif
         if (p.lse != 0 && t == 0 && row < p.sq) {
-            p.lse[((i64)batch * p.h + head) * p.sq + row] = l > 0.f ? (st.m[r] + __log2f(l)) * LN2 : NEG_INF;
+            p.lse[((i64)batch * p.h + head) * p.sq + row] = l > 0.f ? (m + __log2f(l)) * LN2 : NEG_INF;
         }
     }
     // O_PASSES column passes (more than one only on an own staging tile, O_PASS_COLS columns

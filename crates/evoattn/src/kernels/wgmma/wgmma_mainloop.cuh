@@ -3,9 +3,10 @@
 // registers, V from shared memory).
 //
 // Shared memory holds every tile in the 128-byte swizzled layout (ptx_sm90.cuh): a tile of
-// ROWS rows and D columns is D/64 column blocks of [ROWS][64] elements, each row 128 bytes with
-// its 16-byte chunks permuted by the row's index mod 8. That is what a TMA box of 64 x ROWS
-// elements writes with CU_TENSOR_MAP_SWIZZLE_128B, and what a 128-byte-swizzle descriptor reads.
+// ROWS rows and D columns is D/ATOM_ELEMS column blocks of [ROWS][ATOM_ELEMS] elements, each row
+// 128 bytes with its 16-byte chunks permuted by the row's index mod 8. That is what a TMA box of
+// ATOM_ELEMS x ROWS elements writes with CU_TENSOR_MAP_SWIZZLE_128B, and what a 128-byte-swizzle
+// descriptor reads. (E4M3 at hd64: rows of 64 bytes in the 64-byte swizzle.)
 #pragma once
 #include "ptx_sm90.cuh"
 
@@ -18,8 +19,9 @@
 #define BM (WG_ROWS * CONSUMERS)         // query rows per block
 #define PRODUCERS EVOATTN_WARP_SPECIALIZED  // 1: a producer warpgroup issues the loads
 #define THREADS ((CONSUMERS + PRODUCERS) * WG_THREADS)
-#define QK_STEPS (D / 16)                // k16 steps of Q·Kᵀ
-#define PV_STEPS (BN / 16)               // k16 steps of P·V
+#define K_STEP_ELEMS (32 / ELEM_BYTES)   // a wgmma's K: 32 bytes (k16 of 16-bit elements, k32 of E4M3)
+#define QK_STEPS (D / K_STEP_ELEMS)      // k steps of Q·Kᵀ
+#define PV_STEPS (BN / K_STEP_ELEMS)     // k steps of P·V
 #define S_REGS (BN / 2)                  // fp32 S accumulators per thread
 // rowsum_mma=1 (hd64, warp-specialised): P·V also sums each row of P on the tensor cores, into
 // 8 more accumulator columns (N = 72) whose B operand is a constant tile with ones in its first
@@ -37,13 +39,13 @@ static_assert(!ROWSUM_MMA || EVOATTN_WARP_SPECIALIZED, "the ones tile is filled 
 
 static_assert(THREADS == EVOATTN_THREADS, "host and kernel disagree on the block size");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "one to four consumer warpgroups (wgmma takes three at most)");
-static_assert(D % ATOM_ELEMS == 0, "head dim must be a multiple of the 64-element swizzle row");
+static_assert(D % ATOM_ELEMS == 0, "head dim must be whole swizzled rows");
 static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256, "wgmma N (keys per tile) must be 16..256 in steps of 16");
 static_assert(D <= 256, "wgmma N (head dim of P·V) is at most 256");
 static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 
 // Byte sizes and offsets of the tiles, from the 1024-aligned base of dynamic shared memory.
-#define TILE_BYTES(rows) ((rows) * D * 2)
+#define TILE_BYTES(rows) ((rows) * D * ELEM_BYTES)
 #define Q_OFFSET 0
 #define K_OFFSET (Q_OFFSET + TILE_BYTES(BM))
 #define V_OFFSET (K_OFFSET + STAGES * TILE_BYTES(BN))
@@ -70,6 +72,17 @@ static_assert(O_PASS_COLS % ATOM_ELEMS == 0, "a pass stores whole 64-column bloc
 static_assert(!ROWSUM_MMA || D == 64, "the ones tile is one 64-column block beside V's one");
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
+
+// E4M3 inputs: Q and K tiles of bytes (64-byte swizzled rows at hd64), and V as Vᵀ tiles of
+// [D][BN] bytes (issue_pv). What the 16-bit levers add around the GEMMs that assumes 16-bit
+// tiles (the ones tile, O staged in shared memory, the multicast's halves of V's rows) is off.
+#if EVOATTN_FP8
+#include "ptx_fp8.cuh"
+static_assert(BN % 128 == 0, "E4M3: a Vᵀ tile row is whole 128-byte swizzled rows of keys");
+static_assert(!ROWSUM_MMA && !EVOATTN_TMA_STORE && !EVOATTN_MULTICAST,
+              "E4M3: no ones tile, no O staging, no multicast");
+static_assert(EVOATTN_OVERLAP, "E4M3 runs the pipelined warp-specialised consumer");
+#endif
 
 // The block's shared memory: base (1024-aligned) and the tiles in it.
 struct SmemTiles {
@@ -161,14 +174,16 @@ typedef const unsigned char* QOperand;  // the warpgroup's rows of Q in the swiz
 #endif
 
 // Q's A fragments for this warpgroup's 64 rows (at `q_rows`, in the BM-row Q tile): one
-// ldmatrix.x4 a k16 step, whose four 8x8 matrices (rows 0-7 and 8-15 of the warp's 16, then the
-// same rows 8 columns on) are exactly the fragment's a[0..3]; lane l gives row l % 16's address
-// of columns 8 (l / 16) on.
+// ldmatrix.x4 a k step (32 bytes), whose four 8x8 16-bit matrices (rows 0-7 and 8-15 of the
+// warp's 16, then the same rows 16 bytes on) are exactly the fragment's a[0..3], for 16-bit and
+// E4M3 elements alike; lane l gives row l % 16's address 16 (l / 16) bytes on.
 __device__ __forceinline__ void load_q_frag(QFrag& q, const unsigned char* q_rows) {
     const int lane = threadIdx.x % 32;
     const int row = (threadIdx.x % WG_THREADS) / 32 * 16 + lane % 16;
 #pragma unroll
-    for (int ks = 0; ks < QK_STEPS; ++ks) ldmatrix_x4(q[ks], q_rows + swizzled_offset(BM, row, ks * 16 + lane / 16 * 8));
+    for (int ks = 0; ks < QK_STEPS; ++ks) {
+        ldmatrix_x4(q[ks], q_rows + swizzled_offset(BM, row, ks * K_STEP_ELEMS + lane / 16 * CHUNK_ELEMS));
+    }
     // Every lane's reads of these rows, before any lane's later writes to them (O staged in the
     // Q rows): racecheck reported the pair as a warp-level WAR hazard without it.
     __syncwarp();
@@ -183,31 +198,83 @@ __device__ __forceinline__ void fence_q(QOperand& q) {
 }
 
 // Issues S(64 x BN) = Q(64 rows x D) · K_tileᵀ from zero, as one commit group; `wgmma_wait`
-// completes it. Q and K are K-major (d contiguous): the k16 step ks is column block ks/4, 32
-// bytes per step inside it. Q is this warpgroup's rows in shared memory, or with q_in_regs its
-// fragments.
+// completes it. Q and K are K-major (d contiguous): the k step ks is column block
+// ks / STEPS_PER_ROW, 32 bytes per step inside it. Q is this warpgroup's rows in shared memory,
+// or with q_in_regs its fragments.
+#define STEPS_PER_ROW (ROW_BYTES / 32)
 template <int NC = BN>
 __device__ __forceinline__ void issue_qk(float (&s)[S_REGS], const QOperand& q, const SmemTiles& sm, int stage) {
 #if !Q_IN_REGS
-    const u64 q_desc = wgmma_desc(smem_addr(q), 16, ATOM_BYTES);
+    const u64 q_desc = wgmma_desc(smem_addr(q), 16, ROW_SBO, ROW_SWIZZLE);
 #endif
-    const u64 k_desc = wgmma_desc(smem_addr(sm.k(stage)), 16, ATOM_BYTES);
+    const u64 k_desc = wgmma_desc(smem_addr(sm.k(stage)), 16, ROW_SBO, ROW_SWIZZLE);
     fence_operand(s);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < QK_STEPS; ++ks) {
-        const u32 in_block = (ks % 4) * 32;
-        const u64 b = wgmma_desc_advance(k_desc, (ks / 4) * BN * ROW_BYTES + in_block);
+        const u32 in_block = (ks % STEPS_PER_ROW) * 32;
+        const u64 b = wgmma_desc_advance(k_desc, (ks / STEPS_PER_ROW) * BN * ROW_BYTES + in_block);
 #if Q_IN_REGS
         Wgmma<NC>::rs<0>(first_regs<NC / 2>(s), q[ks], b, ks > 0 ? 1u : 0u);
 #else
-        const u64 a = wgmma_desc_advance(q_desc, (ks / 4) * BM * ROW_BYTES + in_block);
+        const u64 a = wgmma_desc_advance(q_desc, (ks / STEPS_PER_ROW) * BM * ROW_BYTES + in_block);
         Wgmma<NC>::ss<0>(first_regs<NC / 2>(s), a, b, ks > 0 ? 1u : 0u);
 #endif
     }
     wgmma_commit();
 }
 
+#if EVOATTN_FP8
+// P from the S accumulators as E4M3 A fragments, one k32 step (32 keys: n-chunks 4kk..4kk+3)
+// at a time. A thread's a[0] holds its row g at k = 4t..4t+3; packing the accumulators it has
+// there, columns 2t, 2t+1 of chunks 4kk and 4kk+1, puts keys {2t, 2t+1, 8+2t, 9+2t} of each
+// 16 at those k (a[1]: row g+8; a[2], a[3]: the next 16 keys), with no shuffle. The V tile's
+// keys are stored in that order (`vt_key`), so the products pair up.
+template <int NC = BN>
+__device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
+#pragma unroll
+    for (int kk = 0; kk < NC / 32; ++kk) {
+        const float* x = &p[16 * kk];
+        a[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
+        a[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
+        a[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
+        a[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+    }
+}
+
+// Key position `pos` of a Vᵀ tile row holds key vt_key(pos) (within each 16): P's k order.
+// The V transpose kernel (wgmma.cu) writes that order.
+__device__ __forceinline__ int vt_key(int pos) {
+    const int in16 = pos % 16, t = in16 / 4, i = in16 % 4;
+    return pos - in16 + 2 * t + (i % 2) + 8 * (i / 2);
+}
+
+// Issues the TMA boxes of a Vᵀ tile (keys key0.. of (kv_head, batch) from the transposed V's
+// (Sk, D, Hkv, B) tensor map): one box of 128 keys by D rows per 128 keys, D rows apart.
+__device__ __forceinline__ void tma_load_vt(unsigned char* tile, const TmaMap* map, u64* bar, int key0, int kv_head,
+                                            int batch) {
+#pragma unroll
+    for (int b = 0; b < BN / 128; ++b) tma_load_4d(tile + b * D * 128, map, bar, key0 + b * 128, 0, kv_head, batch);
+}
+
+// Issues O(64 x D) += P(64 x BN) · V_tile(BN x D) as one commit group. E4M3 wgmma reads B
+// K-major only, so the tile is Vᵀ ([d][key], keys permuted as `pack_p` says) that the V
+// transpose kernel wrote and TMA loaded: rows are d (the N index), 128 bytes of keys each;
+// k32 step kk is 32 bytes on in a row, and every 128 keys a column block of D rows.
+template <int NC = BN>
+__device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const SmemTiles& sm, int stage) {
+    const u64 v_desc = wgmma_desc(smem_addr(sm.v(stage)), 16, ATOM_BYTES);
+    fence_operand(o);
+    fence_operand(a);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < NC / 32; ++kk) {
+        const u64 b = wgmma_desc_advance(v_desc, (kk / 4) * D * 128 + (kk % 4) * 32);
+        Wgmma<PV_N>::rs<0>(o, a[kk], b, 1u);
+    }
+    wgmma_commit();
+}
+#else
 // P from the S accumulators: columns 16kk..16kk+15 of S are n-chunks 2kk and 2kk+1, exactly
 // one A fragment. NC: the columns S holds.
 template <int NC = BN>
@@ -237,6 +304,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const Sme
     }
     wgmma_commit();
 }
+
+#endif
 
 #if !Q_IN_REGS
 // S = Q·Kᵀ for warpgroup `wg`'s rows, completed (the kernel without warp specialisation, whose

@@ -18,6 +18,22 @@ __device__ __forceinline__ float score_exp2(float x, int pair) {
     return EXP2_POLY > 0 && pair % EXP2_POLY == EXP2_POLY - 1 ? poly_exp2(x) : fast_exp2(x);
 }
 
+// A tile's scales: the scores' (softmax scale · log2(e), times Q's and K's descales for E4M3)
+// and O's (V's descale for E4M3, else 1). `descale`: E4M3's float32 [3, B, Hkv] (q's, k's, v's).
+struct TileScales {
+    float scale_log2;
+    float o_scale;
+};
+
+__device__ __forceinline__ TileScales tile_scales(const AttnParams& p, const float* descale, const WorkTile& t) {
+#if EVOATTN_FP8
+    const int groups = p.b * p.hkv, group = t.batch * p.hkv + t.kv_head;
+    return {p.scale_log2 * descale[group] * descale[groups + group], descale[2 * groups + group]};
+#else
+    return {p.scale_log2, 1.f};
+#endif
+}
+
 // Sets hidden entries of the raw scores S (keys past Sk, or past the causal diagonal) to the
 // value that becomes -inf once scaled (`hidden_score`). `row0` is the global row of this
 // thread's first row (g); `key0` the key block's first key; NC the block's columns S holds. The
@@ -73,6 +89,8 @@ __device__ __forceinline__ void row_extremes(const float (&s)[S_REGS], float (&e
 // otherwise sits between P·V's completion and the next GEMM turn.
 #define LAZY_RESCALE EVOATTN_LAZY_RESCALE
 #define RESCALE_SLACK_LOG2 8.f
+// E4M3's P is already scaled by 2^8 (ptx_fp8.cuh); another 2^8 would pass 448.
+static_assert(!(LAZY_RESCALE && EVOATTN_FP8), "lazy_rescale's slack and E4M3's P scale together saturate E4M3");
 
 // Turns raw scores into probabilities relative to the running max (exp2 of the scaled score
 // minus the max, one FFMA and one MUFU per score) and folds them into the running sum; sets,
@@ -116,11 +134,16 @@ __device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, f
         const float base = mx == NEG_INF ? 0.f : mx;
         correction[r] = rescale ? fast_exp2(st.m[r] - base) : 1.f;
         st.m[r] = mx;
+#if EVOATTN_FP8
+        const float shift = base - P_LOG2_SCALE;  // E4M3's P, times 2^P_LOG2_SCALE (ptx_fp8.cuh)
+#else
+        const float shift = base;
+#endif
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < NC / 8; ++i) {
-            s[4 * i + 2 * r] = score_exp2(fmaf(s[4 * i + 2 * r], scale_log2, -base), i);
-            s[4 * i + 2 * r + 1] = score_exp2(fmaf(s[4 * i + 2 * r + 1], scale_log2, -base), i);
+            s[4 * i + 2 * r] = score_exp2(fmaf(s[4 * i + 2 * r], scale_log2, -shift), i);
+            s[4 * i + 2 * r + 1] = score_exp2(fmaf(s[4 * i + 2 * r + 1], scale_log2, -shift), i);
             if (!ROWSUM_MMA) sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
         }
         // rowsum_mma: P·V sums the rows (rowsum_to_state), rescaled with O.

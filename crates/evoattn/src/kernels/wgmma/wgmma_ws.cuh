@@ -204,6 +204,18 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
                                          t.batch, MULTICAST ? CLUSTER_MASK : 0);
         trace.mark(mark);
     };
+#if EVOATTN_FP8
+    // E4M3: V's tiles come from the transposed V (`tma_load_vt`), whole (no multicast).
+    auto load_v = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
+        const int g = g0 + j;
+        if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);
+        mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));
+        tma_load_vt(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
+        trace.mark(mark);
+    };
+#else
+    auto load_v = load;
+#endif
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
     if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0, TRACE_PRODUCER_K);
     for (int s = 1; s < Q_SLOTS; ++s) produce_q(b, sm, q_map, t, index, s, tile_iter, trace);
@@ -213,7 +225,7 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
             load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1, TRACE_PRODUCER_K);
         }
         const int s = stage(j);
-        load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V);
+        load_v(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V);
     }
     // Every load lands before the consumers, which wait for all of them, finish.
 }
@@ -252,15 +264,24 @@ __device__ __forceinline__ void issue_qk_cols(bool half, float (&s)[S_REGS], con
     }
 }
 
-// The mask and the online softmax of key block j; whether O needs the rescale.
+// The scores' scale: E4M3's, the tile's (`TileScales`), else the launch's, read from the
+// parameters at each use: the FFMA takes it as a constant-bank operand, where a copy in a
+// register changed the 16-bit kernels' code.
+__device__ __forceinline__ float score_scale(const AttnParams& p, float tile_scale_log2) {
+    return EVOATTN_FP8 ? tile_scale_log2 : p.scale_log2;
+}
+
+// The mask and the online softmax of key block j (scores scaled by `score_scale`); whether O
+// needs the rescale.
 __device__ __forceinline__ bool softmax_cols(bool half, float (&s)[S_REGS], const AttnParams& p, const WorkTile& t,
-                                             int row0, int j, RowState& st, float (&correction)[2]) {
+                                             int row0, int j, RowState& st, float (&correction)[2],
+                                             float scale_log2) {
     if (half) {
         mask_block<HALF_BN>(s, p, t, row0, key_block(t, j));
-        return softmax_step<HALF_BN>(s, st, correction, p.scale_log2);
+        return softmax_step<HALF_BN>(s, st, correction, score_scale(p, scale_log2));
     }
     mask_block<BN>(s, p, t, row0, key_block(t, j));
-    return softmax_step<BN>(s, st, correction, p.scale_log2);
+    return softmax_step<BN>(s, st, correction, score_scale(p, scale_log2));
 }
 
 __device__ __forceinline__ void pack_p_cols(bool half, PFrag& pf, const float (&s)[S_REGS]) {
@@ -281,10 +302,10 @@ __device__ __forceinline__ void issue_pv_cols(bool half, float (&o)[O_REGS], PFr
 }
 
 // Consumer warpgroup c on one tile whose Q has landed (key blocks from ring block g0): the rows
-// [m0 + 64c, m0 + 64c + 64) into `o` and `st`.
+// [m0 + 64c, m0 + 64c + 64) into `o` and `st`; scores scaled by `scale_log2` (`TileScales`).
 __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b, const SmemTiles& sm,
                                         const WorkTile& t, int c, int g0, Turns& turns, float (&o)[O_REGS],
-                                        RowState& st, Trace& trace) {
+                                        RowState& st, Trace& trace, float scale_log2) {
     const int wtid = threadIdx.x % WG_THREADS;
     const int row0 = t.m0 + c * WG_ROWS + (wtid / 32) * 16 + (wtid % 32) / 4;
     if (t.n_blocks == 0) {
@@ -319,7 +340,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[stage(0)]);
         if (t.n_blocks == 1) release_q(b);
-        softmax_cols(half, s, p, t, row0, 0, st, correction);
+        softmax_cols(half, s, p, t, row0, 0, st, correction, scale_log2);
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         pack_p_cols(half, pf, s);
         trace.mark(TRACE_PACKED);
@@ -350,7 +371,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
-        const bool rescale = softmax_cols(half, s, p, t, row0, j, st, correction);
+        const bool rescale = softmax_cols(half, s, p, t, row0, j, st, correction, scale_log2);
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         k_landed = test_k(j + 1);
         v_landed = test_v(j + 1);
@@ -420,7 +441,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         release_kv(&b.k_empty[stage(j)]);
         if (j + 1 == t.n_blocks) release_q(b);
         mask_block(s, p, t, row0, key_block(t, j));
-        online_softmax(s, o, st, p.scale_log2);
+        online_softmax(s, o, st, score_scale(p, scale_log2));
         mbarrier_wait(&b.v_full[stage(j)], round_parity(g0 + j));
         gemm_pv(o, s, sm, stage(j));
         release_kv(&b.v_empty[stage(j)]);
@@ -428,9 +449,11 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
 #endif
 }
 
-// The warp-specialised kernel body: barriers, the role split, and the tile loop.
-__device__ __forceinline__ void warp_specialized(const AttnParams& p, const SmemTiles& sm, const TmaMap* q_map,
-                                                 const TmaMap* k_map, const TmaMap* v_map, const TmaMap* o_map) {
+// The warp-specialised kernel body: barriers, the role split, and the tile loop. `descale`:
+// E4M3's descales (`tile_scales`), else null.
+__device__ __forceinline__ void warp_specialized(const AttnParams& p, const float* descale, const SmemTiles& sm,
+                                                 const TmaMap* q_map, const TmaMap* k_map, const TmaMap* v_map,
+                                                 const TmaMap* o_map) {
     __shared__ __align__(8) PipelineBarriers bars;
     if (threadIdx.x == 0) {
         tma_prefetch_map(q_map);
@@ -507,7 +530,8 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         for (int i = 0; i < O_REGS; ++i) acc[i] = 0.f;
         RowState st;
         row_state_init(st);
-        consume(p, bars, sm, t, c, g0, turns, acc, st, trace);
+        const TileScales scales = tile_scales(p, descale, t);
+        consume(p, bars, sm, t, c, g0, turns, acc, st, trace, scales.scale_log2);
         rowsum_to_state(acc, st);
         trace.mark(TRACE_EPILOGUE);
         elem_t* o = p.o + t.batch * p.o_batch + t.head * p.o_head;
@@ -516,7 +540,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const Smem
         const int tail_tile = tiles.partial_of(index);
         if (tail_tile < 0 || merge_pieces(p, tiles, index, tail_tile, c, acc, st))
 #endif
-            epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c);
+            epilogue(p, acc, st, sm, o_map, o, t.m0, t.batch, t.head, c, scales.o_scale);
         if (O_IN_Q && threadIdx.x % WG_THREADS == 0) {
             // Its O stores have read the staging rows: the next tile's Q may load there.
             tma_store_wait_read<0>();
