@@ -19,14 +19,17 @@ typedef unsigned short u16;
 //
 // Every operand here uses the 128-byte swizzle, whose atom is 8 rows of 128 bytes (1024 bytes,
 // the unit TMA's CU_TENSOR_MAP_SWIZZLE_128B writes): the 16-byte chunk c of row r (r = address
-// bits 7-9) sits at chunk c ^ r. A "row" is 64 16-bit elements of the contiguous dimension.
-// - K-major operand (K contiguous: Q and K as [row][d]): rows are the M/N index, 128 bytes
-//   apart; SBO = 1024 steps to the next 8-row group; LBO is unused (a k16 slice, 32 bytes, never
-//   leaves a row); a k16 step inside the 64-element atom adds 32 bytes to the start address
-//   (the swizzle is applied to the final address, so this is exact on 1024-aligned tiles).
-// - MN-major operand (N contiguous: V as [key][d], B of P·V): rows are the K index (keys), 128
-//   bytes apart; SBO = 1024 steps to the next 8-key group; LBO steps to the next 64-element
-//   block of N (the next 64 columns of d); the instruction's transpose-B flag is set.
+// bits 7-9) sits at chunk c ^ r. A "row" is 128 bytes of the contiguous dimension: 64 16-bit
+// elements or 128 E4M3 ones (E4M3 Q and K at hd64: 64-byte rows in the 64-byte swizzle, whose
+// atom is 8 rows of 64 bytes, chunk c of row r at c ^ ((r / 2) % 4)).
+// - K-major operand (K contiguous: Q and K as [row][d]; E4M3's Vᵀ as [d][key]): rows are the M/N
+//   index, a row apart; SBO = 8 rows steps to the next 8-row group; LBO is unused (a k step,
+//   32 bytes, never leaves a row); a k step inside the row adds 32 bytes to the start address
+//   (the swizzle is applied to the final address, so this is exact on aligned tiles).
+// - MN-major operand (N contiguous: 16-bit V as [key][d], B of P·V): rows are the K index
+//   (keys), 128 bytes apart; SBO = 1024 steps to the next 8-key group; LBO steps to the next
+//   64-element block of N (the next 64 columns of d); the instruction's transpose-B flag is
+//   set (16-bit only: FP8 wgmma reads both operands K-major).
 // ---------------------------------------------------------------------------------------------
 
 // E4M3 (EVOATTN_FP8=1) tiles hold bytes: a 128-byte row is 128 elements, and at hd64 a row of

@@ -251,6 +251,26 @@ mod tests {
     }
 
     #[test]
+    fn e4m3_boxes_are_a_swizzled_row_of_bytes_and_v_is_read_transposed() {
+        let shape = Shape { b: 2, h: 4, hkv: 2, sq: 100, sk: 70, d: 128 };
+        let p = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd);
+        let q = TensorMapGeometry::new(&p, TensorName::Q, 128, Impl::Wgmma).unwrap();
+        assert_eq!((q.box_dims, q.strides_bytes[0], q.dtype), ([128, 128, 1, 1], 128, Dtype::E4m3));
+        // hd64: the whole 64-byte row, in the 64-byte swizzle.
+        let narrow = Problem::dense(Shape { d: 64, ..shape }, Dtype::E4m3, Layout::Bhsd);
+        assert_eq!(TensorMapGeometry::new(&narrow, TensorName::K, 128, Impl::Wgmma).unwrap().box_dims[0], 64);
+        // O is the output dtype's.
+        assert_eq!(TensorMapGeometry::new(&p, TensorName::O, 64, Impl::Wgmma).unwrap().dtype, Dtype::Bf16);
+        // Vᵀ: keys padded to 16 (70 -> 80), [B][Hkv][D][keys], boxes of 128 keys by D rows.
+        assert_eq!(transposed_v_keys(70), 80);
+        assert_eq!(transposed_v_keys(0), 0);
+        let vt = TensorMapGeometry::transposed_v(&p, Impl::Wgmma).unwrap();
+        assert_eq!(vt.dims, [80, 128, 2, 2]);
+        assert_eq!(vt.strides_bytes, [80, 128 * 80, 2 * 128 * 80]);
+        assert_eq!(vt.box_dims, [128, 128, 1, 1]);
+    }
+
+    #[test]
     fn the_map_is_the_kernels_128_byte_blob() {
         assert_eq!(std::mem::size_of::<TensorMap>(), 128);
         assert_eq!(std::mem::align_of::<TensorMap>() % 64, 0);

@@ -396,17 +396,11 @@ fn split_tail_scratch(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> Option
 /// K-major, so P·V reads V transposed, in rows of 128 keys (one 128-byte swizzled row).
 pub const FP8_KEY_ROW: u32 = 128;
 
-/// The levers E4M3 inputs take (kernels/wgmma/wgmma_mainloop.cuh's `static_assert`s): the
-/// pipelined consumer, O stored from registers (its staging assumes 16-bit tiles), no ones tile,
+/// The levers E4M3 inputs take beside [`WgmmaConfig::FP8_BLOCK_N`]
+/// (kernels/wgmma/wgmma_mainloop.cuh's `static_assert`s): the pipelined consumer, O stored from registers (its staging assumes 16-bit tiles), no ones tile,
 /// no multicast (V's tiles are Vᵀ's), no lazy rescale (P is already scaled by 2^8).
 fn validate_fp8(c: &WgmmaConfig) -> Result<(), String> {
     let refuse = |what: &str, why: &str| Err(format!("with E4M3 inputs, {what}: {why}"));
-    if !c.block_n.is_multiple_of(FP8_KEY_ROW) {
-        return refuse(
-            &format!("block_n must be a multiple of {FP8_KEY_ROW}, not {}", c.block_n),
-            "P·V reads Vᵀ in rows of 128 keys (FP8 wgmma reads B K-major only)",
-        );
-    }
     if !c.pipeline.overlap() {
         return refuse("pipeline must be overlap or pingpong", "the E4M3 path is the pipelined consumer's");
     }
@@ -560,7 +554,9 @@ impl Family for WgmmaConfig {
     fn validate(&self, dtype: Dtype, head_dim: usize, _arch: Arch) -> Result<(), String> {
         let c = self;
         if dtype.is_fp8() {
-            one_of("block_n", c.block_n, &WgmmaConfig::FP8_BLOCK_N)?;
+            one_of("block_n", c.block_n, &WgmmaConfig::FP8_BLOCK_N).map_err(|e| {
+                format!("with E4M3 inputs, {e}: P·V reads Vᵀ in rows of {FP8_KEY_ROW} keys (FP8 wgmma reads B K-major only)")
+            })?;
             validate_fp8(c)?;
         } else {
             one_of("block_n", c.block_n, &WgmmaConfig::BLOCK_N)?;

@@ -40,6 +40,12 @@ pub fn fp8_default(head_dim: usize) -> WgmmaConfig {
     }
 }
 
+/// Most keys for which E4M3 problems run persistent blocks that claim their tiles: a tile of
+/// four key blocks leaves its prologue and epilogue exposed, which the next tile's loads then
+/// hide (at 16k keys the grid schedule is faster).
+/// Evidence: docs/decisions/wgmma.md#fp8-short-keys
+pub const FP8_CLAIMED_MAX_KEYS: usize = 512;
+
 /// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
 /// Evidence: docs/decisions/wgmma.md#fp8-default
 const FP8_Q_IN_REGS_HEAD_DIM: usize = 128;
@@ -123,7 +129,8 @@ pub const SPLIT_TAIL_MIN_QUERY_ROWS: usize = WGMMA_TILE_ROWS;
 pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     let shape = problem.shape;
     if problem.dtype.is_fp8() {
-        return fp8_default(shape.d);
+        let c = fp8_default(shape.d);
+        return if shape.sk <= FP8_CLAIMED_MAX_KEYS { WgmmaConfig { schedule: Schedule::Claimed, ..c } } else { c };
     }
     let c = default(shape.d);
     let p = Facts {
@@ -331,6 +338,26 @@ mod tests {
         for rule in WGMMA_RULES {
             assert!(doc.contains(&format!("\n## {}\n", rule.evidence)), "no section {} in wgmma.md", rule.evidence);
         }
+    }
+
+    #[test]
+    fn e4m3_takes_its_own_default_and_claims_tiles_of_short_keys() {
+        use crate::config::KernelSpec;
+        use crate::problem::{Causal, Layout, Problem, Shape};
+        for d in [64, 128, 256] {
+            let long = Problem::dense(Shape::new(1, 2048 / d, 16384, d), Dtype::E4m3, Layout::Bhsd);
+            assert_eq!(wgmma_for(&long), fp8_default(d));
+            let short = Problem::dense(Shape::new(32, 2048 / d, FP8_CLAIMED_MAX_KEYS, d), Dtype::E4m3, Layout::Bhsd)
+                .with_causal(Causal::TopLeft);
+            let c = wgmma_for(&short);
+            assert_eq!(c, WgmmaConfig { schedule: Schedule::Claimed, ..fp8_default(d) });
+            // Every E4M3 plan is one the kernel takes.
+            for config in [fp8_default(d), c] {
+                let spec = KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::E4m3, head_dim: d };
+                spec.validate(Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", spec.name()));
+            }
+        }
+        assert!(fp8_default(128).q_in_regs && !fp8_default(64).q_in_regs && !fp8_default(256).q_in_regs);
     }
 
     #[test]

@@ -308,3 +308,29 @@ fn each_axis_value_sets_the_switches_its_methods_read() {
         assert_eq!(on("o_in_q"), Some(u32::from(o == OStaging::QRows)), "{o:?}");
     }
 }
+
+#[test]
+fn e4m3_takes_128_key_blocks_the_pipelined_consumers_and_o_from_registers() {
+    let fp8 = |text: &str, d: usize| {
+        let config = KernelConfig::Wgmma(plan::fp8_default(d)).with_overrides(text).expect("levers");
+        KernelSpec { config, dtype: Dtype::E4m3, head_dim: d }.validate(Arch::Sm90a)
+    };
+    for d in [64, 128, 256] {
+        assert_eq!(fp8("", d), Ok(()));
+        assert_eq!(fp8("schedule=claimed,ring_test=1,half_last=1", d), Ok(()));
+    }
+    let refused = |text: &str, says: &str| {
+        let err = fp8(text, 128).expect_err(text);
+        assert!(err.contains("E4M3") && err.contains(says), "{text}: {err}");
+    };
+    refused("block_n=176", "block_n");
+    refused("block_n=64", "block_n");
+    refused("pipeline=specialized", "pipeline");
+    refused("o_staging=tile", "o_staging");
+    refused("lazy_rescale=1", "lazy_rescale");
+    refused("multicast=1", "multicast");
+    // 256-key blocks are E4M3's alone (whole Vᵀ rows); 16-bit inputs refuse them.
+    assert_eq!(fp8("block_n=256,consumer_warpgroups=2", 64), Ok(()));
+    let sixteen = KernelConfig::Wgmma(plan::default(128)).with_overrides("block_n=256").expect("levers");
+    assert!(KernelSpec { config: sixteen, dtype: Dtype::Bf16, head_dim: 128 }.validate(Arch::Sm90a).is_err());
+}

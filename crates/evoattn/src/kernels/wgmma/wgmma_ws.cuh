@@ -61,6 +61,10 @@
 // cluster barrier after initialising their barriers and before exiting (no arrival may reach
 // a block that left).
 //
+// E4M3 (EVOATTN_FP8=1, the pipelined consumers): V's stages are Vᵀ tiles, loaded from the copy
+// the V transpose kernel (wgmma_vt.cuh) wrote before this kernel started; the scores' and O's
+// scales come per tile from the descales (`TileScales`).
+//
 // pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
 // in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
 // the tensor cores busy. With three, each softmax has two warpgroups' GEMMs to hide under,
