@@ -313,17 +313,18 @@ fn the_wgmma_e4m3_space_compiles_for_sm90a() {
     // E4M3 takes 128-key blocks, the pipelined consumers and O from registers (validate_fp8):
     // every pipeline, consumer count, schedule and head dim, at 2 stages with the MUFU
     // exponentials, with at most one of the switches that change the consumer's loop (ring
-    // tests, half last block, Q in registers). At hd128 three consumers spill.
+    // tests, Q in registers), leaving out what spills (session 31): three consumers at hd128
+    // (160 registers for S, P and O), Q in registers at hd256.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
-            let switches = [c.ring_test, c.half_last, c.q_in_regs].iter().filter(|&&on| on).count();
-            c.stages == 2 && c.exp2_poly == 0 && switches <= 1
+            let spills = (c.consumer_warpgroups == 3 && s.head_dim == 128) || (c.q_in_regs && s.head_dim == 256);
+            c.stages == 2 && c.exp2_poly == 0 && !(c.ring_test && c.q_in_regs) && !spills
         }
         _ => true,
     };
     let (compiled, gate_failures) = space_compiles_for(Impl::Wgmma, Arch::Sm90a, &[Dtype::E4m3], keep);
     assert!(compiled >= 2 * Impl::Wgmma.head_dims().len());
-    assert!(gate_failures.len() < compiled / 4, "{gate_failures:?}");
+    assert!(gate_failures.is_empty(), "{gate_failures:?}");
 }
 
 #[test]

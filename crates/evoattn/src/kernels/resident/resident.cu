@@ -295,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         // epilogue takes round r's group of Q tiles as its Q tile, in which group grp's rows
         // are this tile's (the staging rows under tma_store).
         const SmemTiles group{sm.base + Q_GROUP_OFFSET(r)};
-        epilogue(p, o, st, group, o_out, o_gmem, m0 - grp * WG_ROWS, batch, head, grp);
+        epilogue(p, o, st, group, o_out, o_gmem, m0 - grp * WG_ROWS, batch, head, grp, 1.f);
     }
     for (int k = 0; k < pad_turns; ++k) {
         turns.begin();

@@ -414,6 +414,13 @@ fn validate_fp8(c: &WgmmaConfig) -> Result<(), String> {
              P's 2^8 scale passes E4M3's 448",
         );
     }
+    if c.half_last {
+        return refuse(
+            "half_last must be off",
+            "ptxas serialises the half block's wgmma at every E4M3 head dim (C7511, insufficient registers for \
+             the wgmma pipeline)",
+        );
+    }
     Ok(())
 }
 
