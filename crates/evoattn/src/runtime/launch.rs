@@ -6,6 +6,7 @@
 use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::{Impl, KernelSpec, TensorMapRows};
 use crate::error::{Error, Result};
+use crate::kernels::wgmma::{VT_BLOCK_KEYS, VT_BLOCK_THREADS};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, InputViews, KernelParams, LoadedKernel};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
@@ -123,10 +124,6 @@ struct Transpose {
     vt: u64,
     sk_pad: i32,
 }
-
-/// Keys and threads of one V transpose block (`VT_KEYS`, `VT_THREADS` of wgmma_vt.cuh).
-const VT_BLOCK_KEYS: usize = 64;
-const VT_BLOCK_THREADS: u32 = 256;
 
 /// The tensors a launch reads and writes, in [`LaunchBuffers`] order.
 const BUFFERS: [TensorName; 6] =

@@ -392,6 +392,11 @@ fn split_tail_scratch(c: &WgmmaConfig, head_dim: usize, blocks: usize) -> Option
     })
 }
 
+/// Keys and threads of one block of E4M3's V transpose kernel (wgmma_vt.cuh, which takes them
+/// as defines; the launch sizes its grid by the keys).
+pub const VT_BLOCK_KEYS: usize = 64;
+pub const VT_BLOCK_THREADS: u32 = 256;
+
 /// Keys of a Vᵀ row that E4M3's `block_n` must be whole multiples of: FP8 `wgmma` reads B
 /// K-major, so P·V reads V transposed, in rows of 128 keys (one 128-byte swizzled row).
 pub const FP8_KEY_ROW: u32 = 128;
@@ -660,6 +665,10 @@ impl Family for WgmmaConfig {
         }
         // The kernel checks its own shared-memory layout against what the host reserves.
         d.push(("EVOATTN_DYNAMIC_SMEM".to_string(), self.dynamic_smem_bytes(dtype, head_dim).to_string()));
+        if dtype.is_fp8() {
+            d.push(("EVOATTN_VT_KEYS".to_string(), VT_BLOCK_KEYS.to_string()));
+            d.push(("EVOATTN_VT_THREADS".to_string(), VT_BLOCK_THREADS.to_string()));
+        }
         d
     }
 

@@ -11,8 +11,9 @@
 // 33 µs for 33.5 MB on an H200, issue-bound at 30% of DRAM's bandwidth.)
 #pragma once
 
-#define VT_KEYS 64
-#define VT_THREADS 256
+#define VT_KEYS EVOATTN_VT_KEYS        // the host's VT_BLOCK_KEYS: it sizes the grid by them
+#define VT_THREADS EVOATTN_VT_THREADS
+static_assert(VT_KEYS % 16 == 0, "a block transposes whole 16-key groups of P's order");
 // Words per key row in shared memory: odd, so a warp's column reads (16 rows, 2 columns)
 // meet at most two to a bank.
 #define VT_ROW_WORDS (D / 4 + 1)
