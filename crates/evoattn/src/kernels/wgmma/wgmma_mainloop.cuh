@@ -243,7 +243,7 @@ __device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 }
 
 // Key position `pos` of a Vᵀ tile row holds key vt_key(pos) (within each 16): P's k order.
-// The V transpose kernel (wgmma.cu) writes that order.
+// The V transpose kernel (wgmma_vt.cuh) writes that order.
 __device__ __forceinline__ int vt_key(int pos) {
     const int in16 = pos % 16, t = in16 / 4, i = in16 % 4;
     return pos - in16 + 2 * t + (i % 2) + 8 * (i / 2);
