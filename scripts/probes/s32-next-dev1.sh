@@ -1,0 +1,26 @@
+# Prepared in session 31 for the next session's first device call (#36): what session 31 could
+# not run once its device time was spent. The library test with the planner's E4M3 cases now on
+# static persistent blocks (Sk <= 512), racecheck over it (claimed tiles apart) and memcheck;
+# the 512-key rows against cuDNN FP8 in one call (grid vs persistent vs cuDNN); the per-warp
+# timeline of the hd128 16k kernel (why the tensor pipe and MUFU alternate: 47.6% / 49.2%).
+set -u
+BUDGET_S=560
+source scripts/lib-step.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv > $OUT/gpu.txt 2>&1
+step "fp8 test" 60 fp8-test.txt .gpu/gpu-fp8 --nocapture --test-threads 1
+step "fp8 memcheck" 60 fp8-memcheck.txt "$SANITIZER" --tool memcheck --error-exitcode 9 .gpu/gpu-fp8 --test-threads 1
+step "fp8 racecheck" 60 fp8-racecheck.txt "$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9 .gpu/gpu-fp8 --test-threads 1 --skip claimed
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > $OUT/pip.txt 2>&1
+CUDNN_LIB=$(python3 -c "import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__) + '/lib')" 2>/dev/null)
+step "cudnn fp8 512" 30 cudnn-fp8-512.txt env LD_LIBRARY_PATH="$CUDNN_LIB:${LD_LIBRARY_PATH:-}" PYTHONPATH=/tmp/site python3 scripts/probes/cudnn-fp8-sdpa.py --shape 32,16,512,128 --shape 32,8,512,256 --shape 32,32,512,64
+for c in schedule=grid ""; do
+  step "512 ${c:-planner}" 80 bench-512-${c:-planner}.txt "$BIN" bench --shape 32,16,512,128 --shape 32,8,512,256 --shape 32,32,512,64 --dtype e4m3 --impl wgmma ${c:+--config-on-plan --config $c} --peers none --reps 15
+done
+step "trace hd128 16k" 90 trace-16k.txt "$BIN" trace --shape 1,16,16384,128 --dtype e4m3 --out $OUT/trace-16k.json
+print_rows | cut -c1-70
+grep -E "^FAIL|test result" $OUT/fp8-test.txt | cut -c1-200
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $OUT/fp8-memcheck.txt $OUT/fp8-racecheck.txt
+for f in $OUT/bench-512-*.txt $OUT/cudnn-fp8-512.txt; do echo "== $(basename $f)"; grep -E "^[0-9]+,[0-9]+," $f | sed -E 's/ +/ /g' | cut -c1-110; done
+tail -n 25 $OUT/trace-16k.txt
+cat $OUT/gpu.txt
+(cd $OUT && tar cJf ../x.tar.xz . && rm -rf ./* && mv ../x.tar.xz s32-dev1.tar.xz)
