@@ -91,12 +91,28 @@ impl Draw {
         };
         let descales =
             Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
+        // Drawn in logical order on every core, then laid out by the strides: a fa3-grid row's
+        // Q, K and V are 100M values, drawn twice by a check (9 s a draw on two cores; `bench`
+        // reported 13-18 s of checking per such row on the 16-core GPU machine before).
         let fill = |t: TensorName| {
-            let stream = self.stream(t);
+            let (stream, scale) = (self.stream(t), descales.of(t));
+            let mut values = vec![0u16; problem.elements(t)];
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let chunk = values.len().div_ceil(threads).max(MIN_DRAW_CHUNK);
+            std::thread::scope(|scope| {
+                for (c, out) in values.chunks_mut(chunk).enumerate() {
+                    scope.spawn(move || {
+                        for (j, x) in out.iter_mut().enumerate() {
+                            let i = c * chunk + j;
+                            let group = problem.kv_group(t, i / s.d);
+                            *x = problem.dtype.bits_from_f32(stream.value(i as u32) / scale[group]);
+                        }
+                    });
+                }
+            });
             let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
-            for (i, offset) in logical_offsets(problem, t).enumerate() {
-                let group = problem.kv_group(t, i / s.d);
-                buf[offset] = problem.dtype.bits_from_f32(stream.value(i as u32) / descales.of(t)[group]);
+            for (offset, x) in logical_offsets(problem, t).zip(values) {
+                buf[offset] = x;
             }
             buf
         };
@@ -104,6 +120,9 @@ impl Draw {
         HostInputs { q, k, v, descales: Some(descales) }
     }
 }
+
+/// Fewest E4M3 values one drawing thread takes: below this a thread costs more than it saves.
+const MIN_DRAW_CHUNK: usize = 1 << 16;
 
 /// Half the drawn values' range in standard deviations: the generator's sum of four uniforms
 /// reaches ±2√3 std.
@@ -229,6 +248,26 @@ mod tests {
             (sd(TensorName::V, &wide.v), 1.0),
         ] {
             assert!((got / want - 1.0).abs() < REL, "std {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn e4m3_draws_are_each_value_over_its_groups_descale_wherever_the_strides_put_it() {
+        // GQA, BSHD and more values than one drawing thread takes: the specification, serially.
+        let shape = Shape { b: 2, h: 4, hkv: 2, sq: 300, sk: 170, d: 64 };
+        let p = Problem::dense(shape, Dtype::E4m3, Layout::Bshd);
+        assert!(p.elements(TensorName::Q) > MIN_DRAW_CHUNK);
+        let draw = Draw::new(Distribution::Wide, 9);
+        let inputs = draw.host(&p);
+        let descales = inputs.descales.as_ref().expect("E4M3 inputs come with descales");
+        for (t, buf) in [(TensorName::Q, &inputs.q), (TensorName::K, &inputs.k), (TensorName::V, &inputs.v)] {
+            let stream = draw.stream(t);
+            let mut want = vec![nan_bits(Dtype::E4m3); p.extent(t)];
+            for (i, offset) in logical_offsets(&p, t).enumerate() {
+                let group = p.kv_group(t, i / shape.d);
+                want[offset] = Dtype::E4m3.bits_from_f32(stream.value(i as u32) / descales.of(t)[group]);
+            }
+            assert_eq!(buf, &want, "{t}");
         }
     }
 
