@@ -92,8 +92,9 @@ impl Draw {
         let descales =
             Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
         // Drawn in logical order on every core, then laid out by the strides: a fa3-grid row's
-        // Q, K and V are 100M values, drawn twice by a check (9 s a draw on two cores; `bench`
-        // reported 13-18 s of checking per such row on the 16-core GPU machine before).
+        // Q, K and V are 100M values, drawn twice by a check, at some 25 ns a value on one core
+        // (the generator 6 ns, the E4M3 rounding 18); `bench` reported 13-18 s of checking per
+        // such row on the 16-core GPU machine when they were drawn on one.
         let fill = |t: TensorName| {
             let (stream, scale) = (self.stream(t), descales.of(t));
             let mut values = vec![0u16; problem.elements(t)];
