@@ -198,38 +198,36 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
                                         const TmaMap* k_map, const TmaMap* v_map, const WorkTile& t, int index,
                                         int g0, int tile_iter, Trace& trace) {
     produce_q(b, sm, q_map, t, index, 0, tile_iter, trace);
-    auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
+    // `vt`: V's tile, which E4M3 loads from the transposed V (`tma_load_vt`), whole (no multicast).
+    auto load = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark, bool vt) {
         const int g = g0 + j;
         // The round before's readers (in every block of the cluster) are done.
         if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);
         mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));  // every block's share lands here
+#if EVOATTN_FP8
+        if (vt) {
+            tma_load_vt(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
+            trace.mark(mark);
+            return;
+        }
+#endif
         const int share = MULTICAST ? (int)cluster_rank() * KV_SHARE_ROWS : 0;
         tma_load_tile<BN, KV_SHARE_ROWS>(tile + share * ROW_BYTES, map, full, key_block(t, j) * BN + share, t.kv_head,
                                          t.batch, MULTICAST ? CLUSTER_MASK : 0);
         trace.mark(mark);
     };
-#if EVOATTN_FP8
-    // E4M3: V's tiles come from the transposed V (`tma_load_vt`), whole (no multicast).
-    auto load_v = [&](u64* full, u64* empty, unsigned char* tile, const TmaMap* map, int j, u32 mark) {
-        const int g = g0 + j;
-        if (g >= STAGES) mbarrier_wait(empty, round_parity(g) ^ 1u);
-        mbarrier_arrive_expect_tx(full, TILE_BYTES(BN));
-        tma_load_vt(tile, map, full, key_block(t, j) * BN, t.kv_head, t.batch);
-        trace.mark(mark);
-    };
-#else
-    auto load_v = load;
-#endif
     auto stage = [&](int j) { return (g0 + j) % STAGES; };
-    if (t.n_blocks > 0) load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0, TRACE_PRODUCER_K);
+    if (t.n_blocks > 0) {
+        load(&b.k_full[stage(0)], &b.k_empty[stage(0)], sm.k(stage(0)), k_map, 0, TRACE_PRODUCER_K, false);
+    }
     for (int s = 1; s < Q_SLOTS; ++s) produce_q(b, sm, q_map, t, index, s, tile_iter, trace);
     for (int j = 0; j < t.n_blocks; ++j) {
         if (j + 1 < t.n_blocks) {
             const int s = stage(j + 1);
-            load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1, TRACE_PRODUCER_K);
+            load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1, TRACE_PRODUCER_K, false);
         }
         const int s = stage(j);
-        load_v(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V);
+        load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V, true);
     }
     // Every load lands before the consumers, which wait for all of them, finish.
 }
