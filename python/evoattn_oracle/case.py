@@ -8,10 +8,16 @@ from dataclasses import dataclass
 from . import safetensors_io
 from .protocol import RequestError
 
-# safetensors dtype names -> evoattn's
+# safetensors dtype names -> evoattn's (what `load` reads)
 DTYPES = {"F16": "f16", "BF16": "bf16"}
+# What `draw` makes: E4M3 cases come with their descales.
+DRAW_DTYPES = ("f16", "bf16", "e4m3")
+# The output's dtype per input dtype: E4M3 attention writes bf16 (evoattn's and the peers').
+OUTPUT_DTYPES = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16"}
 LAYOUTS = ("bhsd", "bshd")
 CAUSAL = ("none", "top-left", "bottom-right")
+# The peers that take E4M3 inputs; every other peer takes f16 and bf16 ones.
+FP8_PEERS = ("cudnn-fp8",)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,10 @@ class CaseSpec:
     def flops(self) -> float:
         """4·B·H·(visible pairs)·D, the FlashAttention convention (softmax not counted)."""
         return 4.0 * self.b * self.h * self.visible_pairs() * self.d
+
+    @property
+    def output_dtype(self) -> str:
+        return OUTPUT_DTYPES[self.dtype]
 
     def describe(self) -> dict[str, object]:
         return {
@@ -92,3 +102,36 @@ def read_case(
     if hkv == 0 or h % hkv != 0:
         raise RequestError(f"{path}: {hkv} KV heads do not divide {h} query heads")
     return spec, {"q": q, "k": k, "v": v}
+
+
+@dataclass(frozen=True)
+class Descales:
+    """An E4M3 case's descales, each [B * Hkv] (a dequantized value is its E4M3 value times the
+    descale of its batch and KV head)."""
+
+    q: tuple[float, ...]
+    k: tuple[float, ...]
+    v: tuple[float, ...]
+
+    def per_tensor(self) -> tuple[float, float, float] | None:
+        """One descale per tensor when every group of each shares it, else None."""
+        if all(len(set(d)) == 1 for d in (self.q, self.k, self.v)):
+            return self.q[0], self.k[0], self.v[0]
+        return None
+
+
+PER_TENSOR_ONLY = (
+    "cuDNN's FP8 SDPA takes one descale per tensor; this case has one per (batch, KV head) "
+    "(evoattn bench draws per-tensor descales when cudnn-fp8 is among the peers)"
+)
+
+
+def dtype_refusal(spec: CaseSpec, peer: str, descales: Descales | None) -> str | None:
+    """Why `peer` does not run this case for its dtype or its descales, or None when it does."""
+    if spec.dtype == "e4m3" and peer not in FP8_PEERS:
+        return f"{peer} takes f16 or bf16 inputs; this case is E4M3 (FP8 peers: {', '.join(FP8_PEERS)})"
+    if spec.dtype != "e4m3" and peer in FP8_PEERS:
+        return f"{peer} takes E4M3 inputs; this case is {spec.dtype}"
+    if peer == "cudnn-fp8" and descales is not None and descales.per_tensor() is None:
+        return PER_TENSOR_ONLY
+    return None

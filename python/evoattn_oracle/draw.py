@@ -2,7 +2,9 @@
 drawn here on the GPU, bit for bit the values evoattn draws, so that large cases never cross the
 host. Every operation is exact on Python ints and on int64 torch tensors alike (products of two
 32-bit values wrap in int64, and only their low 32 bits are kept); the one float32 multiply and
-the round to the element type are IEEE round-to-nearest-even everywhere."""
+the round to the element type are IEEE round-to-nearest-even everywhere. E4M3 values are the
+drawn float32 value divided (in float32) by its (batch, KV head) group's descale, then rounded
+to E4M3 once: evoattn's `Draw::host`."""
 
 from __future__ import annotations
 
@@ -56,14 +58,29 @@ class DrawStream:
         return DrawStream((keys[0], keys[1]), scale)
 
 
-def draw(torch: Any, device: Any, shape: tuple[int, int, int, int], stream: DrawStream, dtype: Any) -> Any:
-    """A dense logical [b, h, s, d] tensor of `dtype` on `device`."""
-    n = shape[0] * shape[1] * shape[2] * shape[3]
+def draw(
+    torch: Any,
+    device: Any,
+    shape: tuple[int, int, int, int],
+    stream: DrawStream,
+    dtype: Any,
+    descales: Any = None,
+    kv_heads: int = 1,
+) -> Any:
+    """A dense logical [b, h, s, d] tensor of `dtype` on `device`. With `descales` (a float32
+    [b * kv_heads] tensor on `device`, for E4M3), each value is divided by the descale of its
+    group: batch b, KV head h // (heads / kv_heads)."""
+    b, heads, seq, d = shape
+    n = b * heads * seq * d
     keys = stream.keys
     out = torch.empty(n, dtype=dtype, device=device)
     factor = torch.tensor(stream.scale, dtype=torch.float32, device=device)
     for start in range(0, n, CHUNK):
         index = torch.arange(start, min(start + CHUNK, n), dtype=torch.int64, device=device)
         values = sums(index, keys).to(torch.float32) * factor
+        if descales is not None:
+            head = index // (seq * d)  # b * heads + h
+            group = head // heads * kv_heads + head % heads // (heads // kv_heads)
+            values = values / descales[group]
         out[start : start + index.numel()] = values.to(dtype)
     return out.view(shape)

@@ -1,6 +1,7 @@
 """`python3 -m evoattn_oracle.selfcheck`: exercises every op of the real oracle on this GPU and
 prints one compact table. Cases: a small f16 BHSD case, a large bf16 BSHD top-left causal case
-and a bf16 GQA bottom-right case with Sq < Sk; every peer in eager and graph mode, its output
+and a bf16 GQA bottom-right case with Sq < Sk, loaded from files; two E4M3 cases drawn by the
+oracle (`draw`, one descale per tensor), BSHD and GQA bottom-right; every peer in eager and graph mode, its output
 against a float32 reference; the matmul and copy ceilings; `time_kernel` on a CUBIN compiled
 here with NVRTC, whose output shows the q, k, v and o pointers were patched in the right places.
 
@@ -29,8 +30,9 @@ from .torch_backend import TORCH_DTYPES, TorchBackend, from_raw, to_raw
 WARMUP = 5
 SAMPLES = 30
 FLUSH_L2_MULTIPLE = 2  # as `evoattn bench`: a flush buffer twice the L2
-# Max |o - float32 reference| a correct peer stays under (bf16 keeps 8 mantissa bits, f16 11).
-TOLERANCE = {"f16": 1e-2, "bf16": 6e-2}
+# Max |o - float32 reference| a correct peer stays under (bf16 keeps 8 mantissa bits, f16 11;
+# an E4M3 peer rounds P and, on Hopper, O to 3 bits: 2^-4 relative each, O here within ±2).
+TOLERANCE = {"f16": 1e-2, "bf16": 6e-2, "e4m3": 0.25}
 MATMUL_N = 8192
 COPY_BYTES = 1 << 30
 CEILING_SAMPLES = 10
@@ -70,6 +72,15 @@ CASES = {
     "large": case(4, 16, 16, 4096, 4096, 128, "bf16", "bshd", "top-left"),
     "gqa": case(2, 16, 4, 1024, 4096, 128, "bf16", "bhsd", "bottom-right"),
 }
+# Drawn E4M3 cases: std-1 values over one descale per tensor that maps their range (±2√3) onto
+# E4M3's ±448, the lab's choice (crates/evoattn-cli/src/lab/inputs.rs).
+DRAWN_CASES = {
+    "fp8": case(2, 16, 16, 2048, 2048, 128, "e4m3", "bshd", "none"),
+    "fp8gqa": case(2, 16, 4, 512, 1536, 128, "e4m3", "bhsd", "bottom-right"),
+}
+E4M3_DESCALE = 2 * math.sqrt(3) / 448
+# The generator's factor from its integer sum to std 1 (crates/evoattn/src/draw.rs).
+STD1_SCALE = struct.unpack("<f", struct.pack("<f", 1 / math.sqrt((65536.0 * 65536.0 - 1.0) / 3.0)))[0]
 # The case `time_kernel` runs on.
 KERNEL_CASE = "small"
 
@@ -112,6 +123,15 @@ def reference(spec: CaseSpec, qkv: dict[str, torch.Tensor]) -> torch.Tensor:
         scores = scores.masked_fill(~visible, float("-inf"))
     o = scores.softmax(dim=-1) @ v
     return o if spec.layout == "bhsd" else o.transpose(1, 2)
+
+
+def draw_fields(spec: CaseSpec) -> dict[str, Any]:
+    """A `draw` request's fields for `spec`: std-1 values, one descale per tensor for E4M3."""
+    tensors = {n: {"keys": [i + 1, 7 * i + 3], "scale": STD1_SCALE} for i, n in enumerate("qkv")}
+    fields: dict[str, Any] = {**spec.describe(), "tensors": tensors}
+    if spec.dtype == "e4m3":
+        fields["descales"] = {n: [E4M3_DESCALE] * (spec.b * spec.hkv) for n in "qkv"}
+    return fields
 
 
 def read_o(path: str) -> torch.Tensor:
@@ -221,7 +241,8 @@ def main() -> int:
     print(
         f"oracle on {hello['gpu']} (cc {hello['compute_capability']}, {hello['sm_count']} SMs, "
         f"L2 {hello['l2_bytes']} B): python {hello['python']}, torch {hello['torch']}, CUDA {hello['cuda']}, "
-        f"cuDNN {hello['cudnn']}, driver {hello['driver']}, FA4 {hello['fa4']}, evoattn {hello['evoattn']}"
+        f"cuDNN {hello['cudnn']}, driver {hello['driver']}, FA4 {hello['fa4']}, evoattn {hello['evoattn']}, "
+        f"cuDNN frontend {hello['cudnn_frontend']}"
     )
     for peer, state in hello["peers"].items():
         print(f"  {peer:<15} {state}")
@@ -247,6 +268,13 @@ def main() -> int:
             check_peers(check, name, spec, qkv, tmp, flush)
             if name == KERNEL_CASE:
                 check_time_kernel(check, name, qkv, tmp, flush)
+            check.ask("unload", id=name)
+        for name, spec in DRAWN_CASES.items():
+            print(f"-- {name}: {spec} (drawn)")
+            if not check.ask("draw", id=name, **draw_fields(spec))["ok"]:
+                continue
+            raw = check.server.backend.cases[name].raw  # type: ignore[attr-defined]
+            check_peers(check, name, spec, {n: raw[n].float() * E4M3_DESCALE for n in "qkv"}, tmp, flush)
             check.ask("unload", id=name)
     check.ask("shutdown")
     verdict = f"{len(check.failures)} failures" if check.failures else "every op answered, outputs within tolerance"

@@ -4,6 +4,7 @@ request's fields, ids and peer names, so a backend (real or fake) only sees well
 from __future__ import annotations
 
 import json
+import math
 import platform
 import statistics
 import sys
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TextIO
 
 from . import PEERS, PROTOCOL_VERSION
-from .case import CAUSAL, DTYPES, LAYOUTS, CaseSpec
+from .case import CAUSAL, DRAW_DTYPES, LAYOUTS, CaseSpec, Descales
 from .draw import DrawStream
 from .protocol import KernelLaunch, Request, RequestError, Timing
 
@@ -28,7 +29,9 @@ class Backend(Protocol):
 
     def load(self, case_id: str, path: str, layout: str, causal: str, scale: float) -> CaseSpec: ...
 
-    def draw(self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream]) -> None: ...
+    def draw(
+        self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream], descales: Descales | None
+    ) -> None: ...
 
     def unload(self, case_id: str) -> None: ...
 
@@ -144,7 +147,7 @@ class Server:
             sq,
             sk,
             d,
-            req.choice("dtype", tuple(DTYPES.values())),
+            req.choice("dtype", DRAW_DTYPES),
             req.choice("layout", LAYOUTS),
             req.choice("causal", CAUSAL),
             req.number("scale"),
@@ -153,9 +156,35 @@ class Server:
         if not isinstance(tensors, dict) or set(tensors) != {"q", "k", "v"}:
             raise RequestError("'tensors' must map exactly q, k and v to their generators")
         streams = {name: DrawStream.parse(name, tensors[name]) for name in ("q", "k", "v")}
-        self.backend.draw(case_id, spec, streams)
+        self.backend.draw(case_id, spec, streams, self._descales(req, spec))
         self.cases[case_id] = spec
         return {"id": case_id, **spec.describe()}
+
+    @staticmethod
+    def _descales(req: Request, spec: CaseSpec) -> Descales | None:
+        """An E4M3 draw's descales: q, k and v each B * Hkv positive finite numbers; none for
+        16-bit draws."""
+        if spec.dtype != "e4m3":
+            if "descales" in req.fields:
+                raise RequestError(f"'descales' belong to E4M3 draws, not {spec.dtype} ones")
+            return None
+        fields = req.field("descales")
+        if not isinstance(fields, dict) or set(fields) != {"q", "k", "v"}:
+            raise RequestError("'descales' must map exactly q, k and v to their [B * Hkv] descales")
+        groups = spec.b * spec.hkv
+
+        def parse(name: str) -> tuple[float, ...]:
+            values = fields[name]
+            if (
+                not isinstance(values, list)
+                or len(values) != groups
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in values)
+                or not all(math.isfinite(x) and x > 0 for x in values)
+            ):
+                raise RequestError(f"'descales' of '{name}' must be {groups} positive finite numbers (B * Hkv)")
+            return tuple(float(x) for x in values)
+
+        return Descales(parse("q"), parse("k"), parse("v"))
 
     def unload(self, req: Request) -> dict[str, Any]:
         case_id = self._case(req)

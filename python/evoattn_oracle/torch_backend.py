@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -22,14 +22,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from . import PEERS, safetensors_io
-from .case import CaseSpec, read_case
+from .case import CaseSpec, Descales, dtype_refusal, read_case
 from .draw import DrawStream, draw
 from .protocol import KernelLaunch, RequestError, Timing, missing, ran, refused
 
 # GPU cycles the graph-mode hold lasts per sample: 200k cycles is 100 µs at the H100's 2 GHz
 # boost clock (longer at lower clocks), well above the host's ~30 µs to enqueue one sample.
 GRAPH_HOLD_CYCLES_PER_SAMPLE = 200_000
-TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
 SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16"}
 SDPA_BACKENDS = {
     "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -41,6 +41,10 @@ SDPA_BACKENDS = {
 FA4_DISTRIBUTIONS = ("flash-attn-4", "fa4")
 FA4_MIN_MAJOR = 9  # CuTe DSL FlashAttention-4 targets Hopper (sm_90) and newer
 FA4_TOP_LEFT = "FlashAttention-4's causal mask is bottom-right aligned; top-left with Sq != Sk cannot be expressed"
+# cuDNN's FP8 SDPA (cudnn-fp8): P is scaled by 2^8 into E4M3 (and descaled by 2^-8), the scale
+# evoattn's own E4M3 kernel uses (P_LOG2_SCALE), so both round P alike.
+CUDNN_FP8_P_SCALE = 256.0
+CUDNN_FRONTEND_INSTALL = "pip install nvidia-cudnn-frontend (the wheel in .whl/ on the GPU machine)"
 # How to get the evoattn-torch peer when the package does not import.
 EVOATTN_INSTALL = "scripts/build-wheel, then pip install target/wheels/evoattn-*.whl"
 # Calls on the capture stream before capturing: libraries create per-stream handles lazily,
@@ -106,6 +110,21 @@ def _import_evoattn() -> tuple[Any, str | None, str | None]:
     return evoattn, str(getattr(evoattn, "__version__", "unknown")), None
 
 
+def _import_cudnn_frontend() -> tuple[Any, str | None, str | None]:
+    """(module, "frontend version, cuDNN version", None) or (None, None, why it is missing). Torch's
+    own cuDNN is loaded first, so the frontend's library lookup finds the same libcudnn."""
+    torch.backends.cudnn.version()
+    try:
+        import cudnn
+    except Exception as e:  # ImportError, or its native module failing to load
+        return None, None, f"the cuDNN frontend does not import ({_first_line(e)}); {CUDNN_FRONTEND_INSTALL}"
+    try:
+        backend = cudnn.backend_version_string()
+    except Exception as e:  # the frontend imports but finds no usable libcudnn
+        return None, None, f"the cuDNN frontend finds no cuDNN library ({_first_line(e)})"
+    return cudnn, f"{cudnn.__version__} (cuDNN {backend})", None
+
+
 def _cudnn_version() -> str | None:
     v = torch.backends.cudnn.version()  # e.g. 91900 for 9.19.0
     return None if v is None else f"{v // 10000}.{v // 100 % 100}.{v % 100}"
@@ -122,6 +141,16 @@ def to_raw(t: torch.Tensor) -> safetensors_io.RawTensor:
     host = t.contiguous().cpu()
     data = ctypes.string_at(host.data_ptr(), host.numel() * host.element_size()) if host.numel() else b""
     return safetensors_io.RawTensor(SAFETENSORS_DTYPES[host.dtype], tuple(host.shape), data)
+
+
+class Prepared(NamedTuple):
+    """A peer ready to run: the context to call it in, one call, the layout of what the call
+    returns, and how that becomes the case's output (dtype and units) for `output`."""
+
+    context: AbstractContextManager[Any]
+    call: Callable[[], torch.Tensor]
+    layout: str
+    to_output: Callable[[torch.Tensor], torch.Tensor] = lambda o: o
 
 
 def _why(caught: list[warnings.WarningMessage]) -> str:
@@ -151,7 +180,10 @@ class TorchCase:
     spec: CaseSpec
     # q, k, v as the file holds them: contiguous, in the file's layout (what our kernels read)
     raw: dict[str, torch.Tensor]
+    descales: Descales | None = None
     _bshd: tuple[torch.Tensor, ...] | None = field(default=None, repr=False)
+    # Peers whose preparation is expensive (a cuDNN graph build), prepared once per case.
+    prepared: dict[str, Prepared] = field(default_factory=dict, repr=False)
 
     def bhsd(self) -> tuple[torch.Tensor, ...]:
         """q, k, v as [B, H, S, D]: views (transposed when the file is BSHD), never copies."""
@@ -167,8 +199,6 @@ class TorchCase:
         return self._bshd
 
 
-# A peer ready to run: the context to call it in, one call, and the layout of its output.
-Prepared = tuple[AbstractContextManager[Any], Callable[[], torch.Tensor], str]
 
 
 class TorchBackend:
@@ -181,6 +211,8 @@ class TorchBackend:
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.fa4, self.fa4_version, self.fa4_missing = _import_fa4()
         self.evoattn, self.evoattn_version, self.evoattn_missing = _import_evoattn()
+        self.cudnn, self.cudnn_frontend_version, self.cudnn_missing = _import_cudnn_frontend()
+        self._cudnn_handle: Any = None
         self.cases: dict[str, TorchCase] = {}
         self._flush: torch.Tensor | None = None
         # Samples run on a stream of their own with a driver memset as the flush: the Rust timer's
@@ -208,6 +240,8 @@ class TorchBackend:
             peers["fa4"] = f"missing: FlashAttention-4 needs sm_90 or newer, this GPU is sm_{props.major}{props.minor}"
         if self.evoattn is None:
             peers["evoattn-torch"] = f"missing: {self.evoattn_missing}"
+        if self.cudnn is None:
+            peers["cudnn-fp8"] = f"missing: {self.cudnn_missing}"
         return {
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
@@ -215,6 +249,7 @@ class TorchBackend:
             "driver": driver,
             "fa4": self.fa4_version,
             "evoattn": self.evoattn_version,
+            "cudnn_frontend": self.cudnn_frontend_version,
             "gpu": props.name,
             "compute_capability": f"{props.major}.{props.minor}",
             "l2_bytes": props.L2_cache_size,
@@ -227,13 +262,20 @@ class TorchBackend:
         self.cases[case_id] = TorchCase(spec, {name: from_raw(t, self.device) for name, t in tensors.items()})
         return spec
 
-    def draw(self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream]) -> None:
-        dtype = {"f16": torch.float16, "bf16": torch.bfloat16}[spec.dtype]
+    def draw(
+        self, case_id: str, spec: CaseSpec, streams: dict[str, DrawStream], descales: Descales | None
+    ) -> None:
+        dtype = TORCH_DTYPES[spec.dtype]
         tensors = {}
         for name, heads, seq in (("q", spec.h, spec.sq), ("k", spec.hkv, spec.sk), ("v", spec.hkv, spec.sk)):
-            logical = draw(torch, self.device, (spec.b, heads, seq, spec.d), streams[name], dtype)
+            groups = None
+            if descales is not None:
+                values = getattr(descales, name)
+                groups = torch.tensor(values, dtype=torch.float32, device=self.device)
+            shape = (spec.b, heads, seq, spec.d)
+            logical = draw(torch, self.device, shape, streams[name], dtype, groups, spec.hkv)
             tensors[name] = logical if spec.layout == "bhsd" else logical.transpose(1, 2).contiguous()
-        self.cases[case_id] = TorchCase(spec, tensors)
+        self.cases[case_id] = TorchCase(spec, tensors, descales)
 
     def unload(self, case_id: str) -> None:
         del self.cases[case_id]
@@ -242,6 +284,16 @@ class TorchBackend:
     def _prepare(self, case: TorchCase, peer: str) -> Prepared | dict[str, Any]:
         """`peer` ready to run on `case`, or its missing/refused status."""
         spec = case.spec
+        why = dtype_refusal(spec, peer, case.descales)
+        if why is not None:
+            return refused(why)
+        if peer == "cudnn-fp8":
+            if peer not in case.prepared:
+                prepared = self._cudnn_fp8(case)
+                if isinstance(prepared, dict):
+                    return prepared
+                case.prepared[peer] = prepared
+            return case.prepared[peer]
         if peer == "fa4":
             if self.fa4 is None:
                 return missing(str(self.fa4_missing))
@@ -253,7 +305,7 @@ class TorchBackend:
                 out = fa4_func(q, k, v, softmax_scale=spec.scale, causal=causal)
                 return out[0] if isinstance(out, tuple) else out  # (out, lse) in current releases
 
-            return contextlib.nullcontext(), fa4_call, "bshd"
+            return Prepared(contextlib.nullcontext(), fa4_call, "bshd")
 
         if peer == "evoattn-torch":
             if self.evoattn is None:
@@ -267,7 +319,7 @@ class TorchBackend:
             def evoattn_call() -> torch.Tensor:
                 return attention(q, k, v, causal=mask, scale=spec.scale)
 
-            return contextlib.nullcontext(), evoattn_call, "bhsd"
+            return Prepared(contextlib.nullcontext(), evoattn_call, "bhsd")
 
         q, k, v = case.bhsd()
         kwargs: dict[str, Any] = {"scale": spec.scale}
@@ -278,13 +330,98 @@ class TorchBackend:
         elif spec.causal == "bottom-right":
             kwargs["attn_mask"] = causal_lower_right(spec.sq, spec.sk)
         context = sdpa_kernel(SDPA_BACKENDS[peer]) if peer in SDPA_BACKENDS else contextlib.nullcontext()
-        return context, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), "bhsd"
+        return Prepared(context, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs), "bhsd")
+
+    def _cudnn_fp8(self, case: TorchCase) -> Prepared | dict[str, Any]:
+        """cuDNN's FP8 SDPA (the frontend's `sdpa_fp8`) on the case's E4M3 tensors as they lie,
+        with their per-tensor descales and P scaled by CUDNN_FP8_P_SCALE. O is bf16 where cuDNN
+        takes it; where it does not (Hopper, cuDNN 9.19), E4M3 with scale_o = 1/descale_v, which
+        maps O's bound (|O| <= max |V| = 448 descale_v) onto E4M3's range: `output` converts it to
+        bf16, the timed calls write E4M3."""
+        if self.cudnn is None:
+            return missing(str(self.cudnn_missing))
+        cudnn, spec = self.cudnn, case.spec
+        per_tensor = case.descales.per_tensor() if case.descales is not None else None
+        assert per_tensor is not None, "dtype_refusal admits per-tensor descales only"
+        dq, dk, dv = per_tensor
+        if self._cudnn_handle is None:
+            self._cudnn_handle = cudnn.create_handle()
+        handle = self._cudnn_handle
+
+        def one(x: float) -> torch.Tensor:
+            return torch.full((1, 1, 1, 1), x, dtype=torch.float32, device=self.device)
+
+        q, k, v = case.bhsd()
+        inputs = {
+            "q": q, "k": k, "v": v, "descale_q": one(dq), "descale_k": one(dk), "descale_v": one(dv),
+            "descale_s": one(1.0 / CUDNN_FP8_P_SCALE), "scale_s": one(CUDNN_FP8_P_SCALE),
+        }  # fmt: skip
+        mask: dict[str, Any] = {}
+        if spec.causal != "none":
+            align = cudnn.diagonal_alignment.TOP_LEFT if spec.causal == "top-left" else cudnn.diagonal_alignment.BOTTOM_RIGHT
+            mask = {"diagonal_alignment": align, "right_bound": 0}
+        errors = []
+        for o_dtype, scale_o in ((torch.bfloat16, 1.0), (torch.float8_e4m3fn, 1.0 / dv)):
+            stored = torch.empty(spec.dims(spec.h, spec.sq), dtype=o_dtype, device=self.device)
+            o = stored if spec.layout == "bhsd" else stored.transpose(1, 2)
+            outputs = {"o": o, "amax_s": one(0.0), "amax_o": one(0.0)}
+            try:
+                graph, names = self._cudnn_fp8_graph({**inputs, "scale_o": one(scale_o)}, outputs, spec.scale, mask)
+                pack = {names[n]: t for n, t in {**inputs, "scale_o": one(scale_o), **outputs}.items()}
+                workspace = torch.empty(max(1, graph.get_workspace_size()), dtype=torch.uint8, device=self.device)
+            except Exception as e:  # cuDNN rejects the graph: try E4M3 O, then report both
+                errors.append(f"O {str(o_dtype).removeprefix('torch.')}: {_first_line(e)}")
+                continue
+
+            def call(graph: Any = graph, pack: Any = pack, workspace: torch.Tensor = workspace) -> torch.Tensor:
+                cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+                graph.execute(pack, workspace, handle=handle)
+                return stored
+
+            if o_dtype == torch.bfloat16:
+                return Prepared(contextlib.nullcontext(), call, spec.layout)
+            return Prepared(contextlib.nullcontext(), call, spec.layout, lambda o: (o.float() * dv).to(torch.bfloat16))
+        return refused("cuDNN builds no FP8 SDPA plan for this case: " + "; ".join(errors))
+
+    def _cudnn_fp8_graph(
+        self, inputs: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor], scale: float, mask: dict[str, Any]
+    ) -> tuple[Any, dict[str, Any]]:
+        """The built graph of one FP8 SDPA and its tensors by name."""
+        cudnn = self.cudnn
+        data_type = {torch.float8_e4m3fn: cudnn.data_type.FP8_E4M3, torch.float32: cudnn.data_type.FLOAT}
+        data_type[torch.bfloat16] = cudnn.data_type.BFLOAT16
+        graph = cudnn.pygraph(
+            io_data_type=cudnn.data_type.FP8_E4M3,
+            intermediate_data_type=cudnn.data_type.FLOAT,
+            compute_data_type=cudnn.data_type.FLOAT,
+            handle=self._cudnn_handle,
+        )
+        names = {
+            n: graph.tensor(dim=list(t.shape), stride=list(t.stride()), name=n, data_type=data_type[t.dtype])
+            for n, t in inputs.items()
+        }
+        o, _stats, amax_s, amax_o = graph.sdpa_fp8(
+            names["q"], names["k"], names["v"], names["descale_q"], names["descale_k"], names["descale_v"],
+            names["descale_s"], names["scale_s"], names["scale_o"],
+            generate_stats=False, attn_scale=scale, name="sdpa_fp8", **mask,
+        )  # fmt: skip
+        for name, t in (("o", o), ("amax_s", amax_s), ("amax_o", amax_o)):
+            like = outputs[name]
+            t.set_output(True).set_dim(list(like.shape)).set_stride(list(like.stride()))
+            t.set_data_type(data_type[like.dtype])
+            names[name] = t
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+        return graph, names
 
     def time(self, case_id: str, peer: str, timing: Timing) -> dict[str, Any]:
         prepared = self._prepare(self.cases[case_id], peer)
         if isinstance(prepared, dict):
             return prepared
-        context, call, _ = prepared
+        context, call = prepared.context, prepared.call
         # The backend restriction is entered once, around warm-up, capture and samples, so that
         # no sample pays for it.
         with context:
@@ -301,16 +438,16 @@ class TorchBackend:
         prepared = self._prepare(case, peer)
         if isinstance(prepared, dict):
             return prepared
-        context, call, layout = prepared
-        with context:
-            out, reason = _probe(call)
+        with prepared.context:
+            out, reason = _probe(prepared.call)
         if out is None:
             return refused(str(reason))
-        if layout != case.spec.layout:
+        out = prepared.to_output(out)
+        if prepared.layout != case.spec.layout:
             out = out.transpose(1, 2)
-        q = case.raw["q"]
-        if out.dtype != q.dtype or out.shape != q.shape:
-            raise RuntimeError(f"{peer} returned {out.dtype} {list(out.shape)}, expected {q.dtype} {list(q.shape)}")
+        want, shape = TORCH_DTYPES[case.spec.output_dtype], case.raw["q"].shape
+        if out.dtype != want or out.shape != shape:
+            raise RuntimeError(f"{peer} returned {out.dtype} {list(out.shape)}, expected {want} {list(shape)}")
         safetensors_io.write(path, {"o": to_raw(out)})
         return ran(path=path)
 

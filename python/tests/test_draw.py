@@ -58,8 +58,30 @@ def test_the_torch_path_draws_the_same_bits() -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU: the oracle draws on it")
-    from evoattn_oracle.draw import draw
+    from evoattn_oracle.draw import DrawStream, draw
 
     keys, scale = keys_and_scale(0xDF2BBB95_38AAE818, 1.0)
-    got = draw(torch, (1, 1, 1, 4), keys, scale, torch.bfloat16).view(torch.int16).flatten().tolist()
+    stream, device = DrawStream(keys, scale), torch.device("cuda")
+    got = draw(torch, device, (1, 1, 1, 4), stream, torch.bfloat16).view(torch.int16).flatten().tolist()
     assert [x & 0xFFFF for x in got] == [0x3EC5, 0x3F38, 0x3CF7, 0xBE7B]
+    # E4M3: each value over its group's descale, rounded once (evoattn's pin: 0.01 for every group).
+    descales = torch.tensor([0.01], dtype=torch.float32, device=device)
+    got = draw(torch, device, (1, 1, 1, 4), stream, torch.float8_e4m3fn, descales, 1).view(torch.uint8)
+    assert got.flatten().tolist() == [0x62, 0x69, 0x44, 0xDC]
+
+
+def test_e4m3_groups_follow_batch_and_kv_head() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU: the oracle draws on it")
+    from evoattn_oracle.draw import DrawStream, draw
+
+    # B 2, H 4, Hkv 2: heads 0-1 of batch b are group 2b, heads 2-3 group 2b + 1.
+    device, stream = torch.device("cuda"), DrawStream((5, 6), 1e-3)
+    shape = (2, 4, 3, 8)
+    plain = draw(torch, device, shape, stream, torch.float32)
+    descales = torch.tensor([1.0, 2.0, 4.0, 8.0], device=device)
+    got = draw(torch, device, shape, stream, torch.float8_e4m3fn, descales, 2).float()
+    group = torch.tensor([[0, 0, 1, 1], [2, 2, 3, 3]], device=device)
+    want = (plain / descales[group][:, :, None, None]).to(torch.float8_e4m3fn).float()
+    assert torch.equal(got, want)

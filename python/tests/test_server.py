@@ -286,3 +286,46 @@ def test_draw_under_a_loaded_id_is_an_error(server: Server) -> None:
     assert server.handle(draw_request())["ok"]
     reply = server.handle(draw_request())
     assert not reply["ok"] and "already loaded" in reply["error"]
+
+
+# b * hkv = 4 groups: one descale per tensor (what cuDNN takes), or one per group.
+PER_TENSOR = {"q": [0.01] * 4, "k": [0.02] * 4, "v": [0.03] * 4}
+PER_GROUP = {**PER_TENSOR, "k": [0.02, 0.025, 0.03, 0.035]}
+
+
+def test_e4m3_draws_are_run_by_the_fp8_peers_and_refused_by_the_others(server: Server, tmp_path: Path) -> None:
+    assert server.handle(draw_request(dtype="e4m3", descales=PER_TENSOR))["ok"]
+    out = tmp_path / "o.safetensors"
+    reply = server.handle({"op": "output", "id": "d", "peer": "cudnn-fp8", "path": str(out)})
+    assert reply["status"] == "ok", reply
+    # E4M3 attention writes bf16.
+    assert safetensors_io.read(out)["o"].dtype == "BF16"
+    assert server.handle({"op": "time", "id": "d", "peer": "cudnn-fp8", "mode": "eager", **TIMING})["status"] == "ok"
+    for peer in ("sdpa-cudnn", "sdpa-math", "evoattn-torch"):
+        reply = server.handle({"op": "time", "id": "d", "peer": peer, "mode": "eager", **TIMING})
+        assert reply["status"] == "refused" and "this case is E4M3" in reply["reason"], reply
+
+
+def test_cudnn_fp8_refuses_16_bit_cases_and_per_group_descales(server: Server) -> None:
+    assert server.handle(draw_request())["ok"]
+    reply = server.handle({"op": "time", "id": "d", "peer": "cudnn-fp8", "mode": "eager", **TIMING})
+    assert reply["status"] == "refused" and "takes E4M3 inputs; this case is bf16" in reply["reason"], reply
+    assert server.handle(draw_request(id="g", dtype="e4m3", descales=PER_GROUP))["ok"]
+    reply = server.handle({"op": "time", "id": "g", "peer": "cudnn-fp8", "mode": "eager", **TIMING})
+    assert reply["status"] == "refused" and "one descale per tensor" in reply["reason"], reply
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"dtype": "e4m3"}, "needs the field 'descales'"),
+        ({"descales": PER_TENSOR}, "belong to E4M3 draws, not bf16 ones"),
+        ({"dtype": "e4m3", "descales": {"q": [1.0] * 4, "k": [1.0] * 4}}, "exactly q, k and v"),
+        ({"dtype": "e4m3", "descales": {**PER_TENSOR, "v": [1.0] * 3}}, "'v' must be 4 positive finite"),
+        ({"dtype": "e4m3", "descales": {**PER_TENSOR, "q": [1.0, 1.0, 0.0, 1.0]}}, "'q' must be 4 positive finite"),
+        ({"dtype": "e4m3", "descales": {**PER_TENSOR, "k": [1.0, True, 1.0, 1.0]}}, "'k' must be 4 positive finite"),
+    ],
+)
+def test_draw_rejects_bad_descales(server: Server, overrides: dict, message: str) -> None:
+    reply = server.handle(draw_request(**overrides))
+    assert not reply["ok"] and message in reply["error"], reply

@@ -265,6 +265,34 @@ fn bench_measures_a_case_again_when_its_samples_drift() {
 }
 
 #[test]
+fn e4m3_bench_is_measured_against_the_fp8_peer_by_default_and_16_bit_peers_refuse_it() {
+    let cache = tempfile::tempdir().unwrap();
+    let json = cache.path().join("bench.json");
+    let env = [("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap()), ("EVOATTN_ORACLE_FAKE", "1")];
+    let base = ["bench", "--shape", "1,4,128,64,2", "--dtype", "e4m3", "--reps", "4", "--no-history"];
+    let out = evoattn(&[&base[..], &["--json", json.to_str().unwrap()]].concat(), &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("E4M3 inputs get one descale per tensor, as cudnn-fp8 takes no other"),
+        "{}",
+        stderr(&out)
+    );
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let peers = record["results"][0]["peers"].as_array().unwrap();
+    assert_eq!(peers.len(), 1, "{peers:?}");
+    assert_eq!((peers[0]["name"].as_str(), peers[0]["status"].as_str()), (Some("cudnn-fp8"), Some("ok")));
+    assert_eq!(peers[0]["samples_us"].as_array().unwrap().len(), 4);
+    // A 16-bit peer asked for by name says why it does not run the case.
+    let out =
+        evoattn(&[&base[..], &["--peers", "sdpa-cudnn,cudnn-fp8", "--json", json.to_str().unwrap()]].concat(), &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sdpa = &record["results"][0]["peers"][0];
+    assert_eq!(sdpa["status"].as_str(), Some("refused"), "{sdpa}");
+    assert!(sdpa["reason"].as_str().unwrap().contains("this case is E4M3"), "{sdpa}");
+}
+
+#[test]
 fn bench_host_cost_gives_each_case_the_median_of_its_rounds() {
     let cache = tempfile::tempdir().unwrap();
     let args = ["bench", "--shape", "1,8,512,64", "--shape", "2,4,100,128,2", "--peers", "none", "--reps", "3"];
@@ -325,7 +353,7 @@ fn bad_inputs_exit_2_with_a_one_line_reason() {
     assert_rejected(&mixed, &[], &[], "tensor k: dtype bf16 does not match q's f16");
 
     let f32s: Vec<Tensor> = good().into_iter().map(|t| t.with_dtype(safetensors::Dtype::F32)).collect();
-    assert_rejected(&f32s, &[], &[], "tensor q: dtype f32 is not supported (expected f16 or bf16)");
+    assert_rejected(&f32s, &[], &[], "tensor q: dtype f32 is not supported (expected f16, bf16 or e4m3)");
 
     let heads = qkv(Shape { h: 6, hkv: 4, ..shape }, Dtype::F16, Layout::Bhsd);
     assert_rejected(

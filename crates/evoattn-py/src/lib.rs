@@ -129,8 +129,14 @@ fn describe_parts(
         problem_err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: tensors[0].dtype.into() })
     })?;
     for (t, desc) in names.into_iter().zip(&tensors).skip(1) {
-        if Dtype::parse(desc.dtype) != Some(dtype) {
-            let expected = dtype.name().to_string();
+        // O is the output's dtype: q's, bf16 for E4M3 inputs.
+        let want = if t == TensorName::O { dtype.output() } else { dtype };
+        if Dtype::parse(desc.dtype) != Some(want) {
+            let expected = if want == dtype {
+                format!("q's {dtype}")
+            } else {
+                format!("{want}, the output dtype of {dtype} inputs")
+            };
             return Err(problem_err(ProblemError::DtypeMismatch { tensor: t, expected, got: desc.dtype.into() }));
         }
     }
@@ -268,9 +274,11 @@ impl Library {
     /// Describes and launches one call on the CUDA stream `stream` (a raw handle): q, k, v and o
     /// as DLPack capsules (`torch._C._to_dlpack`: address, device, dtype, sizes and strides in
     /// one export each), lse the address of a fresh dense `[B, H, Sq]` float32 tensor or None.
+    /// E4M3 inputs come as uint8 views (DLPack 0.x has no float8 code) with `descale`, the
+    /// address of their dense `[3, B, Hkv]` float32 descales; o is then bf16.
     /// The eager path's one crossing into Rust: describing a call from capsules costs less than
     /// reading the tensors' attributes in Python to look up a prepared one.
-    #[pyo3(signature = (stream, q, k, v, o, lse, layout, causal, scale, with_lse, imp, config))]
+    #[pyo3(signature = (stream, q, k, v, o, lse, layout, causal, scale, with_lse, imp, config, descale=None))]
     #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
@@ -287,6 +295,7 @@ impl Library {
         with_lse: bool,
         imp: &str,
         config: Option<String>,
+        descale: Option<u64>,
     ) -> PyResult<()> {
         let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
         let read = [dlpack(names[0], q)?, dlpack(names[1], k)?, dlpack(names[2], v)?, dlpack(names[3], o)?];
@@ -306,7 +315,15 @@ impl Library {
                 )));
             }
         }
-        let dtypes = read.each_ref().map(DlpackTensor::dtype_name);
+        let mut dtypes = read.each_ref().map(DlpackTensor::dtype_name);
+        if descale.is_some() {
+            for (name, dtype) in names.iter().zip(&mut dtypes).take(3) {
+                if dtype != "uint8" {
+                    return Err(value_err(format!("{name}: E4M3 inputs cross as uint8 views, got {dtype}")));
+                }
+                *dtype = Dtype::E4m3.name().to_string();
+            }
+        }
         let tensors: [TensorDesc<'_>; 4] = std::array::from_fn(|i| TensorDesc {
             view: StridedTensor { sizes: &read[i].sizes, strides: &read[i].strides },
             dtype: &dtypes[i],
@@ -318,8 +335,8 @@ impl Library {
         // device (checked above) whose sizes, strides and dtypes the problem was described from
         // (so each holds its extent), kept alive by the caller across the call and by PyTorch's
         // caching allocator's stream semantics after it; lse is a fresh dense [B, H, Sq] float32
-        // tensor.
-        let tensors = unsafe { ExternalTensors::new(&call.problem, q, k, v, o, lse) };
+        // tensor; descale, given with E4M3 inputs, a dense [3, B, Hkv] float32 tensor.
+        let tensors = unsafe { ExternalTensors::new(&call.problem, q, k, v, o, lse, descale) };
         py.detach(|| {
             let mut attention = self.lock();
             // Safety: `stream` is PyTorch's current stream of this device (or a stream handle the

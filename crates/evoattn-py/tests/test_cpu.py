@@ -26,6 +26,10 @@ def test_a_valid_call_describes_its_problem():
     assert check(causal="bottom-right", scale=0.3, lse=True, impl="wgmma", config="block_n=128") == (2, 8, 2, 100, 300, 64)
 
 
+def test_e4m3_inputs_write_a_bf16_o():
+    assert check(dtypes=("e4m3", "e4m3", "e4m3", "bf16"), impl="wgmma") == check()
+
+
 def test_the_same_memory_in_flash_attentions_layout_is_the_same_problem():
     q = ((2, 100, 8, 64), (100 * 8 * 64, 8 * 64, 64, 1))
     kv = ((2, 300, 2, 64), (2 * 300 * 64, 64, 300 * 64, 1))
@@ -57,6 +61,8 @@ def test_the_same_memory_in_flash_attentions_layout_is_the_same_problem():
         ({"config": "block_n=64"}, ValueError, "config= needs a named impl="),
         ({"impl": "wgmma", "config": "warp_speed=9"}, ValueError, "warp_speed"),
         ({"layout": "sbhd"}, ValueError, "unknown layout"),
+        ({"dtypes": ("e4m3",) * 4}, TypeError, "tensor o: dtype e4m3 does not match bf16, the output dtype of e4m3"),
+        ({"dtypes": ("e4m3", "e4m3", "bf16", "bf16")}, TypeError, "tensor v: dtype bf16 does not match q's e4m3"),
     ],
 )
 def test_bad_arguments_raise_the_librarys_message(kwargs, error, words):

@@ -326,3 +326,120 @@ def test_activate_routes_sdpa_for_the_cases_evoattn_supports_and_leaves_the_rest
     with torch.no_grad():
         F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     assert evoattn.torch.stats()["evoattn"] == n
+
+
+FP8 = getattr(torch, "float8_e4m3fn", None)
+needs_fp8 = pytest.mark.skipif(
+    FP8 is None or torch.cuda.get_device_capability() < (8, 9),
+    reason="E4M3 needs torch.float8_e4m3fn and an sm_89+ GPU (FP8 tensor cores)",
+)
+# The library's E4M3 bounds (crates/evoattn/src/reference.rs, derived there): against float64 on
+# the dequantized inputs, max |o - ref| <= 2u max(1, |ref|max) and rel_l2 <= 1.3u with u = 2^-4
+# (P rounded to E4M3), LSE within 3.1e-3 max(1, |lse|max) (QGMMA's ~14-bit accumulation).
+FP8_MAX_ABS, FP8_REL_L2, FP8_LSE = 2 / 16, 1.3 / 16, 3.1e-3
+
+
+def e4m3(b, heads, s, d):
+    """Random E4M3 values spread over most of E4M3's range (std 64 of its ±448)."""
+    return (torch.randn(b, heads, s, d, device=DEV) * 64).clamp(-448, 448).to(FP8)
+
+
+def dequantize(x, descale, heads_per_group):
+    """float64 values of E4M3 `x` ([B, Hx, S, D]) with `[B, Hkv]` descales; a query head takes
+    its KV head's descale."""
+    per_head = descale.double().repeat_interleave(heads_per_group, dim=1)
+    return x.double() * per_head[:, :, None, None]
+
+
+def assert_fp8_close(o, lse, ref_o, ref_lse, what):
+    assert o.dtype == torch.bfloat16, f"{what}: o is {o.dtype}"
+    diff = o.double() - ref_o
+    err, scale = diff.abs().max().item(), max(1.0, ref_o.abs().max().item())
+    assert err <= FP8_MAX_ABS * scale, f"{what}: max |o - ref| = {err:.3g} (|ref| <= {scale:.3g})"
+    if ref_o.norm() > 0:
+        rel = (diff.norm() / ref_o.norm()).item()
+        assert rel <= FP8_REL_L2, f"{what}: rel_l2 {rel:.3g}"
+    if lse is not None:
+        finite = torch.isfinite(ref_lse)
+        assert torch.equal(torch.isfinite(lse), finite), f"{what}: lse -inf rows differ"
+        if finite.any():
+            lerr = (lse.double() - ref_lse)[finite].abs().max().item()
+            assert lerr <= FP8_LSE * max(1.0, ref_lse[finite].abs().max().item()), f"{what}: max |lse - ref| {lerr:.3g}"
+
+
+@needs_fp8
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("causal", ["none", "top-left", "bottom-right"])
+def test_e4m3_matches_float64_on_the_dequantized_inputs(d, causal):
+    for b, h, hkv, sq, sk in SHAPES:
+        q, k, v = e4m3(b, h, sq, d), e4m3(b, hkv, sk, d), e4m3(b, hkv, sk, d)
+        # A different descale per (batch, KV head), as FlashAttention-3's [B, Hkv].
+        dq, dk, dv = (torch.rand(b, hkv, device=DEV) * 0.02 + 0.005 for _ in range(3))
+        o, lse = evoattn.attention(q, k, v, causal=causal, return_lse=True, q_descale=dq, k_descale=dk, v_descale=dv)
+        assert o.shape == q.shape and lse.shape == (b, h, sq)
+        ref_o, ref_lse = reference(dequantize(q, dq, h // hkv), dequantize(k, dk, 1), dequantize(v, dv, 1), causal)
+        assert_fp8_close(o, lse, ref_o, ref_lse, f"e4m3 {(b, h, hkv, sq, sk, d)} {causal}")
+
+
+@needs_fp8
+def test_e4m3_per_tensor_descales_broadcast_and_none_is_one():
+    q, k, v = e4m3(2, 8, 200, 128), e4m3(2, 2, 300, 128), e4m3(2, 2, 300, 128)
+    full = evoattn.attention(q, k, v, q_descale=torch.full((2, 2), 0.01, device=DEV),
+                             k_descale=torch.full((2, 2), 0.02, device=DEV), v_descale=torch.full((2, 2), 0.5, device=DEV))
+    as_numbers = evoattn.attention(q, k, v, q_descale=0.01, k_descale=0.02, v_descale=0.5)
+    as_0d = evoattn.attention(q, k, v, q_descale=torch.tensor(0.01, device=DEV),
+                              k_descale=torch.tensor([0.02], device=DEV), v_descale=torch.tensor([[0.5]], device=DEV))
+    assert torch.equal(full, as_numbers) and torch.equal(full, as_0d)
+    # No descales: the values are their own units (descale 1).
+    ones = evoattn.attention(q, k, v, scale=0.01 * 0.02 / math.sqrt(128))
+    ref_o, _ = reference(q.double(), k.double(), v.double(), "none", 0.01 * 0.02 / math.sqrt(128))
+    assert_fp8_close(ones, None, ref_o, None, "descales None")
+
+
+@needs_fp8
+def test_e4m3_through_flash_attn_func_cuda_graphs_and_torch_compile():
+    b, h, hkv, s, d = 2, 8, 2, 256, 128
+    q, k, v = (e4m3(b, heads, s, d).transpose(1, 2).contiguous() for heads in (h, hkv, hkv))  # [B, S, H, D]
+    dq, dk, dv = (torch.rand(b, hkv, device=DEV) * 0.02 + 0.005 for _ in range(3))
+    o = evoattn.flash_attn_func(q, k, v, causal=True, q_descale=dq, k_descale=dk, v_descale=dv)
+    bhsd = (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    ref_o, _ = reference(dequantize(bhsd[0], dq, h // hkv), dequantize(bhsd[1], dk, 1), dequantize(bhsd[2], dv, 1),
+                         "bottom-right")
+    assert_fp8_close(o.transpose(1, 2), None, ref_o, None, "flash_attn_func e4m3")
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = evoattn.flash_attn_func(q, k, v, causal=True, q_descale=dq, k_descale=dk, v_descale=dv)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, o)
+
+    def f(q, k, v, dq, dk, dv):
+        return evoattn.flash_attn_func(q, k, v, causal=True, q_descale=dq, k_descale=dk, v_descale=dv).float() * 2
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)(q, k, v, dq, dk, dv)
+    assert torch.equal(compiled, o.float() * 2)
+
+
+@needs_fp8
+def test_e4m3_bad_inputs_raise_before_any_launch():
+    q, k, v = e4m3(1, 2, 64, 64), e4m3(1, 2, 64, 64), e4m3(1, 2, 64, 64)
+    x = randn(1, 2, 64, 64, dtype=torch.bfloat16)
+    cases = [
+        ((x, x, x), {"q_descale": 0.5}, ValueError, "q_descale apply to float8_e4m3fn inputs"),
+        ((q, k, v), {"k_descale": torch.ones(3, device=DEV)}, ValueError, "k_descale has shape [3]"),
+        ((q, k, v), {"v_descale": 0.0}, ValueError, "must be a positive finite number"),
+        ((q, k, v), {"q_descale": "0.5"}, TypeError, "q_descale must be a number or a torch.Tensor"),
+        ((q, k, v), {"v_descale": torch.ones(1, 2).cuda(1) if torch.cuda.device_count() > 1 else torch.ones(1, 2)},
+         ValueError, "v_descale is on"),
+        ((q, x, v), {}, TypeError, "descales come with float8_e4m3fn q, k and v"),
+        ((q, k, v), {"out": torch.empty(1, 2, 64, 64, device=DEV, dtype=torch.float16)}, TypeError,
+         "does not match bf16, the output dtype of e4m3 inputs"),
+    ]
+    for args, kwargs, error, words in cases:
+        with pytest.raises(error) as caught:
+            evoattn.attention(*args, **kwargs)
+        assert words in str(caught.value) and "panicked" not in str(caught.value), (words, str(caught.value))
+    assert "e4m3" in evoattn.kernel(q, k, v)
+    torch.cuda.synchronize()  # nothing faulted

@@ -94,6 +94,9 @@ mod tests {
         assert_eq!(bits, [0x3ec5, 0x3f38, 0x3cf7, 0xbe7b]);
         let half: Vec<u16> = (0..4).map(|i| Stream::new(0, 2, 3.0).bits(Dtype::F16, i)).collect();
         assert_eq!(half, [0xaf86, 0x3b38, 0xbbb0, 0x3b84]);
+        // E4M3 draws (the lab's and the oracle's): the float32 value over its descale, rounded once.
+        let e4m3: Vec<u16> = (0..4).map(|i| Dtype::E4m3.bits_from_f32(s.value(i) / 0.01)).collect();
+        assert_eq!(e4m3, [0x62, 0x69, 0x44, 0xdc]);
     }
 
     #[test]

@@ -29,9 +29,11 @@ pub enum ProblemError {
     WrongRank { tensor: TensorName, expected: &'static str, got: Vec<usize> },
     #[error("tensor {tensor}: expected shape {expected:?}, got {got:?}")]
     ShapeMismatch { tensor: TensorName, expected: Vec<usize>, got: Vec<usize> },
-    #[error("tensor {tensor}: dtype {got} does not match q's {expected}")]
+    /// `expected` says what the dtype should match: "q's bf16", or "bf16, the output dtype of
+    /// e4m3 inputs" for o.
+    #[error("tensor {tensor}: dtype {got} does not match {expected}")]
     DtypeMismatch { tensor: TensorName, expected: String, got: String },
-    #[error("tensor {tensor}: dtype {got} is not supported (expected f16 or bf16)")]
+    #[error("tensor {tensor}: dtype {got} is not supported (expected f16, bf16 or e4m3)")]
     UnsupportedDtype { tensor: TensorName, got: String },
     #[error("tensor {tensor}: strides {strides:?} make two of its elements share an address; an output must not overlap itself")]
     SelfOverlap { tensor: TensorName, strides: crate::problem::Strides },

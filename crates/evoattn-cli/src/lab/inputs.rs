@@ -48,11 +48,43 @@ pub fn nan_bits(dtype: Dtype) -> u16 {
 pub struct Draw {
     pub dist: Distribution,
     pub seed: u64,
+    pub descales: DescaleGrain,
+}
+
+/// How E4M3 draws' descales vary over a tensor's (batch, KV head) groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DescaleGrain {
+    /// A different descale per group (widened by group, [`e4m3_descale`]), so that a kernel
+    /// reading another group's is caught: the default.
+    PerGroup,
+    /// One per tensor (every group's is group 0's): what a peer taking per-tensor scales
+    /// (cuDNN's FP8 SDPA) can run.
+    PerTensor,
 }
 
 impl Draw {
     pub fn new(dist: Distribution, seed: u64) -> Self {
-        Draw { dist, seed }
+        Draw { dist, seed, descales: DescaleGrain::PerGroup }
+    }
+
+    /// The same draw with descales of `grain`.
+    pub fn with_descales(self, grain: DescaleGrain) -> Self {
+        Draw { descales: grain, ..self }
+    }
+
+    /// An E4M3 problem's descales ([`e4m3_descale`] per group, or group 0's everywhere); none
+    /// for 16-bit problems.
+    pub fn descales(&self, problem: &Problem) -> Option<Descales> {
+        if !problem.dtype.is_fp8() {
+            return None;
+        }
+        let groups = problem.shape.b * problem.shape.hkv;
+        let of = |t| {
+            let std = self.stream_and_std(t).1;
+            let group = |g| if self.descales == DescaleGrain::PerGroup { g } else { 0 };
+            (0..groups).map(|g| e4m3_descale(std, group(g))).collect::<Vec<f32>>()
+        };
+        Some(Descales { q: of(TensorName::Q), k: of(TensorName::K), v: of(TensorName::V) })
     }
 
     /// The generator of tensor `t` (Q, K or V) and its standard deviation.
@@ -75,7 +107,7 @@ impl Draw {
     /// drawn as 16-bit ones are, divided by their group's descale ([`e4m3_descale`]) and rounded
     /// to E4M3.
     pub fn host(&self, problem: &Problem) -> HostInputs {
-        if !problem.dtype.is_fp8() {
+        let Some(descales) = self.descales(problem) else {
             let fill = |t| host_tensor(problem, t, &self.stream(t), nan_bits(problem.dtype));
             return HostInputs {
                 q: fill(TensorName::Q),
@@ -83,14 +115,8 @@ impl Draw {
                 v: fill(TensorName::V),
                 descales: None,
             };
-        }
-        let s = problem.shape;
-        let descales_of = |t| {
-            let std = self.stream_and_std(t).1;
-            (0..s.b * s.hkv).map(|group| e4m3_descale(std, group)).collect::<Vec<f32>>()
         };
-        let descales =
-            Descales { q: descales_of(TensorName::Q), k: descales_of(TensorName::K), v: descales_of(TensorName::V) };
+        let s = problem.shape;
         // Drawn in logical order on every core, then laid out by the strides: a fa3-grid row's
         // Q, K and V are 100M values, drawn twice by a check, at some 25 ns a value on one core
         // (the generator 6 ns, the E4M3 rounding 18); `bench` reported 13-18 s of checking per
@@ -270,6 +296,21 @@ mod tests {
             }
             assert_eq!(buf, &want, "{t}");
         }
+    }
+
+    #[test]
+    fn per_tensor_descales_are_group_zeros_everywhere_and_per_group_ones_differ() {
+        let p = Problem::dense(Shape { b: 2, h: 4, hkv: 2, sq: 3, sk: 5, d: 64 }, Dtype::E4m3, Layout::Bhsd);
+        let per_group = Draw::new(Distribution::Normal, 4);
+        let per_tensor = per_group.with_descales(DescaleGrain::PerTensor);
+        let (g, t) = (per_group.descales(&p).unwrap(), per_tensor.descales(&p).unwrap());
+        for name in [TensorName::Q, TensorName::K, TensorName::V] {
+            assert_eq!(t.of(name), vec![g.of(name)[0]; 4].as_slice(), "{name}");
+            assert!(g.of(name).windows(2).all(|w| w[0] != w[1]), "{name}: {:?}", g.of(name));
+        }
+        // The values follow their descales; 16-bit problems have none.
+        assert_eq!(per_tensor.host(&p).descales, Some(t));
+        assert_eq!(per_tensor.descales(&Problem::dense(p.shape, Dtype::Bf16, Layout::Bhsd)), None);
     }
 
     #[test]

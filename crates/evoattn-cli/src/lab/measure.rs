@@ -4,10 +4,10 @@
 
 use crate::lab::backend::{flush_bytes, Backend, BackendInfo, Kernel, TimingOptions};
 use crate::lab::correctness::expected_o;
-use crate::lab::inputs::{Distribution, Draw, Inputs};
+use crate::lab::inputs::{DescaleGrain, Distribution, Draw, Inputs};
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::open::open;
-use crate::lab::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, PEERS};
+use crate::lab::oracle::{KernelLaunch, Oracle, PeerOutput, PeerTiming, PointerOffsets, FP8_PEERS, PEERS};
 use crate::lab::presets::ProblemArgs;
 use crate::out::errln;
 use crate::stores::record::{git_commit, utc_now};
@@ -40,12 +40,15 @@ pub struct LabArgs {
     #[command(flatten)]
     pub kernel: KernelArgs,
     /// Peers measured in the same run, comma-separated: sdpa-cudnn, sdpa-flash,
-    /// sdpa-efficient, sdpa-math, sdpa-auto, fa4; `self` (our kernel again, as an independent
-    /// sample set: the A/A check); `self-torch-events` (our kernel timed by the oracle with
-    /// PyTorch's events: the timer cross-check); `evoattn-torch` (ours through the Python
-    /// package evoattn, what a PyTorch caller sees; needs its wheel in the oracle's Python);
-    /// or `none`. The last three are controls, never the best peer a speedup is claimed against.
-    #[arg(long, value_delimiter = ',', default_value = "sdpa-cudnn,sdpa-flash")]
+    /// sdpa-efficient, sdpa-math, sdpa-auto, fa4 (f16 and bf16 inputs), cudnn-fp8 (cuDNN's FP8
+    /// SDPA through the cuDNN frontend, E4M3 inputs: with it, E4M3 inputs get one descale per
+    /// tensor, all it takes); `self` (our kernel again, as an independent sample set: the A/A
+    /// check); `self-torch-events` (our kernel timed by the oracle with PyTorch's events: the
+    /// timer cross-check); `evoattn-torch` (ours through the Python package evoattn, what a
+    /// PyTorch caller sees; needs its wheel in the oracle's Python); or `none`. The last three
+    /// are controls, never the best peer a speedup is claimed against. Default: sdpa-cudnn and
+    /// sdpa-flash for f16/bf16 cases, cudnn-fp8 for E4M3 ones (both sets when a run has both).
+    #[arg(long, value_delimiter = ',')]
     pub peers: Vec<String>,
     /// eager: launches as a caller sees them; graph: CUDA-graph replays (kernel time).
     #[arg(long, value_enum, default_value_t = Mode::Eager)]
@@ -67,8 +70,13 @@ pub struct LabArgs {
     pub seed: u64,
 }
 
+/// The peers a run measures when `--peers` is not given, per input dtype.
+const DEFAULT_PEERS_16_BIT: [&str; 2] = ["sdpa-cudnn", "sdpa-flash"];
+const DEFAULT_PEERS_FP8: [&str; 1] = ["cudnn-fp8"];
+
 impl LabArgs {
-    fn peers(&self) -> anyhow::Result<Vec<String>> {
+    /// The peers to measure on `cases`: `--peers` as given, or the defaults of the cases' dtypes.
+    fn peers(&self, cases: &[(Problem, Layout)]) -> anyhow::Result<Vec<String>> {
         if self.peers.iter().any(|p| p == "none") {
             return Ok(Vec::new());
         }
@@ -77,7 +85,26 @@ impl LabArgs {
                 bail!("unknown peer '{p}'; peers: {}, {SELF_PEER}, {TORCH_TIMED_PEER}, or none", PEERS.join(", "));
             }
         }
-        Ok(self.peers.clone())
+        if !self.peers.is_empty() {
+            return Ok(self.peers.clone());
+        }
+        let has = |fp8: bool| cases.iter().any(|(p, _)| p.dtype.is_fp8() == fp8);
+        let defaults = [(has(false), &DEFAULT_PEERS_16_BIT[..]), (has(true), &DEFAULT_PEERS_FP8[..])];
+        Ok(defaults
+            .into_iter()
+            .filter(|(any, _)| *any)
+            .flat_map(|(_, peers)| peers.iter().map(|p| p.to_string()))
+            .collect())
+    }
+}
+
+/// How a run's E4M3 inputs are scaled: one descale per tensor when a peer takes no other
+/// (`cudnn-fp8`), so that every side computes the same attention; one per group otherwise.
+fn descale_grain(peers: &[String]) -> DescaleGrain {
+    if peers.iter().any(|p| FP8_PEERS.contains(&p.as_str())) {
+        DescaleGrain::PerTensor
+    } else {
+        DescaleGrain::PerGroup
     }
 }
 
@@ -109,8 +136,14 @@ pub fn measure(args: &LabArgs) -> anyhow::Result<Measured> {
     if args.reps > MAX_REPS {
         bail!("--reps {} is more than the {MAX_REPS} samples a record holds", args.reps);
     }
-    let peers = args.peers()?;
     let cases = args.problems.expand()?;
+    let peers = args.peers(&cases)?;
+    if descale_grain(&peers) == DescaleGrain::PerTensor && cases.iter().any(|(p, _)| p.dtype.is_fp8()) {
+        errln!(
+            "evoattn: E4M3 inputs get one descale per tensor, as cudnn-fp8 takes no other (ours is also \
+             checked on wide-range inputs with one per batch and KV head)"
+        );
+    }
     let mut backend = open()?;
     let info = backend.info();
     let arch = Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
@@ -197,7 +230,7 @@ fn measure_with(
             short: crate::lab::kernel_name::short(&plan.spec, &problem, arch, info.sm_count),
         });
         let seed = args.seed + i as u64;
-        let draw = Draw::new(Distribution::Normal, seed);
+        let draw = Draw::new(Distribution::Normal, seed).with_descales(descale_grain(peers));
         let case = CaseContext { problem: &problem, seed, layout: *layout, draw, plan: &plan, dir: &dir, id: i };
         let started = std::time::Instant::now();
         let (result, checks) =
@@ -344,8 +377,7 @@ fn measure_case(
     let mut sides: Vec<Measurement> = std::iter::once(ours).chain(peer_rows).collect();
     time_interleaved(args, case, &id, backend, oracle.as_deref_mut(), torch_timed.as_ref(), &mut sides, flush_bytes)?;
     let ours = sides.remove(0);
-    // An E4M3 case was never loaded into the oracle (no peer of it takes E4M3).
-    if let Some(o) = oracle.filter(|_| !p.dtype.is_fp8()) {
+    if let Some(o) = oracle {
         o.unload(&id)?;
     }
     Ok((ResultRecord { case: case_record(p, case.layout), ours, peers: sides }, times))
@@ -397,19 +429,14 @@ fn check_peers(
     flush_bytes: usize,
 ) -> anyhow::Result<Option<TorchTimed>> {
     let p = case.problem;
-    if p.dtype.is_fp8() {
-        // No peer of the oracle takes E4M3 inputs yet: each is reported, none is asked.
-        for row in peer_rows.iter_mut().filter(|r| r.name != SELF_PEER) {
-            let reason = format!("{} runs 16-bit inputs only; no FP8 peer is wired to the oracle yet", row.name);
-            set_status(row, Status::Refused, Some(reason));
-        }
-        return Ok(None);
-    }
     o.draw(id, p, case.layout, case.draw)?;
     let mut torch_timed = None;
     for row in peer_rows {
         let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
-        if row.name == TORCH_TIMED_PEER {
+        if row.name == TORCH_TIMED_PEER && p.dtype.is_fp8() {
+            let reason = "an E4M3 call is two launches (V's transpose, then attention); the oracle launches one";
+            set_status(row, Status::Refused, Some(reason.to_string()));
+        } else if row.name == TORCH_TIMED_PEER {
             // One launch through the oracle, output kept: the image must compute what ours does.
             let prepared = TorchTimed::prepare(case, backend).and_then(|t| {
                 o.time_kernel(id, &t.launch(Some(&out_path)), args.mode, 0, 1, flush_bytes)?;

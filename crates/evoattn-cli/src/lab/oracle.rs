@@ -28,8 +28,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Every peer the oracle knows, in the order `hello` lists them.
-pub const PEERS: [&str; 7] =
-    ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4", "evoattn-torch"];
+pub const PEERS: [&str; 8] =
+    ["sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4", "evoattn-torch", "cudnn-fp8"];
+
+/// The peers that take E4M3 inputs (and no others): they are what E4M3 cases are measured against.
+pub const FP8_PEERS: [&str; 1] = ["cudnn-fp8"];
 
 pub const PYTHON_ENV: &str = "EVOATTN_PYTHON";
 pub const PATH_ENV: &str = "EVOATTN_ORACLE_PATH";
@@ -41,7 +44,7 @@ const DEFAULT_PYTHON: &str = "python3";
 /// case, short enough that a wedged GPU does not hang a benchmark for ever.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The protocol version this client speaks (`PROTOCOL_VERSION` in the package).
-const PROTOCOL_VERSION: u32 = 2;
+const PROTOCOL_VERSION: u32 = 3;
 const PACKAGE: &str = "evoattn_oracle";
 /// Where the package lives relative to the repository root.
 const PACKAGE_PARENT: &str = "python";
@@ -108,6 +111,9 @@ pub struct Hello {
     pub cudnn: Option<String>,
     pub driver: Option<String>,
     pub fa4: Option<String>,
+    /// The cuDNN frontend's version and its cuDNN's (`cudnn-fp8`), where it imports.
+    #[serde(default)]
+    pub cudnn_frontend: Option<String>,
     pub gpu: String,
     pub compute_capability: String,
     pub l2_bytes: usize,
@@ -221,7 +227,8 @@ impl Oracle {
 
     /// Has the oracle draw `problem`'s q, k and v on its GPU under `id`, dense in `layout`: the
     /// values of `draw`, bit for bit (its generator is `evoattn::draw`'s twin), so no tensor
-    /// crosses the host.
+    /// crosses the host. E4M3 problems send their descales; the oracle divides by them and
+    /// rounds as [`Draw::host`] does.
     pub fn draw(&mut self, id: &str, problem: &Problem, layout: Layout, draw: Draw) -> anyhow::Result<()> {
         let dense = Problem::dense(problem.shape, problem.dtype, layout);
         for t in [TensorName::Q, TensorName::K, TensorName::V] {
@@ -236,13 +243,16 @@ impl Oracle {
             let g = draw.stream(t);
             json!({ "keys": g.keys, "scale": f64::from(g.scale) })
         };
-        let fields = json!({
+        let mut fields = json!({
             "id": id,
             "shape": { "b": s.b, "h": s.h, "hkv": s.hkv, "sq": s.sq, "sk": s.sk, "d": s.d },
             "dtype": problem.dtype.name(), "layout": layout.name(), "causal": problem.causal.name(),
             "scale": f64::from(problem.softmax_scale()),
             "tensors": { "q": stream(TensorName::Q), "k": stream(TensorName::K), "v": stream(TensorName::V) },
         });
+        if let Some(d) = draw.descales(problem) {
+            fields["descales"] = json!({ "q": d.q, "k": d.k, "v": d.v });
+        }
         self.connection.request("draw", fields).map(drop)
     }
 
@@ -335,12 +345,12 @@ pub(crate) fn parse_output(bytes: &[u8], path: &Path, problem: &Problem, layout:
     let s = problem.shape;
     let shape = layout.dims(s.b, s.h, s.sq, s.d);
     ensure!(
-        o.dtype() == safetensors_dtype(problem.dtype) && o.shape() == shape,
+        o.dtype() == safetensors_dtype(problem.dtype.output()) && o.shape() == shape,
         "{}: o is {} {:?}, expected {} {shape:?}",
         path.display(),
         dtype_name(o.dtype()),
         o.shape(),
-        problem.dtype
+        problem.dtype.output()
     );
     Ok(bits(&o))
 }
@@ -686,6 +696,7 @@ mod tests {
             cudnn: None,
             driver: None,
             fa4: None,
+            cudnn_frontend: None,
             gpu: "stand-in".into(),
             compute_capability: "9.0".into(),
             l2_bytes: 1,
@@ -773,6 +784,25 @@ mod tests {
             let other = Problem::dense(Shape { sq: 17, ..problem.shape }, problem.dtype, layout);
             assert!(format!("{:#}", read_output(&path, &other, layout).unwrap_err()).contains("expected bf16"));
         }
+    }
+
+    #[test]
+    fn e4m3_cases_go_to_the_fp8_peers_with_their_descales_and_come_back_in_bf16() {
+        use crate::lab::inputs::DescaleGrain;
+        let dir = tempfile::tempdir().unwrap();
+        let mut oracle = start_fake();
+        let problem = Problem::dense(gqa(Causal::None, Layout::Bshd).shape, Dtype::E4m3, Layout::Bshd);
+        let per_tensor = Draw::new(Distribution::Normal, 1).with_descales(DescaleGrain::PerTensor);
+        oracle.draw("t", &problem, Layout::Bshd, per_tensor).unwrap();
+        let path = dir.path().join("o.safetensors");
+        assert_eq!(oracle.output("t", "cudnn-fp8", &path).unwrap(), PeerOutput::Written(path.clone()));
+        assert_eq!(read_output(&path, &problem, Layout::Bshd).unwrap().len(), problem.extent(TensorName::O));
+        let sdpa = oracle.time("t", "sdpa-cudnn", Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap();
+        assert!(matches!(&sdpa, PeerTiming::Refused(r) if r.contains("E4M3")), "{sdpa:?}");
+        // The lab's default draws (one descale per group) are more than cuDNN takes.
+        oracle.draw("g", &problem, Layout::Bshd, Draw::new(Distribution::Normal, 1)).unwrap();
+        let grouped = oracle.time("g", "cudnn-fp8", Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap();
+        assert!(matches!(&grouped, PeerTiming::Refused(r) if r.contains("one descale per tensor")), "{grouped:?}");
     }
 
     #[test]

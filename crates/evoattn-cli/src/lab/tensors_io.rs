@@ -81,7 +81,7 @@ impl QkvFile {
             .ok_or_else(|| ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: dtype_name(q.dtype()) })?;
         for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
             if view.dtype() != q.dtype() {
-                let (expected, got) = (dtype.name().to_string(), dtype_name(view.dtype()));
+                let (expected, got) = (format!("q's {dtype}"), dtype_name(view.dtype()));
                 return Err(ProblemError::DtypeMismatch { tensor: t, expected, got }.into());
             }
         }

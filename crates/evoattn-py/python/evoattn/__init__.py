@@ -44,7 +44,7 @@ else:
         pass
 
 
-def _call(q, k, v, layout, causal, scale, return_lse, impl, config, out):
+def _call(q, k, v, layout, causal, scale, return_lse, impl, config, out, descale):
     # Eager unless the call must go through the custom op: under torch.compile, for tensor
     # subclasses (fake tensors, functional tensors), or when autograd records it. Inline, not a
     # helper: this test is part of every call's host cost.
@@ -52,13 +52,13 @@ def _call(q, k, v, layout, causal, scale, return_lse, impl, config, out):
         type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor and not _is_compiling()
         and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
     ):
-        o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out)
+        o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out, descale)
     elif out is None:
-        o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse, impl, config)
+        o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse, impl, config, descale)
     else:
         if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
             raise RuntimeError("evoattn: out= does not take part in autograd (like PyTorch's out= functions)")
-        lse = _torch.ops.evoattn.attention_out(q, k, v, out, layout, causal, scale, return_lse, impl, config)
+        lse = _torch.ops.evoattn.attention_out(q, k, v, out, layout, causal, scale, return_lse, impl, config, descale)
         o = out
     return (o, lse) if return_lse else o
 
@@ -74,15 +74,26 @@ def attention(
     impl: str = "auto",
     config: Optional[str] = None,
     out: Any = None,
+    q_descale: Any = None,
+    k_descale: Any = None,
+    v_descale: Any = None,
 ) -> Any:
     """Attention in `torch.nn.functional.scaled_dot_product_attention`'s layout and mask.
 
     q is `[B, H, Sq, D]`, k and v `[B, Hkv, Sk, D]` (Hkv dividing H: GQA/MQA), CUDA tensors of
-    one device, all float16 or all bfloat16, D one of the head dims the kernels take (64, 128,
-    256), any strides with a unit innermost step (so `x.transpose(1, 2)` of a `[B, S, H, D]`
-    tensor works without a copy). Returns o `[B, H, Sq, D]` in q's dtype (laid out like q), or
-    `(o, lse)` with `return_lse=True`, lse `[B, H, Sq]` float32, the natural-log log-sum-exp of
-    each row (what a backward pass needs).
+    one device, all float16, all bfloat16 or all float8_e4m3fn, D one of the head dims the
+    kernels take (64, 128, 256), any strides with a unit innermost step (so `x.transpose(1, 2)`
+    of a `[B, S, H, D]` tensor works without a copy). Returns o `[B, H, Sq, D]` in q's dtype
+    (bfloat16 for float8_e4m3fn inputs), laid out like q, or `(o, lse)` with `return_lse=True`,
+    lse `[B, H, Sq]` float32, the natural-log log-sum-exp of each row (what a backward pass
+    needs).
+
+    E4M3 (float8_e4m3fn) inputs take FlashAttention-3's descales: the attention of
+    q·q_descale, k·k_descale and v·v_descale, each descale float32 of shape `[B, Hkv]` (or
+    anything that broadcasts to it: a number or a 0-d tensor is a per-tensor scale; None is
+    1.0). A query head uses the descale of the KV head it reads. Descale tensors are read on the
+    GPU, unchecked: a zero, negative or non-finite one gives zero, sign-flipped or non-finite
+    outputs. Hopper runs them on FP8 tensor cores (`wgmma`), sm_89 and up on `mma8`.
 
     causal: False (no mask); True or "top-left", SDPA's `is_causal=True`: query i sees keys
     j <= i; "bottom-right", FlashAttention's and a KV cache's alignment: query i sees keys
@@ -92,7 +103,7 @@ def attention(
     scale: the softmax scale, default 1/sqrt(D). impl: "auto" (the planner's choice), or
     "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "reference";
     config: lever overrides for a
-    named impl, e.g. "block_n=64". out: a tensor of q's shape and dtype to write o into.
+    named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into.
 
     Runs on PyTorch's current stream; the first call of a shape compiles or loads its kernel,
     later calls only launch (make one before capturing a CUDA graph). Bad input raises
@@ -100,7 +111,10 @@ def attention(
     op `torch.ops.evoattn.attention`; gradients are not implemented yet (backward raises).
     """
     mask = ("top-left" if causal else "none") if causal.__class__ is bool else _api.causal_name(causal, "top-left")
-    return _call(q, k, v, "bhsd", mask, scale, return_lse, impl, config, out)
+    descale = None
+    if q_descale is not None or k_descale is not None or v_descale is not None or _api.is_fp8(q):
+        descale = _api.descale_buffer(q, k, "bhsd", q_descale, k_descale, v_descale)
+    return _call(q, k, v, "bhsd", mask, scale, return_lse, impl, config, out, descale)
 
 
 def flash_attn_func(
@@ -117,13 +131,18 @@ def flash_attn_func(
     deterministic: bool = False,
     return_attn_probs: bool = False,
     return_lse: bool = False,
+    q_descale: Any = None,
+    k_descale: Any = None,
+    v_descale: Any = None,
 ) -> Any:
     """FlashAttention's `flash_attn_func` signature and mask: switching is one import.
 
     q is `[B, Sq, H, D]`, k and v `[B, Sk, Hkv, D]`; returns o `[B, Sq, H, D]` (and lse
     `[B, H, Sq]` float32 with `return_lse=True`). `causal=True` is FlashAttention's causal
     mask, aligned bottom-right: query i sees keys j <= i + Sk - Sq (the KV-cache convention;
-    SDPA's top-left when Sq == Sk). The forward is deterministic either way.
+    SDPA's top-left when Sq == Sk). The forward is deterministic either way. float8_e4m3fn
+    inputs take `q_descale`, `k_descale`, `v_descale` as FlashAttention-3 does (`[B, Hkv]`
+    float32, see `attention`) and return bfloat16.
 
     FlashAttention features evoattn does not have raise ValueError instead of being ignored:
     dropout, sliding windows, softcapping, ALiBi, returning attention probabilities.
@@ -141,4 +160,7 @@ def flash_attn_func(
     if not isinstance(causal, bool):
         raise TypeError(f"evoattn: causal={causal!r}: flash_attn_func takes True or False")
     mask = "bottom-right" if causal else "none"
-    return _call(q, k, v, "bshd", mask, softmax_scale, return_lse, "auto", None, None)
+    descale = None
+    if q_descale is not None or k_descale is not None or v_descale is not None or _api.is_fp8(q):
+        descale = _api.descale_buffer(q, k, "bshd", q_descale, k_descale, v_descale)
+    return _call(q, k, v, "bshd", mask, softmax_scale, return_lse, "auto", None, None, descale)

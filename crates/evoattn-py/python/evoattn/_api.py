@@ -20,6 +20,7 @@ _CAUSAL_NAMES = ("none", "top-left", "bottom-right")
 
 _torch: Any = None
 _dtype_names: dict = {}
+_fp8: Any = None  # torch.float8_e4m3fn where this PyTorch has it
 _current_stream: Any = None
 _to_dlpack: Any = None
 _libraries: dict = {}
@@ -28,13 +29,16 @@ _libraries_lock = threading.Lock()
 
 def _setup() -> Any:
     """Imports torch and finds NVRTC where pip puts it (PyTorch's own wheel included)."""
-    global _torch, _dtype_names, _current_stream, _to_dlpack
+    global _torch, _dtype_names, _current_stream, _to_dlpack, _fp8
     try:
         import torch
     except ImportError as e:
         raise ImportError("evoattn: its calls take PyTorch tensors; install PyTorch (any version with CUDA)") from e
     _evoattn.add_site_dirs([p for p in sys.path if p])
     _dtype_names = {torch.float16: "f16", torch.bfloat16: "bf16"}
+    _fp8 = getattr(torch, "float8_e4m3fn", None)
+    if _fp8 is not None:
+        _dtype_names[_fp8] = "e4m3"
     # The raw handle of the current stream, without building a torch.cuda.Stream object.
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     _current_stream = raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
@@ -80,6 +84,53 @@ def _dtype(t: Any) -> str:
     return _dtype_names.get(t.dtype) or str(t.dtype).replace("torch.", "")
 
 
+def is_fp8(t: Any) -> bool:
+    """Whether `t` holds E4M3 values (torch.float8_e4m3fn)."""
+    torch = _torch or _setup()
+    return _fp8 is not None and isinstance(t, torch.Tensor) and t.dtype == _fp8
+
+
+def out_like(q: Any) -> Any:
+    """A fresh o for q: q's sizes and strides, q's dtype, bf16 for E4M3 inputs."""
+    torch = _torch or _setup()
+    return torch.empty_like(q, dtype=torch.bfloat16) if is_fp8(q) else torch.empty_like(q)
+
+
+def descale_buffer(q: Any, k: Any, layout: str, q_descale: Any, k_descale: Any, v_descale: Any) -> Any:
+    """The descales of an E4M3 call as the kernels read them: one dense `[3, B, Hkv]` float32
+    tensor on q's device (q's, k's, then v's). Each may be None (1.0: the values are already in
+    their units), a Python number, or a tensor that broadcasts to `[B, Hkv]` (a per-tensor scale
+    is the 0-d or one-element case). None when q is not E4M3 and no descale is given; a
+    ValueError when descales come with 16-bit inputs."""
+    torch = _torch or _setup()
+    given = (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale))
+    if not is_fp8(q):
+        named = [name for name, d in given if d is not None]
+        if named:
+            raise ValueError(f"evoattn: {', '.join(named)} apply to float8_e4m3fn inputs; q is {q.dtype}")
+        return None
+    groups = (k.shape[0], k.shape[1] if layout == "bhsd" else k.shape[2])
+    parts = []
+    for name, d in given:
+        if d is None or isinstance(d, (int, float)):
+            value = 1.0 if d is None else float(d)
+            if not (value > 0 and value < float("inf")):
+                raise ValueError(f"evoattn: {name}={d!r}: a descale must be a positive finite number")
+            parts.append(torch.full(groups, value, dtype=torch.float32, device=q.device))
+            continue
+        if not isinstance(d, torch.Tensor):
+            raise TypeError(f"evoattn: {name} must be a number or a torch.Tensor, got {type(d).__name__}")
+        if d.device != q.device:
+            raise ValueError(f"evoattn: {name} is on {d.device} but q is on {q.device}")
+        try:
+            parts.append(d.to(torch.float32).expand(groups))
+        except RuntimeError:
+            raise ValueError(
+                f"evoattn: {name} has shape {list(d.shape)}; descales are [B, Hkv] = {list(groups)} or broadcast to it"
+            ) from None
+    return torch.stack(parts)
+
+
 def lse_shape(q: Any, layout: str) -> Tuple[int, int, int]:
     """(B, H, Sq) of q given in `layout`'s axis order: the LSE output's shape."""
     return (q.shape[0], q.shape[1], q.shape[2]) if layout == "bhsd" else (q.shape[0], q.shape[2], q.shape[1])
@@ -120,8 +171,10 @@ def forward(
     impl: str,
     config: Optional[str],
     out: Any = None,
+    descale: Any = None,
 ) -> Tuple[Any, Any]:
-    """One launch on PyTorch's current stream of the tensors' device: (o, lse or None)."""
+    """One launch on PyTorch's current stream of the tensors' device: (o, lse or None).
+    `descale` is E4M3 inputs' `[3, B, Hkv]` float32 descales (`descale_buffer`)."""
     torch = _torch or _setup()
     tensor = torch.Tensor
     if out is None and type(q) is tensor and type(k) is tensor and type(v) is tensor:
@@ -132,15 +185,24 @@ def forward(
         named = (("q", q), ("k", k), ("v", v)) if out is None else (("q", q), ("k", k), ("v", v), ("out", out))
         device = _check_tensors(torch, named)
     if out is None:
-        out = torch.empty_like(q)
+        out = out_like(q)
     lse = None
     if return_lse:
         lse = torch.empty(lse_shape(q, layout), dtype=torch.float32, device=q.device)
     lib = _libraries.get(device) or library(device)
     # Each tensor crosses as one DLPack export (address, device, dtype, sizes, strides): cheaper
     # than reading those attributes here; Rust describes the call and launches it.
-    lib.call(_current_stream(device), _to_dlpack(q), _to_dlpack(k), _to_dlpack(v), _to_dlpack(out),
-             None if lse is None else lse.data_ptr(), layout, causal, scale, return_lse, impl, config)
+    if descale is None:
+        lib.call(_current_stream(device), _to_dlpack(q), _to_dlpack(k), _to_dlpack(v), _to_dlpack(out),
+                 None if lse is None else lse.data_ptr(), layout, causal, scale, return_lse, impl, config)
+        return out, lse
+    if not (is_fp8(q) and is_fp8(k) and is_fp8(v)):
+        raise TypeError(f"evoattn: descales come with float8_e4m3fn q, k and v; got {q.dtype}, {k.dtype}, {v.dtype}")
+    # DLPack 0.x has no float8 code: E4M3 tensors cross as uint8 views of the same bytes.
+    u8 = torch.uint8
+    lib.call(_current_stream(device), _to_dlpack(q.view(u8)), _to_dlpack(k.view(u8)), _to_dlpack(v.view(u8)),
+             _to_dlpack(out), None if lse is None else lse.data_ptr(), layout, causal, scale, return_lse, impl,
+             config, descale.data_ptr())
     return out, lse
 
 
@@ -150,8 +212,7 @@ def kernel(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhs
     torch = _torch or _setup()
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
     lib = library(device)
-    call = _prepare(lib, q, k, v, torch.empty_like(q), layout, causal_name(causal, "top-left"), None, False, impl,
-                    config)
+    call = _prepare(lib, q, k, v, out_like(q), layout, causal_name(causal, "top-left"), None, False, impl, config)
     return lib.kernel(call)
 
 
@@ -162,7 +223,7 @@ def refusal(q: Any, k: Any, v: Any, *, causal: Causal = False, scale: Optional[f
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
     lib = library(device)
     try:
-        call = _prepare(lib, q, k, v, q, "bhsd", causal_name(causal, "top-left"), scale, False, "auto", None)
+        call = _prepare(lib, q, k, v, out_like(q), "bhsd", causal_name(causal, "top-left"), scale, False, "auto", None)
     except (ValueError, TypeError) as e:
         return str(e)
     return lib.refusal(call)

@@ -38,17 +38,19 @@ def attention(
     return_lse: bool,
     impl: str,
     config: Optional[str],
+    descale: Optional[torch.Tensor] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(o, lse) with o laid out like q; lse is `[B, H, Sq]` float32, empty when not asked for
-    (an op's outputs are fixed by its schema)."""
-    o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config)
+    """(o, lse) with o laid out like q (bf16 for E4M3 inputs, whose `[3, B, Hkv]` float32
+    descales come as `descale`); lse is `[B, H, Sq]` float32, empty when not asked for (an op's
+    outputs are fixed by its schema)."""
+    o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, None, descale)
     return o, lse if lse is not None else _no_lse(q)
 
 
 @attention.register_fake
-def _(q, k, v, layout, causal, scale, return_lse, impl, config):
+def _(q, k, v, layout, causal, scale, return_lse, impl, config, descale=None):
     lse = q.new_empty(_api.lse_shape(q, layout), dtype=torch.float32) if return_lse else _no_lse(q)
-    return torch.empty_like(q), lse
+    return _api.out_like(q), lse
 
 
 @torch.library.custom_op("evoattn::attention_out", mutates_args=("out",), device_types="cuda")
@@ -63,14 +65,15 @@ def attention_out(
     return_lse: bool,
     impl: str,
     config: Optional[str],
+    descale: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Writes o into `out`; returns lse (empty when not asked for)."""
-    _, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out)
+    _, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out, descale)
     return lse if lse is not None else _no_lse(q)
 
 
 @attention_out.register_fake
-def _(q, k, v, out, layout, causal, scale, return_lse, impl, config):
+def _(q, k, v, out, layout, causal, scale, return_lse, impl, config, descale=None):
     return q.new_empty(_api.lse_shape(q, layout), dtype=torch.float32) if return_lse else _no_lse(q)
 
 

@@ -358,7 +358,8 @@ pub struct ExternalTensors {
 
 impl ExternalTensors {
     /// Q, K, V, O (and LSE, `[B, H, Sq]` float32 dense, when given) at these device addresses,
-    /// laid out by `problem`'s strides.
+    /// laid out by `problem`'s strides; for E4M3 inputs, their descales, float32 `[3, B, Hkv]`
+    /// dense (q's, k's, then v's), without which the launch is refused.
     ///
     /// # Safety
     ///
@@ -367,13 +368,29 @@ impl ExternalTensors {
     /// `problem`'s strides and stays allocated until the launch's work on its stream is done,
     /// and the caller orders other work on these buffers with that stream (the usual CUDA
     /// stream contract). The launch must use this same `problem` (`Attention` checks it).
-    pub unsafe fn new(problem: &Problem, q: u64, k: u64, v: u64, o: u64, lse: Option<u64>) -> Self {
+    pub unsafe fn new(
+        problem: &Problem,
+        q: u64,
+        k: u64,
+        v: u64,
+        o: u64,
+        lse: Option<u64>,
+        descale: Option<u64>,
+    ) -> Self {
         let len = |t| problem.extent(t);
         let lse_len = if lse.is_some() { len(TensorName::Lse) } else { 0 };
+        let descale_len = if descale.is_some() { len(TensorName::Descale) } else { 0 };
         ExternalTensors {
             buffers: LaunchBuffers {
-                addrs: [q, k, v, o, lse.unwrap_or(0), 0],
-                lens: [len(TensorName::Q), len(TensorName::K), len(TensorName::V), len(TensorName::O), lse_len, 0],
+                addrs: [q, k, v, o, lse.unwrap_or(0), descale.unwrap_or(0)],
+                lens: [
+                    len(TensorName::Q),
+                    len(TensorName::K),
+                    len(TensorName::V),
+                    len(TensorName::O),
+                    lse_len,
+                    descale_len,
+                ],
             },
             has_lse: lse.is_some(),
         }
