@@ -128,6 +128,8 @@ fn cases() -> Vec<Case> {
         (256, Causal::None, "schedule=persistent"),
         (64, Causal::None, "schedule=split-tail"),
         (128, Causal::None, "consumer_warpgroups=1,pipeline=overlap"),
+        (128, Causal::TopLeft, "lazy_rescale=1"),
+        (256, Causal::BottomRight, "lazy_rescale=1,schedule=persistent"),
     ] {
         out.push(case(shape(2, 4, 2, 333, 397, d), causal, true, 4.0, Some((Impl::Wgmma, config))));
     }

@@ -9,6 +9,10 @@ typedef unsigned char u8;
 // row max, fill E4M3's normal range (0, 448] instead of falling into its subnormals
 // (FlashAttention-3): P in (0, 256], below 448, so no weight saturates.
 #define P_LOG2_SCALE 8.f
+// lazy_rescale's slack (log2 units) with E4M3's P: a stale max lets P reach 2^slack, so P's
+// stored value reaches 2^(P_LOG2_SCALE + slack) = 2^8.75 = 430.5, still below 448; the largest
+// slack that keeps it there is log2(448 / 256) = 0.807.
+#define FP8_RESCALE_SLACK_LOG2 0.75f
 
 // D += A(16x32, row) * B(32x8, col), E4M3 operands, float32 accumulators. Fragments (PTX ISA,
 // "Matrix Fragments for mma.m16n8k32"): lane 4g+t holds A's rows g and g+8 at k = 4t..4t+3

@@ -86,11 +86,14 @@ __device__ __forceinline__ void row_extremes(const float (&s)[S_REGS], float (&e
 // Until then the exponentials keep the old max, so probabilities may reach 2^8 = 256 (fine in
 // the fp32 sums and in the 16-bit P), and O needs no rescale. Past the first key blocks the
 // max rarely moves that far, so most warps skip the rescale (32 FMULs at hd64, 2 MUFU) that
-// otherwise sits between P·V's completion and the next GEMM turn.
+// otherwise sits between P·V's completion and the next GEMM turn. E4M3's P is already scaled
+// by 2^8, so its slack is the little E4M3 has left (FP8_RESCALE_SLACK_LOG2, ptx_fp8.cuh).
 #define LAZY_RESCALE EVOATTN_LAZY_RESCALE
+#if EVOATTN_FP8
+#define RESCALE_SLACK_LOG2 FP8_RESCALE_SLACK_LOG2
+#else
 #define RESCALE_SLACK_LOG2 8.f
-// E4M3's P is already scaled by 2^8 (ptx_fp8.cuh); another 2^8 would pass 448.
-static_assert(!(LAZY_RESCALE && EVOATTN_FP8), "lazy_rescale's slack and E4M3's P scale together saturate E4M3");
+#endif
 
 // Turns raw scores into probabilities relative to the running max (exp2 of the scaled score
 // minus the max, one FFMA and one MUFU per score) and folds them into the running sum; sets,
