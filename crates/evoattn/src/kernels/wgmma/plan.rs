@@ -26,7 +26,8 @@ pub fn default(head_dim: usize) -> WgmmaConfig {
 
 /// The `wgmma` default for E4M3 inputs at a head dim: 128-key blocks (Vᵀ's rows), two ping-pong
 /// consumers (three at hd64, where the exponentials take as long as the GEMMs), O stored from
-/// registers, and at hd128 Q in registers; the levers E4M3 takes are in `validate_fp8`.
+/// registers, at hd128 Q in registers, and up to hd128 O rescaled only when a row's max moves
+/// (lazy_rescale); the levers E4M3 takes are in `validate_fp8`.
 /// Evidence: docs/decisions/wgmma.md#fp8-default
 pub fn fp8_default(head_dim: usize) -> WgmmaConfig {
     WgmmaConfig {
@@ -36,9 +37,15 @@ pub fn fp8_default(head_dim: usize) -> WgmmaConfig {
         pipeline: Pipeline::PingPong,
         o_staging: OStaging::Registers,
         q_in_regs: head_dim == FP8_Q_IN_REGS_HEAD_DIM,
+        lazy_rescale: head_dim <= FP8_LAZY_RESCALE_MAX_HEAD_DIM,
         ..WgmmaConfig::BASE
     }
 }
+
+/// Largest E4M3 head dim whose default rescales O lazily (+2% at hd128, +4% at hd64 16k; -7% at
+/// hd256, H200 A/B/B/A).
+/// Evidence: docs/decisions/wgmma.md#fp8-lazy-rescale
+const FP8_LAZY_RESCALE_MAX_HEAD_DIM: usize = 128;
 
 /// Most keys for which E4M3 problems run persistent blocks: a tile of four key blocks leaves
 /// its prologue and epilogue exposed, which the next tile's loads then hide (at 16k keys the
