@@ -413,7 +413,10 @@ fn validate_fp8(c: &WgmmaConfig) -> Result<(), String> {
         return refuse("o_staging must be registers", "O's staging tiles are laid out for 16-bit inputs");
     }
     if c.rowsum_mma || c.multicast {
-        return refuse("rowsum_mma and multicast must be off", "the ones tile and the multicast halves are 16-bit tiles");
+        return refuse(
+            "rowsum_mma and multicast must be off",
+            "the ones tile and the multicast halves are 16-bit tiles",
+        );
     }
     if c.half_last {
         return refuse(
@@ -477,7 +480,12 @@ impl Family for WgmmaConfig {
             "one score in this many exponentiated by an FMA polynomial (0: none)",
             tuned_at: |c, d| c.exp2_poly == 0 || d <= EXP2_POLY_MAX_HEAD_DIM
         ),
-        flag!("lazy_rescale", "lr", lazy_rescale, "rescale O only when a row's max moved by 2^8 (2^0.75 with E4M3 inputs)"),
+        flag!(
+            "lazy_rescale",
+            "lr",
+            lazy_rescale,
+            "rescale O only when a row's max moved by 2^8 (2^0.75 with E4M3 inputs)"
+        ),
         flag!("ring_test", "rt", ring_test, "consumers test the next stage without blocking"),
         flag!("rowsum_mma", "rs", rowsum_mma, "row sums of P on the tensor cores (hd64)", tuned_at: |c, d| {
             !c.rowsum_mma || d == ROWSUM_MMA_HEAD_DIM

@@ -56,6 +56,21 @@ const FP8_LAZY_RESCALE_MAX_HEAD_DIM: usize = 128;
 /// Evidence: docs/decisions/wgmma.md#fp8-short-keys
 pub const FP8_PERSISTENT_MAX_KEYS: usize = 8192;
 
+/// Most keys for which causal E4M3 problems run persistent blocks, per head dim: static tiles
+/// of unequal causal lengths leave SMs idle at the end, which past these lengths costs more
+/// than hiding each tile's prologue and epilogue saves (hd64 from 1k keys -10..-35%, hd128 8k
+/// -25%, hd256 from 4k -20..-27%; below them +13..+25%).
+/// Evidence: docs/decisions/wgmma.md#fp8-short-keys
+const FP8_CAUSAL_PERSISTENT_MAX_KEYS: [(usize, usize); 3] = [(64, 512), (128, 4096), (256, 2048)];
+
+/// The E4M3 persistent-blocks limit of a problem's mask and head dim.
+fn fp8_persistent_max_keys(causal: bool, head_dim: usize) -> usize {
+    if !causal {
+        return FP8_PERSISTENT_MAX_KEYS;
+    }
+    FP8_CAUSAL_PERSISTENT_MAX_KEYS.iter().find(|(d, _)| *d == head_dim).map_or(512, |(_, keys)| *keys)
+}
+
 /// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
 /// Evidence: docs/decisions/wgmma.md#fp8-default
 const FP8_Q_IN_REGS_HEAD_DIM: usize = 128;
@@ -140,7 +155,7 @@ pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     let shape = problem.shape;
     if problem.dtype.is_fp8() {
         let c = fp8_default(shape.d);
-        return if shape.sk <= FP8_PERSISTENT_MAX_KEYS {
+        return if shape.sk <= fp8_persistent_max_keys(problem.causal != Causal::None, shape.d) {
             WgmmaConfig { schedule: Schedule::Persistent, ..c }
         } else {
             c
@@ -361,9 +376,21 @@ mod tests {
         for d in [64, 128, 256] {
             let long = Problem::dense(Shape::new(1, 2048 / d, 16384, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&long), fp8_default(d));
-            let past = Problem::dense(Shape::new(1, 2048 / d, FP8_PERSISTENT_MAX_KEYS + 1, d), Dtype::E4m3, Layout::Bhsd);
+            let past =
+                Problem::dense(Shape::new(1, 2048 / d, FP8_PERSISTENT_MAX_KEYS + 1, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&past), fp8_default(d));
-            let short = Problem::dense(Shape::new(32, 2048 / d, FP8_PERSISTENT_MAX_KEYS, d), Dtype::E4m3, Layout::Bhsd)
+            // Causal problems stop earlier, by head dim (unequal causal tiles on static blocks).
+            let causal_limit = fp8_persistent_max_keys(true, d);
+            assert!((512..FP8_PERSISTENT_MAX_KEYS).contains(&causal_limit));
+            let at = |sk| {
+                wgmma_for(
+                    &Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd)
+                        .with_causal(Causal::TopLeft),
+                )
+                .schedule
+            };
+            assert_eq!((at(causal_limit), at(causal_limit + 1)), (Schedule::Persistent, Schedule::Grid), "hd{d}");
+            let short = Problem::dense(Shape::new(32, 2048 / d, 512, d), Dtype::E4m3, Layout::Bhsd)
                 .with_causal(Causal::TopLeft);
             let c = wgmma_for(&short);
             assert_eq!(c, WgmmaConfig { schedule: Schedule::Persistent, ..fp8_default(d) });
