@@ -132,6 +132,53 @@ fn planted_faults_and_a_broken_source_are_recorded_and_the_run_completes() {
 }
 
 #[test]
+fn guidance_decides_what_the_proposer_sees_and_is_stored_with_each_evaluation() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let insights = cache.join("insights.txt");
+    std::fs::write(&insights, "tensor pipe 41%, compute-bound\n").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/proposers/offline.py");
+    let proposer = format!("python3 {}", script.display());
+    let log = cache.join("seen.jsonl");
+    let mut parts_by_mode = Vec::new();
+    for mode in ["free", "insight", "full"] {
+        let _ = std::fs::remove_file(&log);
+        let json = cache.join(format!("{mode}.json"));
+        let extra = ["--generations", "2", "--gpus", "0", "--proposer", &proposer, "--guidance", mode];
+        let more = ["--insights", insights.to_str().unwrap(), "--json", json.to_str().unwrap()];
+        let mut cmd =
+            command(cache, &[&["tune", "--impl", "mma", "--shape", "1,2,128,64"][..], &extra, &more].concat());
+        let out = cmd.env("EVOATTN_PROPOSER_LOG", &log).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let calls: Vec<serde_json::Value> =
+            std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(!calls.is_empty() && calls.iter().all(|c| c["guidance"] == mode), "{calls:?}");
+        parts_by_mode.push(calls[0]["parts"].clone());
+        let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(run[0]["guidance"], mode, "{run}");
+    }
+    assert_eq!(
+        parts_by_mode,
+        [serde_json::json!(["I1"]), serde_json::json!(["I1", "I3"]), serde_json::json!(["I1", "I2", "I3"])]
+    );
+    // Every stored evaluation says which mode its run's proposer had.
+    let json = cache.join("show.json");
+    assert!(command(cache, &["tune", "--show", "--json", json.to_str().unwrap()]).output().unwrap().status.success());
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for mode in ["free", "insight", "full"] {
+        assert!(rows.iter().any(|r| r["guidance"] == mode), "no row of the {mode} run");
+    }
+    assert!(rows.iter().all(|r| r["guidance"].is_string()), "each run had a proposer");
+    // Guidance shapes a proposer's prompt: without one it is refused.
+    let out = run(cache, &["tune", "--impl", "mma", "--shape", "1,2,128,64", "--guidance", "free"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--proposer"), "{}", text(&out));
+}
+
+#[test]
 fn kill_9_then_resume_loses_no_completed_evaluation() {
     if !have_nvrtc() {
         return;

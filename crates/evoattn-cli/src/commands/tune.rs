@@ -9,7 +9,7 @@ use crate::tune::evaluator::WorkerEvaluator;
 use crate::tune::evolve::{evolve, Candidate, Evaluation, Hooks, Params, Proposal, ELITES};
 use crate::tune::pool::Worker;
 use crate::tune::progress::Progress;
-use crate::tune::proposer::{Proposer, Task};
+use crate::tune::proposer::{Guidance, Proposer, Task};
 use crate::tune::protocol::Reply;
 use crate::tune::store::{self, Bucket, Machine, Store};
 use anyhow::{bail, Context};
@@ -76,14 +76,21 @@ pub struct Args {
     /// evaluation (kernel symbol names, full error texts).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
-    /// A program run each generation with a prompt on stdin (task, elites and the kernel
-    /// source, profile insights); its stdout is config lines (--config syntax) or a whole
-    /// kernel source, evaluated through the same gates.
+    /// A program run each generation with a prompt on stdin (what --guidance says: the task and
+    /// kernel source, the elites, profile insights); its stdout is config lines (--config
+    /// syntax) or a whole kernel source, evaluated through the same gates.
+    /// python/proposers/openai_chat.py asks an OpenAI-compatible endpoint.
     #[arg(long, value_name = "CMD")]
     proposer: Option<String>,
     /// Profile insights for the proposer's prompt (e.g. saved `evoattn profile` output).
     #[arg(long, value_name = "FILE")]
     insights: Option<PathBuf>,
+    /// What the proposer's prompt carries (EvoEngineer's modes): free, the task alone (the
+    /// problem, levers, gates, fitness and kernel source); insight, the task and --insights;
+    /// full, those and the elites so far (configs, speedups, medians). Recorded with every
+    /// evaluation of the run.
+    #[arg(long, value_enum, default_value_t = Guidance::Full, requires = "proposer", hide_possible_values = true)]
+    guidance: Guidance,
     /// A candidate whose worker gives no sign of progress for this long is killed and
     /// recorded as failed (a hung kernel).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -149,6 +156,8 @@ struct StoredJson<'a> {
     fitness: Option<f64>,
     discarded: bool,
     medians_us: &'a [f64],
+    /// What the run's proposer was shown (free, insight, full); null without a proposer.
+    guidance: Option<&'static str>,
 }
 
 /// Every stored evaluation, oldest first, in a table per GPU; a failed gate's error as a
@@ -171,6 +180,7 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
                 fitness: r.fitness,
                 discarded: r.discarded,
                 medians_us: &r.evaluation.medians_us,
+                guidance: r.guidance.map(Guidance::name),
             })
             .collect();
         let text = serde_json::to_string_pretty(&stored)?;
@@ -192,6 +202,7 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
             Column::right("speedup\nvs default"),
             Column::left("result"),
             Column::left("medians µs").wraps(),
+            Column::left("guidance").optional(),
             Column::left("notes").optional(),
         ]);
         for row in rows.iter().filter(|r| r.gpu == gpu) {
@@ -212,6 +223,7 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
                 row.fitness.map_or_else(|| "–".to_string(), |f| format!("{f:.3}×")),
                 result,
                 medians.join(", "),
+                row.guidance.map_or_else(String::new, |g| g.name().to_string()),
                 note,
             ]);
             if verbose {
@@ -295,6 +307,8 @@ struct RunJson {
     workers: Vec<WorkerJson>,
     failed_gates: String,
     elites: Vec<EliteJson>,
+    /// What the proposer was shown; null without a proposer.
+    guidance: Option<&'static str>,
 }
 
 /// One tuning group: cases sharing the compile-time traits and mask (one kernel spec).
@@ -367,6 +381,7 @@ fn tune_group(
             causal,
             shapes: shapes.clone(),
             insights: setup.insights.map(str::to_string),
+            guidance: args.guidance,
         };
         Proposer::new(command, task)
     });
@@ -379,9 +394,10 @@ fn tune_group(
         deadline: setup.deadline,
     };
     let mut write_error = None;
+    let guidance = args.proposer.as_ref().map(|_| args.guidance);
     let outcome = evolve(eval, baseline, &shapes, &params, &known, &mut hooks, |child, e, fitness, dropped| {
         progress.evaluated(child, e, dropped);
-        if let Err(err) = store.insert(machine, &buckets, &shapes, child, e, fitness, dropped) {
+        if let Err(err) = store.insert(machine, &buckets, &shapes, child, e, fitness, dropped, guidance) {
             write_error.get_or_insert(err);
         }
     });
@@ -421,6 +437,7 @@ fn tune_group(
             })
             .collect(),
         baseline_us,
+        guidance: guidance.map(Guidance::name),
     })
 }
 

@@ -1,8 +1,10 @@
 //! The proposer hook (`--proposer CMD`): each generation, CMD runs under `sh -c` with a
-//! prompt on stdin (I1 the task, I2 the elites' configs and the kernel source, I3 profile
-//! insights when given) and answers on stdout with config lines (`--config` syntax) or one
-//! whole kernel source. What it proposes goes through the same gates as any child; a
-//! proposer that fails or answers nonsense costs a warning, never the run.
+//! prompt on stdin and answers on stdout with config lines (`--config` syntax) or one whole
+//! kernel source. What the prompt carries is the run's guidance, the EvoEngineer paper's three
+//! modes: I1 the task (problem, levers, gates, fitness, the kernel source) always; I3 the
+//! optimisation insights (`--insights`) in `insight` and `full`; I2 the elites' configs,
+//! speedups and medians in `full` only. What it proposes goes through the same gates as any
+//! child; a proposer that fails or answers nonsense costs a warning, never the run.
 
 use super::evolve::{Candidate, Proposal};
 use super::space;
@@ -17,6 +19,40 @@ const SOURCE_MARKER: &str = "__global__";
 pub const SOURCE_FENCE_OPEN: &str = "```cuda";
 const SOURCE_FENCE_CLOSE: &str = "```";
 
+/// What a proposer's prompt carries (EvoEngineer's modes); recorded with every evaluation of a
+/// run that has a proposer, so runs of different modes can be compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Guidance {
+    /// The task alone (I1).
+    Free,
+    /// The task and the optimisation insights (I1, I3).
+    Insight,
+    /// The task, the insights and the elite history (I1, I2, I3).
+    Full,
+}
+
+impl Guidance {
+    pub fn name(self) -> &'static str {
+        match self {
+            Guidance::Free => "free",
+            Guidance::Insight => "insight",
+            Guidance::Full => "full",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Guidance::Free, Guidance::Insight, Guidance::Full].into_iter().find(|g| g.name() == text)
+    }
+
+    fn insights(self) -> bool {
+        self != Guidance::Free
+    }
+
+    fn elites(self) -> bool {
+        self == Guidance::Full
+    }
+}
+
 /// What the prompt describes besides the elites.
 pub struct Task {
     pub gpu: String,
@@ -26,6 +62,7 @@ pub struct Task {
     pub shapes: Vec<Shape>,
     /// Profile insights (I3), e.g. `evoattn profile` output saved to a file.
     pub insights: Option<String>,
+    pub guidance: Guidance,
 }
 
 pub struct Proposer {
@@ -46,6 +83,12 @@ impl Proposer {
         let levers: Vec<String> =
             space::levers(imp).into_iter().map(|(k, values)| format!("{k}: {}", values.join("|"))).collect();
         let mut p = String::new();
+        let parts = match t.guidance {
+            Guidance::Free => "the task (I1)",
+            Guidance::Insight => "the task (I1) and optimisation insights (I3)",
+            Guidance::Full => "the task (I1), the elites so far (I2) and optimisation insights (I3)",
+        };
+        p.push_str(&format!("# guidance: {} ({parts})\n", t.guidance.name()));
         p.push_str("# I1: task\n");
         p.push_str(&format!(
             "Tune evoattn's `{imp}` attention forward kernel ({} head dim {}, mask {}) on {} ({}), generation {generation}.\n",
@@ -71,32 +114,37 @@ impl Proposer {
         p.push_str(
             "Answer on stdout with config lines in --config syntax (e.g. block_n=128,stages=2), or with one whole \
              kernel source that defines `extern \"C\" __global__ void EVOATTN_KERNEL_NAME(const __grid_constant__ \
-             AttnParams p)` and reads the levers from their -D defines as the source below does.\n\n",
+             AttnParams p)` and reads the levers from their -D defines as the source below does.\n",
         );
-        p.push_str(
-            "# I2: elites (best first; speedup = the default's median / the elite's, geometric mean over the shapes)\n",
-        );
-        for (i, e) in elites.iter().enumerate() {
-            let medians: Vec<String> = e.medians_us.iter().map(|m| format!("{m:.1}")).collect();
-            p.push_str(&format!(
-                "{}. {} speedup {:.3}×, medians µs [{}]\n",
-                i + 1,
-                e.spec.config,
-                e.fitness,
-                medians.join(", ")
-            ));
-        }
         let unit = main_source(imp);
         let headers: Vec<&str> = HEADERS.iter().map(|h| h.name).collect();
         p.push_str(&format!(
-            "\nEvery elite is this source ({}) compiled with its levers as -D defines; it may #include {}.\n",
+            "Every candidate is this source ({}) compiled with its levers as -D defines; it may #include {}.\n",
             unit.name,
             headers.join(", ")
         ));
-        p.push_str(&format!("{SOURCE_FENCE_OPEN}\n{}\n{SOURCE_FENCE_CLOSE}\n\n", unit.text.trim_end()));
-        p.push_str("# I3: profile insights\n");
-        p.push_str(t.insights.as_deref().unwrap_or("none recorded for this run"));
-        p.push('\n');
+        p.push_str(&format!("{SOURCE_FENCE_OPEN}\n{}\n{SOURCE_FENCE_CLOSE}\n", unit.text.trim_end()));
+        if t.guidance.elites() {
+            p.push_str(
+                "\n# I2: elites (best first; speedup = the default's median / the elite's, geometric mean over the \
+                 shapes)\n",
+            );
+            for (i, e) in elites.iter().enumerate() {
+                let medians: Vec<String> = e.medians_us.iter().map(|m| format!("{m:.1}")).collect();
+                p.push_str(&format!(
+                    "{}. {} speedup {:.3}×, medians µs [{}]\n",
+                    i + 1,
+                    e.spec.config,
+                    e.fitness,
+                    medians.join(", ")
+                ));
+            }
+        }
+        if t.guidance.insights() {
+            p.push_str("\n# I3: profile insights\n");
+            p.push_str(t.insights.as_deref().unwrap_or("none recorded for this run"));
+            p.push('\n');
+        }
         p
     }
 
@@ -153,20 +201,41 @@ mod tests {
             baseline: KernelSpec { config, dtype: Dtype::F16, head_dim: 64 },
             causal: Causal::None,
             shapes: vec![Shape::new(1, 8, 1024, 64)],
-            insights: None,
+            insights: Some("tensor pipe 41%, compute-bound".into()),
+            guidance: Guidance::Full,
         }
     }
 
     #[test]
-    fn prompt_has_the_three_parts_and_the_source() {
+    fn full_guidance_carries_the_task_the_elites_and_the_insights() {
         let t = task();
         let elite = Candidate { spec: t.baseline, medians_us: vec![12.5], fitness: 1.0 };
         let p = Proposer::new("true".into(), t).prompt(3, &[elite]);
-        for part in ["# I1: task", "# I2: elites", "# I3: profile insights", "generation 3", "block_m: 64|128"] {
+        for part in ["# guidance: full", "# I1: task", "# I2: elites", "# I3: profile insights", "generation 3"] {
             assert!(p.contains(part), "{part} missing from:\n{p}");
         }
+        assert!(p.contains("block_m: 64|128") && p.contains("tensor pipe 41%"), "{p}");
         assert!(p.contains("1. block_m=128,block_n=64,stages=3,q_in_regs=1 speedup 1.000×, medians µs [12.5]"), "{p}");
         assert!(p.contains(SOURCE_FENCE_OPEN) && p.contains("EVOATTN_KERNEL_NAME"));
+    }
+
+    #[test]
+    fn free_guidance_is_the_task_alone_and_insight_adds_the_insights() {
+        let elite = Candidate { spec: task().baseline, medians_us: vec![12.5], fitness: 1.0 };
+        let prompt = |guidance| {
+            Proposer::new("true".into(), Task { guidance, ..task() }).prompt(1, std::slice::from_ref(&elite))
+        };
+        let free = prompt(Guidance::Free);
+        assert!(
+            free.starts_with("# guidance: free") && free.contains("# I1: task") && free.contains(SOURCE_FENCE_OPEN)
+        );
+        assert!(!free.contains("# I2") && !free.contains("# I3") && !free.contains("tensor pipe"), "{free}");
+        assert!(!free.contains("speedup 1.000×"), "no elite history in free mode");
+        let insight = prompt(Guidance::Insight);
+        assert!(insight.contains("# I3: profile insights\ntensor pipe 41%") && !insight.contains("# I2"), "{insight}");
+        for g in [Guidance::Free, Guidance::Insight, Guidance::Full] {
+            assert_eq!(Guidance::parse(g.name()), Some(g));
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! again. WAL mode so a `tune --show` can read while a run writes.
 
 use super::evolve::{Child, Evaluation, Gate};
+use super::proposer::Guidance;
 use super::space;
 use anyhow::{Context, Result};
 use evoattn::config::{Impl, KernelConfig, KernelSpec};
@@ -104,6 +105,8 @@ pub struct Row {
     /// The GPU's arch and SM count; `None` in rows written before they were kept.
     pub arch: Option<Arch>,
     pub sm_count: Option<u32>,
+    /// What the run's proposer was shown; `None` for runs without a proposer.
+    pub guidance: Option<Guidance>,
 }
 
 impl Row {
@@ -152,18 +155,20 @@ CREATE TABLE IF NOT EXISTS evaluations (
     discarded INTEGER NOT NULL,
     source TEXT,
     arch TEXT,
-    sm_count INTEGER
+    sm_count INTEGER,
+    guidance TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_bucket ON evaluations (gpu, bucket);
 ";
 
 /// What `query` reads after the id; `spec_name` is derived from these, so not read back.
 const COLUMNS: &str = "impl, dtype, head_dim, config, bucket, shapes, failed_gate, error, medians_us, \
-                       fitness, discarded, gpu, driver, version, git_commit, source, arch, sm_count";
+                       fitness, discarded, gpu, driver, version, git_commit, source, arch, sm_count, guidance";
 
 /// Columns added after the first stores were written (proposed sources; the GPU's arch and SM
-/// count), with their types: older stores get them.
-const ADDED_COLUMNS: [(&str, &str); 3] = [("source", "TEXT"), ("arch", "TEXT"), ("sm_count", "INTEGER")];
+/// count; the proposer's guidance), with their types: older stores get them.
+const ADDED_COLUMNS: [(&str, &str); 4] =
+    [("source", "TEXT"), ("arch", "TEXT"), ("sm_count", "INTEGER"), ("guidance", "TEXT")];
 
 /// A shape in the command line's `B,H,S,D,HKV,SK` syntax (`Shape::parse` reads it back).
 pub fn shape_text(s: &Shape) -> String {
@@ -193,6 +198,7 @@ impl Store {
 
     /// Writes one evaluation (called as each completes), once under each bucket of the run's
     /// shapes: the planner looks configs up per bucket, and a run's shapes may span several.
+    /// `guidance`: what the run's proposer was shown (none without a proposer).
     #[allow(clippy::too_many_arguments)]
     pub fn insert(
         &mut self,
@@ -203,6 +209,7 @@ impl Store {
         evaluation: &Evaluation,
         fitness: Option<f64>,
         discarded: bool,
+        guidance: Option<Guidance>,
     ) -> Result<()> {
         let spec = &child.spec;
         let passed: Vec<&str> = evaluation.passed().iter().map(|g| g.name()).collect();
@@ -215,8 +222,8 @@ impl Store {
             tx.execute(
                 "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
              head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded, source, arch, \
-             sm_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20)",
+             sm_count, guidance) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+             ?18, ?19, ?20, ?21)",
                 params![
                     machine.gpu,
                     machine.driver,
@@ -238,6 +245,7 @@ impl Store {
                     child.source,
                     machine.arch.map(Arch::name),
                     machine.sm_count,
+                    guidance.map(Guidance::name),
                 ],
             )?;
         }
@@ -255,7 +263,7 @@ impl Store {
                 (r.get::<_, Option<f64>>(10)?, r.get::<_, bool>(11)?),
                 (r.get::<_, String>(12)?, r.get::<_, String>(13)?, r.get::<_, String>(14)?),
                 (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
-                (r.get::<_, Option<String>>(17)?, r.get::<_, Option<u32>>(18)?),
+                (r.get::<_, Option<String>>(17)?, r.get::<_, Option<u32>>(18)?, r.get::<_, Option<String>>(19)?),
             ))
         })?;
         let mut rows = Vec::new();
@@ -267,7 +275,7 @@ impl Store {
                 (fitness, discarded),
                 m,
                 (c, source),
-                (arch, sm_count),
+                (arch, sm_count, guidance),
             ) = item?;
             let imp = Impl::parse(&imp).with_context(|| format!("stored impl '{imp}'"))?;
             let config: KernelConfig = space::parse(imp, &config).map_err(anyhow::Error::msg)?;
@@ -297,6 +305,10 @@ impl Store {
                 git_commit: c,
                 arch: arch.as_deref().and_then(Arch::parse),
                 sm_count,
+                guidance: match guidance {
+                    Some(g) => Some(Guidance::parse(&g).with_context(|| format!("stored guidance '{g}'"))?),
+                    None => None,
+                },
             });
         }
         Ok(rows)
@@ -371,7 +383,7 @@ mod tests {
         let known = store.completed(&machine().gpu, &bucket(), &shapes(), Impl::Wgmma).unwrap();
         let p = super::super::evolve::Params { generations, ..params() };
         evolve(mock, baseline(), &shapes(), &p, &known, &mut NoHooks, |child, eval, fitness, discarded| {
-            store.insert(&machine(), &[bucket()], &shapes(), child, eval, fitness, discarded).unwrap()
+            store.insert(&machine(), &[bucket()], &shapes(), child, eval, fitness, discarded, None).unwrap()
         })
         .unwrap()
     }
@@ -391,13 +403,16 @@ mod tests {
         let path = dir.path().join("sub").join(FILE_NAME);
         let mut store = Store::open(&path).unwrap();
         let failing = Evaluation { failure: Some((Gate::Resources, "spills 96 bytes".into())), medians_us: vec![] };
-        store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &failing, None, false).unwrap();
+        store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &failing, None, false, None).unwrap();
         let variant = Child { spec: baseline(), source: Some("// proposed".into()) };
         let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
-        store.insert(&machine(), &[bucket()], &shapes(), &variant, &timed, Some(9.0), false).unwrap();
+        store
+            .insert(&machine(), &[bucket()], &shapes(), &variant, &timed, Some(9.0), false, Some(Guidance::Insight))
+            .unwrap();
         let rows = store.all().unwrap();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[1].source.as_deref(), Some("// proposed"));
+        assert_eq!((rows[0].guidance, rows[1].guidance), (None, Some(Guidance::Insight)));
         assert_eq!(rows[0].source, None);
         assert_eq!(rows[0].spec, baseline());
         assert_eq!(rows[0].evaluation, failing);
@@ -433,14 +448,17 @@ mod tests {
     fn a_store_from_before_proposed_sources_gains_the_column() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let old_schema = SCHEMA.replace(",\n    source TEXT,\n    arch TEXT,\n    sm_count INTEGER", "");
-        assert!(!old_schema.contains("source") && !old_schema.contains("sm_count"));
+        let old_schema =
+            SCHEMA.replace(",\n    source TEXT,\n    arch TEXT,\n    sm_count INTEGER,\n    guidance TEXT", "");
+        assert!(!old_schema.contains("source") && !old_schema.contains("sm_count") && !old_schema.contains("guidance"));
         Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
         let mut store = Store::open(&path).unwrap();
         let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
-        store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &timed, Some(1.0), false).unwrap();
+        store
+            .insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &timed, Some(1.0), false, None)
+            .unwrap();
         let row = &store.all().unwrap()[0];
-        assert_eq!((&row.source, row.arch, row.sm_count), (&None, Some(Arch::Sm90a), Some(132)));
+        assert_eq!((&row.source, row.arch, row.sm_count, row.guidance), (&None, Some(Arch::Sm90a), Some(132), None));
         // Named against the planner's default for the first shape on the GPU the row says.
         let problem = evoattn::Problem::dense(shapes()[0], Dtype::Bf16, evoattn::Layout::Bhsd);
         let default = evoattn::defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, 132);
