@@ -312,9 +312,9 @@ fn the_wgmma_e4m3_space_compiles_for_sm90a() {
     }
     // E4M3 takes 128-key blocks, the pipelined consumers and O from registers (validate_fp8):
     // every pipeline, consumer count, schedule and head dim, at 2 stages with the MUFU
-    // exponentials, with at most one of the switches that change the consumer's loop (ring
-    // tests, Q in registers), leaving out what spills (session 31): three consumers at hd128
-    // (160 registers for S, P and O), Q in registers at hd256.
+    // exponentials, with and without lazy rescale, with at most one of the switches that change
+    // the consumer's loop (ring tests, Q in registers), leaving out what spills (session 31):
+    // three consumers at hd128 (160 registers for S, P and O), Q in registers at hd256.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             let spills = (c.consumer_warpgroups == 3 && s.head_dim == 128) || (c.q_in_regs && s.head_dim == 256);
