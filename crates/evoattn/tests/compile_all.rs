@@ -13,7 +13,8 @@ use evoattn::kernels::{SourceFile, HEADERS};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile, compile_parallel, options, CompiledKernel};
 use evoattn::{
-    defaults, Arch, Causal, Dtype, Error, Impl, KernelConfig, KernelSpec, Layout, OStaging, Problem, Schedule, Shape,
+    defaults, Arch, Causal, Dtype, Error, Impl, KernelConfig, KernelSpec, Layout, OStaging, Pipeline, Problem,
+    Schedule, Shape,
 };
 use std::time::Instant;
 
@@ -312,13 +313,16 @@ fn the_wgmma_e4m3_space_compiles_for_sm90a() {
     }
     // E4M3 takes 128-key blocks, the pipelined consumers and O from registers (validate_fp8):
     // every pipeline, consumer count, schedule and head dim, at 2 stages with the MUFU
-    // exponentials, with and without lazy rescale, with at most one of the switches that change
-    // the consumer's loop (ring tests, Q in registers), leaving out what spills (session 31):
-    // three consumers at hd128 (160 registers for S, P and O), Q in registers at hd256.
+    // exponentials, with at most one of the switches that change the consumer's loop (ring
+    // tests, Q in registers), leaving out what spills (session 31): three consumers at hd128
+    // (160 registers for S, P and O), Q in registers at hd256. Lazy rescale changes only the
+    // softmax step every pipeline shares: sampled with the ping-pong consumers without ring
+    // tests (the E4M3 defaults' loop), which keeps the sample's compile time in CI's budget.
     let keep = |s: &KernelSpec| match s.config {
         KernelConfig::Wgmma(c) => {
             let spills = (c.consumer_warpgroups == 3 && s.head_dim == 128) || (c.q_in_regs && s.head_dim == 256);
-            c.stages == 2 && c.exp2_poly == 0 && !(c.ring_test && c.q_in_regs) && !spills
+            let lazy_sampled = !c.lazy_rescale || (c.pipeline == Pipeline::PingPong && !c.ring_test);
+            c.stages == 2 && c.exp2_poly == 0 && !(c.ring_test && c.q_in_regs) && !spills && lazy_sampled
         }
         _ => true,
     };
