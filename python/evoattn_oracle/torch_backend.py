@@ -365,9 +365,10 @@ class TorchBackend:
             stored = torch.empty(spec.dims(spec.h, spec.sq), dtype=o_dtype, device=self.device)
             o = stored if spec.layout == "bhsd" else stored.transpose(1, 2)
             outputs = {"o": o, "amax_s": one(0.0), "amax_o": one(0.0)}
+            scaled = {**inputs, "scale_o": one(scale_o)}
             try:
-                graph, names = self._cudnn_fp8_graph({**inputs, "scale_o": one(scale_o)}, outputs, spec.scale, mask)
-                pack = {names[n]: t for n, t in {**inputs, "scale_o": one(scale_o), **outputs}.items()}
+                graph, names = self._cudnn_fp8_graph(scaled, outputs, spec.scale, mask)
+                pack = {names[n]: t for n, t in {**scaled, **outputs}.items()}
                 workspace = torch.empty(max(1, graph.get_workspace_size()), dtype=torch.uint8, device=self.device)
             except Exception as e:  # cuDNN rejects the graph: try E4M3 O, then report both
                 errors.append(f"O {str(o_dtype).removeprefix('torch.')}: {_first_line(e)}")
@@ -388,8 +389,11 @@ class TorchBackend:
     ) -> tuple[Any, dict[str, Any]]:
         """The built graph of one FP8 SDPA and its tensors by name."""
         cudnn = self.cudnn
-        data_type = {torch.float8_e4m3fn: cudnn.data_type.FP8_E4M3, torch.float32: cudnn.data_type.FLOAT}
-        data_type[torch.bfloat16] = cudnn.data_type.BFLOAT16
+        data_type = {
+            torch.float8_e4m3fn: cudnn.data_type.FP8_E4M3,
+            torch.bfloat16: cudnn.data_type.BFLOAT16,
+            torch.float32: cudnn.data_type.FLOAT,
+        }
         graph = cudnn.pygraph(
             io_data_type=cudnn.data_type.FP8_E4M3,
             intermediate_data_type=cudnn.data_type.FLOAT,

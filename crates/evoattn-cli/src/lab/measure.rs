@@ -220,6 +220,7 @@ fn measure_with(
     let mut results = Vec::with_capacity(cases.len());
     let mut configs = Vec::with_capacity(cases.len());
     let tuned = crate::tune::tuned::source(info, args.kernel.no_tuned);
+    let grain = descale_grain(peers);
     for (i, (problem, layout)) in cases.iter().enumerate() {
         let problem = problem.clone().with_lse(false);
         bar.set_message(format!("{} {} {}", problem.shape, problem.dtype, problem.causal));
@@ -230,7 +231,7 @@ fn measure_with(
             short: crate::lab::kernel_name::short(&plan.spec, &problem, arch, info.sm_count),
         });
         let seed = args.seed + i as u64;
-        let draw = Draw::new(Distribution::Normal, seed).with_descales(descale_grain(peers));
+        let draw = Draw::new(Distribution::Normal, seed).with_descales(grain);
         let case = CaseContext { problem: &problem, seed, layout: *layout, draw, plan: &plan, dir: &dir, id: i };
         let started = std::time::Instant::now();
         let (result, checks) =

@@ -40,8 +40,9 @@ impl Guidance {
         }
     }
 
+    /// A stored name back, as `--guidance` reads it.
     pub fn parse(text: &str) -> Option<Self> {
-        [Guidance::Free, Guidance::Insight, Guidance::Full].into_iter().find(|g| g.name() == text)
+        <Guidance as clap::ValueEnum>::from_str(text, false).ok()
     }
 
     fn insights(self) -> bool {

@@ -56,19 +56,18 @@ const FP8_LAZY_RESCALE_MAX_HEAD_DIM: usize = 128;
 /// Evidence: docs/decisions/wgmma.md#fp8-short-keys
 pub const FP8_PERSISTENT_MAX_KEYS: usize = 8192;
 
-/// Most keys for which causal E4M3 problems run persistent blocks, per head dim: static tiles
-/// of unequal causal lengths leave SMs idle at the end, which past these lengths costs more
-/// than hiding each tile's prologue and epilogue saves (hd64 from 1k keys -10..-35%, hd128 8k
-/// -25%, hd256 from 4k -20..-27%; below them +13..+25%).
+/// The E4M3 persistent-blocks limit of a problem's mask and head dim. Causal problems stop
+/// earlier, by head dim: static tiles of unequal causal lengths leave SMs idle at the end, which
+/// past these lengths costs more than hiding each tile's prologue and epilogue saves (hd64 from
+/// 1k keys -10..-35%, hd128 8k -25%, hd256 from 4k -20..-27%; below them +13..+25%).
 /// Evidence: docs/decisions/wgmma.md#fp8-short-keys
-const FP8_CAUSAL_PERSISTENT_MAX_KEYS: [(usize, usize); 3] = [(64, 512), (128, 4096), (256, 2048)];
-
-/// The E4M3 persistent-blocks limit of a problem's mask and head dim.
 fn fp8_persistent_max_keys(causal: bool, head_dim: usize) -> usize {
-    if !causal {
-        return FP8_PERSISTENT_MAX_KEYS;
+    match (causal, head_dim) {
+        (false, _) => FP8_PERSISTENT_MAX_KEYS,
+        (true, ..=64) => 512,
+        (true, ..=128) => 4096,
+        (true, _) => 2048,
     }
-    FP8_CAUSAL_PERSISTENT_MAX_KEYS.iter().find(|(d, _)| *d == head_dim).map_or(512, |(_, keys)| *keys)
 }
 
 /// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
