@@ -78,8 +78,8 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Markdown tables, a CSV and SVG plots from bench records and the run history (no GPU needed).
     Report(cmd::report::Args),
-    /// Search a kernel's levers on GPU workers (compile -> resources -> correctness ->
-    /// timing); the planner then uses the best config per GPU and bucket. `--show` lists the store.
+    /// Search a kernel's levers on GPU workers (compile -> resources -> correctness -> timing ->
+    /// integrity); the planner then uses the best config per GPU and bucket. `--show` lists the store.
     Tune(cmd::tune::Args),
     /// One GPU's tuning worker (started by `tune`; JSON lines on stdin/stdout).
     #[command(name = "tune-worker", hide = true)]

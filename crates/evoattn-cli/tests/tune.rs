@@ -132,6 +132,38 @@ fn planted_faults_and_a_broken_source_are_recorded_and_the_run_completes() {
 }
 
 #[test]
+fn planted_cheats_pass_correctness_and_timing_then_fail_integrity_and_the_run_completes() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    // The mock's ceilings, as `evoattn info` caches a GPU's: its honest kernels run above this
+    // roofline on SHAPES, an empty timed stream (1 µs) below it.
+    let ceilings =
+        r#"{"mock (CPU float64) / driver none (mock backend)": {"matmul_tflops": 400.0, "copy_gbps": 100.0}}"#;
+    std::fs::write(cache.join("ceilings.json"), ceilings).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/planted-cheats-proposer.sh");
+    let proposer = format!("sh {} {}", script.display(), cache.join("calls").display());
+    let out = tune(cache, &["--generations", "6", "--gpus", "0", "--proposer", &proposer]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("without its roofline"), "{}", text(&out));
+    let rows = stored(cache);
+    let variants: Vec<&String> = rows.iter().filter(|r| r.contains("[proposed source]")).collect();
+    // Five sources, each stored under both buckets, each past correctness and timing.
+    assert_eq!(variants.len(), 10, "{rows:#?}");
+    assert!(variants.iter().all(|r| r.contains("failed integrity: ")), "{variants:#?}");
+    let count = |what: &str| variants.iter().filter(|r| r.contains(what)).count();
+    // Cached output, partial write, skipped key blocks.
+    assert_eq!(count("on fresh inputs after the timed launches"), 6, "{variants:#?}");
+    // Work moved off the timed stream.
+    assert_eq!(count("below the roofline's"), 2, "{variants:#?}");
+    assert_eq!(count("the kernel wrote its inputs: K changed"), 2, "{variants:#?}");
+    // The honest candidates passed all five gates and the run went on to the proposer's config.
+    assert!(rows.iter().any(|r| r.contains("evoattn_mma_f16_d64_bm128_bn128_s2_qr1 | fitness ")), "{rows:#?}");
+}
+
+#[test]
 fn guidance_decides_what_the_proposer_sees_and_is_stored_with_each_evaluation() {
     if !have_nvrtc() {
         return;

@@ -2,7 +2,10 @@
 //! worker processes on every GPU asked for, writes every evaluation to the store as it
 //! completes, and prints (and with `--json` writes) the elites. `--show` lists the store.
 
+use crate::errln;
+use crate::lab::ceilings::{self, Ceilings};
 use crate::lab::open::device_count;
+use crate::lab::oracle::Oracle;
 use crate::lab::presets::ProblemArgs;
 use crate::text::{self, Column, Notes, Table};
 use crate::tune::evaluator::WorkerEvaluator;
@@ -28,13 +31,17 @@ const DEFAULT_GENERATIONS: usize = 10;
 #[derive(clap::Args)]
 #[command(
     after_help = "Each generation changes one lever of an elite (plus random restarts and the proposer's answers),
-and every child passes compile -> resources -> correctness -> timing. Fitness is the
-geometric-mean speedup over the planner's default on the shapes; a child more than 10% slower on
-two or more shapes is discarded. Every evaluation is stored as it completes (in --store), and
-from the default store `check`, `bench`, `gate`, `profile` and `trace` then plan with the best
-config per GPU and problem bucket (--no-tuned or EVOATTN_NO_TUNED=1 to compare with the
-defaults). Shapes are grouped by dtype, head dim and mask, one search each; tuning times BHSD
-tensors, so --layout does not enter. `--proposer CMD` runs CMD under sh -c.
+and every child passes compile -> resources -> correctness -> timing -> integrity: after timing,
+its inputs must be unchanged (digests around the timed launches), its output right on fresh inputs
+it never saw, and no median below the roofline (FLOPs at the GPU's measured matmul peak, bytes at
+its copy rate; `evoattn info` measures them, else tune does through the oracle, else it warns that
+this check is off). Fitness is the geometric-mean speedup over the planner's default on the
+shapes; a child more than 10% slower on two or more shapes is discarded. Every evaluation is
+stored as it completes (in --store), and from the default store `check`, `bench`, `gate`,
+`profile` and `trace` then plan with the best config per GPU and problem bucket (--no-tuned or
+EVOATTN_NO_TUNED=1 to compare with the defaults). Shapes are grouped by dtype, head dim and mask,
+one search each; tuning times BHSD tensors, so --layout does not enter. `--proposer CMD` runs CMD
+under sh -c.
 
 Examples:
   evoattn tune --shape 1,16,4096,128 --shape 4,16,1024,128 --impl mma --budget 8m --json elite.json
@@ -483,6 +490,24 @@ fn print_run(run: &RunJson, elapsed: Duration, verbose: bool) -> anyhow::Result<
     crate::out::text(&out)
 }
 
+/// The workers' GPU's measured ceilings, for the integrity gate's roofline: cached, or measured
+/// now through the oracle where it runs on that GPU; else why not.
+fn roofline_ceilings(device: &str, driver: &str) -> Result<Ceilings, String> {
+    if let Some(c) = ceilings::cached(device, driver) {
+        return Ok(c);
+    }
+    let mut oracle = Oracle::start().map_err(|e| format!("{e:#}"))?;
+    let hello = oracle.hello();
+    if hello.fake {
+        return Err("the oracle is the fake one, which measures no GPU".into());
+    }
+    if hello.gpu != device {
+        return Err(format!("the oracle runs on {}, not on the workers' GPU", hello.gpu));
+    }
+    errln!("tune: measuring {device}'s ceilings (matmul peak, copy bandwidth) for the roofline, once");
+    ceilings::measure(&mut oracle, device, driver).map_err(|e| format!("{e:#}"))
+}
+
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let path = args.store.clone().unwrap_or_else(store::default_path);
     if args.show {
@@ -518,12 +543,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         workers.push(worker);
         ready.get_or_insert(reply);
     }
-    let Some(Reply::Ready { gpu, driver, arch, sm_count }) = ready else { bail!("no tune worker started") };
+    let Some(Reply::Ready { gpu, device, driver, arch, sm_count }) = ready else { bail!("no tune worker started") };
     let arch = Arch::parse(&arch).with_context(|| format!("worker reports unknown arch {arch}"))?;
+    let mut eval = WorkerEvaluator::new(workers, arch)?;
+    eval.ceilings = match roofline_ceilings(&device, &driver) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            errln!(
+                "tune: warning: the integrity gate runs without its roofline check: no ceilings for {device} ({why}); \
+                 `evoattn info` measures them where the oracle runs"
+            );
+            None
+        }
+    };
     let machine = Machine { gpu, driver, arch: Some(arch), sm_count: Some(sm_count) };
     let started = Instant::now();
     let deadline = args.budget.map(|b| started + b);
-    let mut eval = WorkerEvaluator::new(workers, arch)?;
     let mut runs = Vec::new();
     let mut not_started = Vec::new();
     for group in groups {

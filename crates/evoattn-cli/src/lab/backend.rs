@@ -4,7 +4,7 @@
 
 use crate::lab::inputs::Inputs;
 use evoattn::runtime::compile::CompiledKernel;
-use evoattn::{Plan, Problem};
+use evoattn::{Plan, Problem, TensorName};
 
 /// A whole kernel source proposed to the tuner, compiled by the parent process.
 #[derive(Clone, Debug)]
@@ -90,6 +90,20 @@ pub fn flush_bytes(l2_bytes: usize) -> usize {
     l2_bytes * FLUSH_L2_MULTIPLE
 }
 
+/// FNV-1a over `bytes` taken eight at a time: the digest [`Backend::input_digests`] reports.
+/// Not cryptographic: it tells a kernel's stray write apart from none (any one changed byte
+/// changes it), at a few GB/s, so a gigabyte of inputs costs a fraction of a second.
+pub fn digest(bytes: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let words = bytes.chunks_exact(8);
+    let tail = words.remainder();
+    let h = words.fold(0xcbf2_9ce4_8422_2325u64, |h, w| {
+        (h ^ u64::from_le_bytes(w.try_into().expect("eight bytes"))).wrapping_mul(PRIME)
+    });
+    // The length too, so that trailing zero bytes are not free.
+    tail.iter().fold(h ^ bytes.len() as u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(PRIME))
+}
+
 /// A place to run attention forward passes.
 pub trait Backend {
     fn info(&self) -> BackendInfo;
@@ -130,6 +144,15 @@ pub trait Backend {
     fn trace(&mut self, plan: &Plan, inputs: Inputs, warmup: usize) -> evoattn::Result<TraceRun> {
         let _ = (plan, inputs, warmup);
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot trace kernels", self.info().gpu)))
+    }
+
+    /// A digest of each input tensor (Q, K, V, and an E4M3 problem's descales) as the backend
+    /// holds `inputs` for `problem` now: the same memory a later `time` or `forward` on the same
+    /// drawn inputs reads. Two digests around the timed launches show whether a kernel wrote its
+    /// inputs. Backends that hold no inputs say so.
+    fn input_digests(&mut self, problem: &Problem, inputs: Inputs) -> evoattn::Result<Vec<(TensorName, u64)>> {
+        let _ = (problem, inputs);
+        Err(evoattn::Error::NoGpu(format!("the {} backend holds no inputs", self.info().gpu)))
     }
 
     /// The planned kernel packed for a launch by another process (the oracle's cross-check of

@@ -7,6 +7,7 @@ use crate::lab::inputs::{Draw, HostInputs, Inputs};
 use crate::stores::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
+use evoattn::runtime::device::LoadedKernel;
 use evoattn::runtime::launch::PreparedLaunch;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, Impl, InputViews, Plan, Problem, Request, TensorName};
@@ -24,6 +25,11 @@ pub struct GpuBackend {
     /// The last drawn inputs, by problem and draw: a case is checked, then timed in many blocks,
     /// on the same inputs. Drawing them again would cost a launch; uploading them, host time.
     drawn: Option<(String, Draw, DeviceInputs)>,
+    /// The last source variant loaded, by its CUBIN's digest: loaded once for all its calls,
+    /// as a caller would, so module globals persist from call to call (a kernel that counts
+    /// its launches and misbehaves once timed must meet the same module in the tuner's
+    /// recheck).
+    variant: Option<(u64, Arc<LoadedKernel>)>,
 }
 
 /// Q, K and V on the device (and an E4M3 problem's descales, `[3, B, Hkv]`).
@@ -50,6 +56,39 @@ impl DeviceInputs {
         }
     }
 
+    /// [`crate::lab::backend::digest`] of each tensor's extent in `problem`, read back.
+    fn digests(&self, stream: &Arc<CudaStream>, problem: &Problem) -> evoattn::Result<Vec<(TensorName, u64)>> {
+        fn of<T: evoattn::cudarc::driver::DeviceRepr + Default + Clone>(
+            stream: &Arc<CudaStream>,
+            (name, slice, len): (TensorName, &CudaSlice<T>, usize),
+            bytes: impl Fn(&T) -> Vec<u8>,
+        ) -> evoattn::Result<(TensorName, u64)> {
+            let mut host = vec![T::default(); len];
+            stream.memcpy_dtoh(&slice.slice(..len), &mut host).map_err(driver("cuMemcpyDtoH"))?;
+            stream.synchronize().map_err(driver("cuStreamSynchronize (input read-back)"))?;
+            Ok((name, crate::lab::backend::digest(&host.iter().flat_map(bytes).collect::<Vec<u8>>())))
+        }
+        let half = |x: &u16| x.to_le_bytes().to_vec();
+        let byte = |x: &u8| vec![*x];
+        let len = |t| problem.extent(t);
+        let (q, k, v) = (TensorName::Q, TensorName::K, TensorName::V);
+        match self {
+            DeviceInputs::Sixteen { q: qs, k: ks, v: vs } => Ok(vec![
+                of(stream, (q, qs, len(q)), half)?,
+                of(stream, (k, ks, len(k)), half)?,
+                of(stream, (v, vs, len(v)), half)?,
+            ]),
+            DeviceInputs::Fp8 { q: qs, k: ks, v: vs, descale } => Ok(vec![
+                of(stream, (q, qs, len(q)), byte)?,
+                of(stream, (k, ks, len(k)), byte)?,
+                of(stream, (v, vs, len(v)), byte)?,
+                of(stream, (TensorName::Descale, descale, len(TensorName::Descale)), |x: &f32| {
+                    x.to_le_bytes().to_vec()
+                })?,
+            ]),
+        }
+    }
+
     /// Host inputs uploaded: 16-bit bits as they are, E4M3 bytes from their low halves.
     fn upload(stream: &Arc<CudaStream>, host: &HostInputs) -> evoattn::Result<Self> {
         match &host.descales {
@@ -72,7 +111,7 @@ impl DeviceInputs {
 
 impl GpuBackend {
     pub fn new(ordinal: usize) -> anyhow::Result<Self> {
-        Ok(GpuBackend { attention: Attention::new(ordinal)?, drawn: None })
+        Ok(GpuBackend { attention: Attention::new(ordinal)?, drawn: None, variant: None })
     }
 
     /// `inputs` on the device: drawn there (kept for the next call on the same problem and
@@ -237,20 +276,32 @@ impl GpuBackend {
     }
 }
 
-/// Loads a variant after checking it was compiled for this problem's dtype and head dim.
-fn load_variant(
-    attention: &Attention,
-    problem: &Problem,
-    variant: &Variant,
-) -> evoattn::Result<evoattn::runtime::device::LoadedKernel> {
-    let spec = variant.compiled.spec;
-    if spec.dtype != problem.dtype || spec.head_dim != problem.shape.d {
-        return Err(evoattn::Error::Unsupported {
-            imp: spec.imp().to_string(),
-            reason: format!("variant {} does not fit a {} D={} problem", spec.name(), problem.dtype, problem.shape.d),
-        });
+impl GpuBackend {
+    /// A variant's kernel, after checking it was compiled for this problem's dtype and head
+    /// dim: loaded on its first call, the same module after.
+    fn load_variant(&mut self, problem: &Problem, variant: &Variant) -> evoattn::Result<Arc<LoadedKernel>> {
+        let spec = variant.compiled.spec;
+        if spec.dtype != problem.dtype || spec.head_dim != problem.shape.d {
+            return Err(evoattn::Error::Unsupported {
+                imp: spec.imp().to_string(),
+                reason: format!(
+                    "variant {} does not fit a {} D={} problem",
+                    spec.name(),
+                    problem.dtype,
+                    problem.shape.d
+                ),
+            });
+        }
+        let key = crate::lab::backend::digest(&variant.compiled.cubin);
+        match &self.variant {
+            Some((k, loaded)) if *k == key => Ok(loaded.clone()),
+            _ => {
+                let loaded = Arc::new(self.attention.gpu().load(&variant.compiled)?);
+                self.variant = Some((key, loaded.clone()));
+                Ok(loaded)
+            }
+        }
     }
-    attention.gpu().load(&variant.compiled)
 }
 
 fn driver<E: std::fmt::Display>(call: &'static str) -> impl Fn(E) -> evoattn::Error {
@@ -330,7 +381,7 @@ impl Backend for GpuBackend {
                 self.forward(problem, Kernel::Planned(&plan), inputs)
             }
             Kernel::Variant(variant) => {
-                let loaded = load_variant(&self.attention, problem, variant)?;
+                let loaded = self.load_variant(problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
                 self.forward_with(problem, inputs, |attention, tensors| {
                     let mut prepared = PreparedLaunch::new(attention.gpu(), &loaded, problem)?;
@@ -357,7 +408,7 @@ impl Backend for GpuBackend {
                 self.time(problem, Kernel::Planned(&plan), inputs, options)
             }
             Kernel::Variant(variant) => {
-                let loaded = load_variant(&self.attention, problem, variant)?;
+                let loaded = self.load_variant(problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
                 let mut prepared = PreparedLaunch::new(self.attention.gpu(), &loaded, problem)?;
                 self.time_with(problem, inputs, options, |attention, tensors| {
@@ -408,6 +459,13 @@ impl Backend for GpuBackend {
         self.attention.forward(plan, case.tensors())?;
         let warps = self.attention.read_trace(&plan.spec)?;
         Ok(TraceRun { kernel: plan.spec.name(), warps })
+    }
+
+    fn input_digests(&mut self, problem: &Problem, inputs: Inputs) -> evoattn::Result<Vec<(TensorName, u64)>> {
+        let taken = self.take_inputs(problem, inputs)?;
+        let digests = taken.1.digests(self.attention.gpu().stream(), problem);
+        self.keep(problem, taken);
+        digests
     }
 
     fn launch_image(&mut self, plan: &Plan) -> evoattn::Result<evoattn::runtime::device::LaunchImage> {

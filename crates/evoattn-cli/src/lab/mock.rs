@@ -3,16 +3,18 @@
 //! makes the CLI's behaviour (files, tables, exit codes) testable with no GPU, and its faults
 //! (`EVOATTN_MOCK_FAULT`) show that the checks catch a broken kernel.
 
+use crate::lab::backend::digest;
 use crate::lab::backend::{
     Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
-use crate::lab::inputs::{nan_bits, Inputs};
+use crate::lab::inputs::{nan_bits, Draw, HostInputs, Inputs};
 use crate::out::errln;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::plan;
 use evoattn::reference::{attention_f64_descaled, logical_offsets};
 use evoattn::trace::{word, Tag};
 use evoattn::{Arch, Error, Impl, KernelConfig, KernelSpec, Plan, Problem, ProblemError, Request, TensorName};
+use std::collections::{HashMap, HashSet};
 
 /// Environment variable that makes the mock misbehave (tests only): `unwritten`, `wrong` or
 /// `warming`.
@@ -108,6 +110,68 @@ pub const PLANTED_CRASH: &str = "EVOATTN_PLANTED_FAULT: out-of-bounds";
 /// How long the planted hang sleeps per round (it never returns).
 const HANG_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// A source variant holding this and a [`Cheat`]'s name games the gates as a kernel could: it
+/// behaves until it is timed (a real one counts its launches in a module global), then cheats.
+pub const PLANTED_CHEAT: &str = "EVOATTN_PLANTED_CHEAT: ";
+/// What an empty timed stream measures: the events of a kernel that moved its work elsewhere.
+const EMPTY_STREAM_US: f64 = 1.0;
+/// The time of a cheat that skips half its work, relative to the honest kernel's.
+const HALF_WORK: f64 = 0.5;
+/// The time of a cheat that copies an old output, relative to the honest kernel's.
+const COPY_ONLY: f64 = 0.05;
+
+/// The cheats a planted source acts out once it has been timed, each what the integrity gate
+/// is there to catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cheat {
+    /// Returns the output of an earlier call on the same problem, whatever the inputs.
+    CachedOutput,
+    /// Writes only the first half of O.
+    PartialWrite,
+    /// Skips the second half of the key blocks: those keys contribute nothing to O.
+    SkippedKeyBlocks,
+    /// Moves its work off the timed stream: correct outputs, timed events around nothing.
+    OtherStream,
+    /// Overwrites K (with zeros) while it runs.
+    InputsOverwritten,
+}
+
+impl Cheat {
+    pub const ALL: [Cheat; 5] = [
+        Cheat::CachedOutput,
+        Cheat::PartialWrite,
+        Cheat::SkippedKeyBlocks,
+        Cheat::OtherStream,
+        Cheat::InputsOverwritten,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cheat::CachedOutput => "cached-output",
+            Cheat::PartialWrite => "partial-write",
+            Cheat::SkippedKeyBlocks => "skipped-key-blocks",
+            Cheat::OtherStream => "other-stream",
+            Cheat::InputsOverwritten => "inputs-overwritten",
+        }
+    }
+
+    /// The cheat planted in `source`, if any.
+    fn of(source: &str) -> Option<Cheat> {
+        let at = source.find(PLANTED_CHEAT)? + PLANTED_CHEAT.len();
+        Cheat::ALL.into_iter().find(|c| source[at..].starts_with(c.name()))
+    }
+
+    /// Its timed samples' scale on the honest kernel's, or their fixed time.
+    fn timed(self, honest_us: f64) -> f64 {
+        match self {
+            Cheat::CachedOutput => honest_us * COPY_ONLY,
+            Cheat::PartialWrite | Cheat::SkippedKeyBlocks => honest_us * HALF_WORK,
+            Cheat::OtherStream => EMPTY_STREAM_US,
+            Cheat::InputsOverwritten => honest_us,
+        }
+    }
+}
+
 /// The mock's synthetic speed of a config: 1 at its optimum, each step away from it slower.
 /// The mock optimum differs from the hand defaults so that a tuning run has something to find.
 fn synthetic_cost(config: KernelConfig) -> f64 {
@@ -172,6 +236,17 @@ pub struct MockBackend {
     fault: Option<Fault>,
     /// Timing calls so far (the `warming` fault slows the first).
     timing_calls: usize,
+    /// What planted cheats leave behind, as a GPU's memory and module globals would.
+    cheats: CheatState,
+}
+
+/// The state planted cheats keep: which variants were timed (by their source's digest), the
+/// outputs they computed honestly (by variant and problem), and the inputs overwritten.
+#[derive(Default)]
+struct CheatState {
+    timed: HashSet<u64>,
+    outputs: HashMap<(u64, String), Forward>,
+    overwritten: HashSet<(String, Draw)>,
 }
 
 impl MockBackend {
@@ -192,7 +267,14 @@ impl MockBackend {
     }
 
     fn new(fault: Option<Fault>) -> Self {
-        MockBackend { fault, timing_calls: 0 }
+        MockBackend { fault, timing_calls: 0, cheats: CheatState::default() }
+    }
+}
+
+impl Default for MockBackend {
+    /// A correct mock.
+    fn default() -> Self {
+        MockBackend::new(None)
     }
 }
 
@@ -211,11 +293,118 @@ impl Backend for MockBackend {
     }
 
     /// Checks what the GPU path checks before a launch (problem, kernel spec, buffer sizes),
-    /// then computes in float64 and stores like a kernel would.
+    /// then computes in float64 and stores like a kernel would (or as a planted cheat does).
     fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward> {
         // Before drawing: an invalid problem's extents may not fit memory.
         problem.validate()?;
+        let Kernel::Variant(variant) = kernel else { return self.honest(problem, kernel, &inputs.host(problem)) };
+        let id = digest(variant.source.as_bytes());
+        let key = (id, format!("{problem:?}"));
+        let cheat = Cheat::of(&variant.source).filter(|_| self.cheats.timed.contains(&id));
         let host = inputs.host(problem);
+        match cheat {
+            Some(Cheat::CachedOutput) if self.cheats.outputs.contains_key(&key) => {
+                Ok(self.cheats.outputs[&key].clone())
+            }
+            Some(Cheat::PartialWrite) => {
+                let mut out = self.honest(problem, kernel, &host)?;
+                let written = problem.elements(TensorName::O) / 2;
+                let nan = nan_bits(problem.dtype.output());
+                for off in logical_offsets(problem, TensorName::O).skip(written) {
+                    out.o[off] = nan;
+                }
+                Ok(out)
+            }
+            Some(Cheat::SkippedKeyBlocks) => {
+                let (sk, d) = (problem.shape.sk, problem.shape.d);
+                let mut host = host.into_owned();
+                for (i, off) in logical_offsets(problem, TensorName::V).enumerate() {
+                    if (i / d) % sk >= sk / 2 {
+                        host.v[off] = 0;
+                    }
+                }
+                self.honest(problem, kernel, &host)
+            }
+            _ => {
+                let out = self.honest(problem, kernel, &host)?;
+                if Cheat::of(&variant.source) == Some(Cheat::CachedOutput) {
+                    self.cheats.outputs.insert(key, out.clone());
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Synthetic, deterministic samples: FLOPs at [`MOCK_TFLOPS`] plus a launch cost, with a
+    /// small spread. They exercise the lab's plumbing, and say nothing about any kernel. A
+    /// planted cheat starts cheating here.
+    fn time(
+        &mut self,
+        problem: &Problem,
+        kernel: Kernel,
+        inputs: Inputs,
+        options: TimingOptions,
+    ) -> evoattn::Result<Timing> {
+        let spec = planned(problem, kernel);
+        problem.validate()?;
+        let mut base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6))
+            * relative_cost(spec.config, spec.dtype, spec.head_dim);
+        if let Kernel::Variant(variant) = kernel {
+            self.cheats.timed.insert(digest(variant.source.as_bytes()));
+            if let Some(cheat) = Cheat::of(&variant.source) {
+                base = cheat.timed(base);
+                if let (Cheat::InputsOverwritten, Inputs::Drawn(draw)) = (cheat, inputs) {
+                    self.cheats.overwritten.insert((format!("{problem:?}"), draw));
+                }
+            }
+        }
+        self.timing_calls += 1;
+        let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
+        let base = if warming { base * WARMING_SLOWDOWN } else { base };
+        let samples_us = (0..options.samples).map(|i| base * (1.0 + jitter(i))).collect();
+        Ok(Timing { samples_us })
+    }
+
+    /// The host inputs' digests; K's is that of zeros where a planted cheat overwrote it.
+    fn input_digests(&mut self, problem: &Problem, inputs: Inputs) -> evoattn::Result<Vec<(TensorName, u64)>> {
+        problem.validate()?;
+        let mut host = inputs.host(problem).into_owned();
+        if let Inputs::Drawn(draw) = inputs {
+            if self.cheats.overwritten.contains(&(format!("{problem:?}"), draw)) {
+                host.k.iter_mut().for_each(|x| *x = 0);
+            }
+        }
+        let halves = |x: &[u16]| digest(&x.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<u8>>());
+        let mut digests =
+            vec![(TensorName::Q, halves(&host.q)), (TensorName::K, halves(&host.k)), (TensorName::V, halves(&host.v))];
+        if let Some(d) = &host.descales {
+            let floats = [&d.q, &d.k, &d.v].into_iter().flatten().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            digests.push((TensorName::Descale, digest(&floats)));
+        }
+        Ok(digests)
+    }
+
+    /// Synthetic, deterministic samples around [`MOCK_HOST_COST_US`], after the checks a first
+    /// (preparing) call makes. No pause between rounds: nothing disturbs the mock.
+    fn host_cost(&mut self, plan: &Plan, inputs: Inputs, rounds: HostCostRounds) -> evoattn::Result<Vec<Vec<f64>>> {
+        plan.problem.validate()?;
+        let host = inputs.host(&plan.problem);
+        checked_spec(&plan.problem, Kernel::Planned(plan), [&host.q, &host.k, &host.v])?;
+        Ok((0..rounds.rounds)
+            .map(|r| (0..rounds.calls).map(|i| MOCK_HOST_COST_US * (1.0 + jitter(r * rounds.calls + i))).collect())
+            .collect())
+    }
+
+    fn trace(&mut self, plan: &Plan, inputs: Inputs, _warmup: usize) -> evoattn::Result<TraceRun> {
+        plan.problem.validate()?;
+        let host = inputs.host(&plan.problem);
+        self.mock_trace(plan, [&host.q, &host.k, &host.v])
+    }
+}
+
+impl MockBackend {
+    /// The honest forward pass: float64, rounded and stored by the output strides.
+    fn honest(&mut self, problem: &Problem, kernel: Kernel, host: &HostInputs) -> evoattn::Result<Forward> {
         let spec = checked_spec(problem, kernel, [&host.q, &host.k, &host.v])?;
         if problem.dtype.is_fp8() != host.descales.is_some() {
             return Err(Error::Unsupported {
@@ -245,45 +434,6 @@ impl Backend for MockBackend {
         Ok(Forward { o, lse, kernel: spec.name() })
     }
 
-    /// Synthetic, deterministic samples: FLOPs at [`MOCK_TFLOPS`] plus a launch cost, with a
-    /// small spread. They exercise the lab's plumbing, and say nothing about any kernel.
-    fn time(
-        &mut self,
-        problem: &Problem,
-        kernel: Kernel,
-        _inputs: Inputs,
-        options: TimingOptions,
-    ) -> evoattn::Result<Timing> {
-        let spec = planned(problem, kernel);
-        problem.validate()?;
-        let base = (MOCK_LAUNCH_US + problem.flops() / (MOCK_TFLOPS * 1e6))
-            * relative_cost(spec.config, spec.dtype, spec.head_dim);
-        self.timing_calls += 1;
-        let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
-        let base = if warming { base * WARMING_SLOWDOWN } else { base };
-        let samples_us = (0..options.samples).map(|i| base * (1.0 + jitter(i))).collect();
-        Ok(Timing { samples_us })
-    }
-
-    /// Synthetic, deterministic samples around [`MOCK_HOST_COST_US`], after the checks a first
-    /// (preparing) call makes. No pause between rounds: nothing disturbs the mock.
-    fn host_cost(&mut self, plan: &Plan, inputs: Inputs, rounds: HostCostRounds) -> evoattn::Result<Vec<Vec<f64>>> {
-        plan.problem.validate()?;
-        let host = inputs.host(&plan.problem);
-        checked_spec(&plan.problem, Kernel::Planned(plan), [&host.q, &host.k, &host.v])?;
-        Ok((0..rounds.rounds)
-            .map(|r| (0..rounds.calls).map(|i| MOCK_HOST_COST_US * (1.0 + jitter(r * rounds.calls + i))).collect())
-            .collect())
-    }
-
-    fn trace(&mut self, plan: &Plan, inputs: Inputs, _warmup: usize) -> evoattn::Result<TraceRun> {
-        plan.problem.validate()?;
-        let host = inputs.host(&plan.problem);
-        self.mock_trace(plan, [&host.q, &host.k, &host.v])
-    }
-}
-
-impl MockBackend {
     /// A synthetic timeline in the kernel's format, decoded as the GPU path decodes it, after
     /// the checks a launch makes; it exercises the plumbing and says nothing about any kernel.
     fn mock_trace(&self, plan: &Plan, inputs: [&[u16]; 3]) -> evoattn::Result<TraceRun> {

@@ -15,4 +15,5 @@ pub mod ncu;
 pub mod open;
 pub mod oracle;
 pub mod presets;
+pub mod roofline;
 pub mod tensors_io;

@@ -6,12 +6,14 @@ use super::evolve::{past, Child, Evaluation, Evaluator, Gate};
 use super::pool::Worker;
 use super::protocol::{Request, VariantFile};
 use super::store::shape_text;
+use crate::lab::ceilings::Ceilings;
+use crate::lab::roofline;
 use anyhow::Context;
 use evoattn::kernels::{SourceFile, HEADERS};
 use evoattn::runtime::cache::CubinCache;
 use evoattn::runtime::compile::{compile_parallel, options, CompiledKernel};
 use evoattn::runtime::nvrtc::Nvrtc;
-use evoattn::{Arch, Causal, Shape};
+use evoattn::{Arch, Causal, Layout, Problem, Shape};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -30,6 +32,9 @@ pub struct WorkerEvaluator {
     arch: Arch,
     /// The mask of the problems being tuned.
     pub causal: Causal,
+    /// The GPU's measured ceilings, for the integrity gate's roofline (None: not measured,
+    /// which the run said when it started).
+    pub ceilings: Option<Ceilings>,
     cache: CubinCache,
     /// Where proposed sources' CUBINs are handed to the workers.
     dir: PathBuf,
@@ -41,7 +46,7 @@ impl WorkerEvaluator {
         let cache = CubinCache::open(CubinCache::default_dir())?;
         let dir = std::env::temp_dir().join(format!("evoattn-tune-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(WorkerEvaluator { workers, arch, causal: Causal::None, cache, dir, next_id: 0 })
+        Ok(WorkerEvaluator { workers, arch, causal: Causal::None, ceilings: None, cache, dir, next_id: 0 })
     }
 
     /// The request for a child that passed the compile and resource gates.
@@ -67,6 +72,10 @@ impl WorkerEvaluator {
             warmup: TUNE_WARMUP,
             samples: TUNE_SAMPLES,
             variant,
+            roofline_us: self.ceilings.map(|c| {
+                let problem = |&s| Problem::dense(s, child.spec.dtype, Layout::Bhsd).with_causal(self.causal);
+                shapes.iter().map(|s| roofline::floor_us(&problem(s), c)).collect()
+            }),
         })
     }
 }

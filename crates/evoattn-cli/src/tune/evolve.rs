@@ -35,10 +35,14 @@ pub enum Gate {
     Resources,
     Correctness,
     Timing,
+    /// After timing: the inputs unchanged by the timed launches, a second correctness check on
+    /// inputs the kernel has never seen, and no median below the roofline. What a kernel that
+    /// games the first three gates (it behaves once it is being timed) cannot pass.
+    Integrity,
 }
 
 impl Gate {
-    pub const ALL: [Gate; 4] = [Gate::Compile, Gate::Resources, Gate::Correctness, Gate::Timing];
+    pub const ALL: [Gate; 5] = [Gate::Compile, Gate::Resources, Gate::Correctness, Gate::Timing, Gate::Integrity];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -46,6 +50,7 @@ impl Gate {
             Gate::Resources => "resources",
             Gate::Correctness => "correctness",
             Gate::Timing => "timing",
+            Gate::Integrity => "integrity",
         }
     }
 
@@ -147,6 +152,8 @@ pub trait Gates {
     fn correctness(&mut self, child: &Child, shapes: &[Shape]) -> Result<(), String>;
     /// Median µs per shape.
     fn timing(&mut self, child: &Child, shapes: &[Shape]) -> Result<Vec<f64>, String>;
+    /// The checks after timing ([`Gate::Integrity`]), given the medians timing measured.
+    fn integrity(&mut self, child: &Child, shapes: &[Shape], medians_us: &[f64]) -> Result<(), String>;
 
     /// Runs the gates in order, stopping at the first failure.
     fn evaluate(&mut self, child: &Child, shapes: &[Shape]) -> Evaluation {
@@ -159,9 +166,13 @@ pub trait Gates {
         if let Err(e) = self.correctness(child, shapes) {
             return Evaluation::failed(Gate::Correctness, e);
         }
-        match self.timing(child, shapes) {
-            Ok(medians_us) => Evaluation { failure: None, medians_us },
-            Err(e) => Evaluation::failed(Gate::Timing, e),
+        let medians_us = match self.timing(child, shapes) {
+            Ok(m) => m,
+            Err(e) => return Evaluation::failed(Gate::Timing, e),
+        };
+        match self.integrity(child, shapes, &medians_us) {
+            Ok(()) => Evaluation { failure: None, medians_us },
+            Err(e) => Evaluation::failed(Gate::Integrity, e),
         }
     }
 }
@@ -436,6 +447,9 @@ pub(crate) mod tests {
             let variant = if child.source.is_some() { VARIANT_SPEEDUP.recip() } else { 1.0 };
             Ok(shapes.iter().map(|s| variant * cost(child.spec.config) * s.sq as f64 / 1024.0).collect())
         }
+        fn integrity(&mut self, _: &Child, _: &[Shape], _: &[f64]) -> Result<(), String> {
+            self.gate(Gate::Integrity)
+        }
     }
 
     pub(crate) fn baseline() -> KernelSpec {
@@ -620,6 +634,9 @@ pub(crate) mod tests {
             }
             fn timing(&mut self, child: &Child, shapes: &[Shape]) -> Result<Vec<f64>, String> {
                 self.0.timing(child, shapes)
+            }
+            fn integrity(&mut self, child: &Child, shapes: &[Shape], medians_us: &[f64]) -> Result<(), String> {
+                self.0.integrity(child, shapes, medians_us)
             }
         }
         let p = Params { deadline: Some(Instant::now() + std::time::Duration::from_millis(100)), ..params() };

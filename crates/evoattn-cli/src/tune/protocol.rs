@@ -22,6 +22,10 @@ pub struct Request {
     pub samples: usize,
     /// A proposed source, compiled by the tuner: its text and its CUBIN file.
     pub variant: Option<VariantFile>,
+    /// The roofline's time of each shape (µs, in `shapes`' order) from the GPU's measured
+    /// ceilings: a median below it fails the integrity gate. None when no ceilings are known.
+    #[serde(default)]
+    pub roofline_us: Option<Vec<f64>>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -37,6 +41,8 @@ pub enum Reply {
     /// `gpu` is the store's machine key (name and compute capability).
     Ready {
         gpu: String,
+        /// The GPU's name as its backend reports it: the key of its measured ceilings.
+        device: String,
         driver: String,
         arch: String,
         /// SMs of the worker's GPU, which the planner needs (split counts, persistent grids).
