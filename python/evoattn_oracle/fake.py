@@ -118,11 +118,13 @@ class FakeBackend:
     def copy_samples(self, nbytes: int, samples: int) -> list[float]:
         return _samples(f"copy/{nbytes}", 2.0 * nbytes / (FAKE_COPY_GBPS * 1e3), samples)
 
-    def time_kernel(self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None) -> list[float]:
+    def time_kernel(
+        self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None, timer: str
+    ) -> list[float]:
         spec, q, _ = self.cases[case_id]
         if not Path(launch.cubin_path).is_file():
             raise RequestError(f"cannot read the CUBIN {launch.cubin_path}")
         if output is not None:
             safetensors_io.write(output, {"o": q})
         base = FAKE_CALL_US[timing.mode] + spec.flops() / (FAKE_KERNEL_TFLOPS * 1e6)
-        return _samples(f"{spec}/{launch.kernel}/{timing.mode}", base, timing.samples)
+        return _samples(f"{spec}/{launch.kernel}/{timing.mode}/{timer}", base, timing.samples)

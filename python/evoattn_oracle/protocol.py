@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 MODES = ("eager", "graph")
+# Who times a `time_kernel` launch: PyTorch's CUDA events around each call (the oracle's own
+# method, as for the peers), Triton's `do_bench`, or PyTorch's profiler (the kernel's duration
+# as CUPTI records it): three harnesses outside evoattn's timer, for its cross-check.
+TIMERS = ("events", "do_bench", "profiler")
 # The tensors whose device pointers `time_kernel` patches into the kernel's parameter bytes.
 KERNEL_POINTERS = ("q", "k", "v", "o")
 POINTER = struct.Struct("<Q")

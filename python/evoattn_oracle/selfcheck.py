@@ -220,18 +220,23 @@ def check_time_kernel(check: Check, name: str, qkv: dict[str, torch.Tensor], tmp
         "params_b64": base64.b64encode(MIX_PARAMS.pack(0, 0, 0, 0, 0, n_q, n_kv)).decode(),
         "pointer_offsets": MIX_OFFSETS,
     }
-    for mode in ("eager", "graph"):
-        out_path = str(tmp / f"o-mix-{mode}.safetensors")
+    # Our timer's cross-checks: events in both modes, Triton's do_bench and PyTorch's profiler.
+    for mode, timer in (("eager", "events"), ("graph", "events"), ("eager", "do_bench"), ("eager", "profiler")):
+        out_path = str(tmp / f"o-mix-{mode}-{timer}.safetensors")
         timing = {"mode": mode, "warmup": WARMUP, "samples": SAMPLES, "flush_bytes": flush}
-        r = check.ask("time_kernel", id=name, output=out_path, **launch, **timing)
+        r = check.ask("time_kernel", id=name, output=out_path, timer=timer, **launch, **timing)
         if not r["ok"]:
             continue
         got = read_o(out_path).reshape(-1).view(torch.int16).int() & U16_MASK
         wrong = int((got != expected).sum().item())
         if wrong:
-            check.fail(f"time_kernel {mode}: {wrong} of {n_q} outputs differ from q - 2k + 3v")
+            check.fail(f"time_kernel {mode} {timer}: {wrong} of {n_q} outputs differ from q - 2k + 3v")
+        if len(r["samples_us"]) != SAMPLES:
+            check.fail(f"time_kernel {mode} {timer}: {len(r['samples_us'])} samples, not {SAMPLES}")
         median = statistics.median(r["samples_us"])
-        print(f"time_kernel {MIX_KERNEL} {mode:<5} median {median:8.2f} us, output {'WRONG' if wrong else 'ok'}")
+        print(
+            f"time_kernel {MIX_KERNEL} {mode:<5} {timer:<8} median {median:8.2f} us, output {'WRONG' if wrong else 'ok'}"
+        )
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ from typing import Any, Protocol, TextIO
 from . import PEERS, PROTOCOL_VERSION
 from .case import CAUSAL, DRAW_DTYPES, LAYOUTS, CaseSpec, Descales
 from .draw import DrawStream
-from .protocol import KernelLaunch, Request, RequestError, Timing
+from .protocol import TIMERS, KernelLaunch, Request, RequestError, Timing
 
 MATMUL_DTYPES = ("f16", "bf16")
 
@@ -43,7 +43,9 @@ class Backend(Protocol):
 
     def copy_samples(self, nbytes: int, samples: int) -> list[float]: ...
 
-    def time_kernel(self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None) -> list[float]: ...
+    def time_kernel(
+        self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None, timer: str
+    ) -> list[float]: ...
 
 
 class Server:
@@ -215,6 +217,10 @@ class Server:
 
     def time_kernel(self, req: Request) -> dict[str, Any]:
         samples = self.backend.time_kernel(
-            KernelLaunch.parse(req), self._case(req), Timing.parse(req), req.optional_text("output")
+            KernelLaunch.parse(req),
+            self._case(req),
+            Timing.parse(req),
+            req.optional_text("output"),
+            req.choice("timer", TIMERS),
         )
         return {"samples_us": samples}

@@ -52,6 +52,10 @@ EVOATTN_INSTALL = "scripts/build-wheel, then pip install target/wheels/evoattn-*
 GRAPH_MIN_WARMUP = 1
 CEILING_WARMUP = 3
 US_PER_MS = 1e3
+# Rounds of Triton's do_bench at most per request: each returns as many repetitions as its `rep`
+# budget buys after its own estimate (which includes its L2 clear), so a short kernel may need
+# more than one round for a block's samples.
+DO_BENCH_ROUNDS = 8
 # PyTorch's warnings carry a C++ source location; the reason is clearer without it.
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
@@ -463,7 +467,9 @@ class TorchBackend:
         src, dst = (torch.zeros(nbytes, dtype=torch.uint8, device=self.device) for _ in range(2))
         return self._time_calls(lambda: dst.copy_(src), Timing("eager", CEILING_WARMUP, samples, 0))
 
-    def time_kernel(self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None) -> list[float]:
+    def time_kernel(
+        self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None, timer: str
+    ) -> list[float]:
         try:
             from .kernel_launch import Module
         except ImportError as e:
@@ -483,12 +489,64 @@ class TorchBackend:
                 kernel(torch.cuda.current_stream().cuda_stream)  # the capture stream in graph mode
 
             try:
-                result = self._time_calls(call, timing)
+                if timer == "do_bench":
+                    result = self._do_bench(call, timing)
+                elif timer == "profiler":
+                    result = self._profile_calls(call, timing, launch.kernel)
+                else:
+                    result = self._time_calls(call, timing)
             except GraphCaptureError as e:
                 raise RuntimeError(f"{launch.kernel} {e}") from None
         if output is not None:
             safetensors_io.write(output, {"o": to_raw(o)})
         return result
+
+    def _do_bench(self, call: Callable[[], Any], timing: Timing) -> list[float]:
+        """Triton's `do_bench` on eager calls, its method throughout (its warm-up, its 256 MB L2
+        clear before each repetition, its event pair around each call): rounds of it until a
+        block's samples are in, the last `timing.samples` kept."""
+        if timing.mode != "eager":
+            raise RequestError("the do_bench timer times eager calls (graph mode has no twin in it)")
+        try:
+            from triton.testing import do_bench
+        except ImportError as e:
+            raise RequestError(f"the do_bench timer needs Triton: {e}") from None
+        estimate = Timing("eager", timing.warmup, CEILING_WARMUP, timing.flush_bytes)
+        estimate_ms = max(min(self._time_calls(call, estimate)) / US_PER_MS, 1e-3)
+        times: list[float] = []
+        with torch.cuda.stream(self._stream):
+            for _ in range(DO_BENCH_ROUNDS):
+                rep_ms = estimate_ms * (timing.samples - len(times))
+                times += do_bench(call, warmup=estimate_ms * max(timing.warmup, 1), rep=rep_ms, return_mode="all")
+                if len(times) >= timing.samples:
+                    return [t * US_PER_MS for t in times[-timing.samples :]]
+        raise RuntimeError(f"do_bench gave {len(times)} samples in {DO_BENCH_ROUNDS} rounds, not {timing.samples}")
+
+    def _profile_calls(self, call: Callable[[], Any], timing: Timing, kernel: str) -> list[float]:
+        """PyTorch's profiler (CUPTI's activity records): `timing.warmup` eager calls, then
+        `timing.samples` calls each after the flush; each the kernel's own duration on the GPU."""
+        if timing.mode != "eager":
+            raise RequestError("the profiler timer times eager calls (graph mode has no twin in it)")
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        flush = self._flush_buffer(timing.flush_bytes)
+        stream = self._stream
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(timing.warmup):
+                call()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(timing.samples):
+                    if flush is not None:
+                        self._memset(flush, stream)
+                    call()
+                torch.cuda.synchronize()
+        launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and e.name == kernel]
+        if len(launches) != timing.samples:
+            raise RuntimeError(f"the profiler recorded {len(launches)} launches of {kernel}, not {timing.samples}")
+        return [e.time_range.elapsed_us() for e in launches]
 
     def _flush_buffer(self, nbytes: int) -> torch.Tensor | None:
         """The buffer overwritten before each sample (kept between requests of the same size)."""

@@ -31,6 +31,7 @@ def kernel_request(cubin: Path, **overrides: object) -> dict[str, object]:
         "pointer_offsets": KERNEL_OFFSETS,
         "id": "c",
         "mode": "eager",
+        "timer": "events",
         **TIMING,
     }
     request.update(overrides)
@@ -154,6 +155,15 @@ def test_time_kernel_times_and_writes_output(loaded: Server, tmp_path: Path) -> 
     assert safetensors_io.read(out)["o"].shape == (1, 4, 16, 64)
 
 
+@pytest.mark.parametrize("timer", ["events", "do_bench", "profiler"])
+def test_time_kernel_takes_every_timer(loaded: Server, tmp_path: Path, timer: str) -> None:
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"\x7fELF")
+    r = loaded.handle(kernel_request(cubin, timer=timer))
+    assert r["ok"], r
+    assert len(r["samples_us"]) == TIMING["samples"]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -166,6 +176,7 @@ def test_time_kernel_times_and_writes_output(loaded: Server, tmp_path: Path) -> 
         ({"block": [128, 1]}, "block"),
         ({"cubin_path": "/nonexistent.cubin"}, "cannot read the CUBIN"),
         ({"id": "nope"}, "no case"),
+        ({"timer": "stopwatch"}, "'timer'"),
     ],
 )
 def test_time_kernel_rejects_bad_launches(loaded: Server, tmp_path: Path, overrides: dict, message: str) -> None:

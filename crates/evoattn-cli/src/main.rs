@@ -339,8 +339,9 @@ mod tests {
 
     #[test]
     fn help_lists_the_peers_and_controls_the_lab_runs() {
-        use crate::stores::record::{is_control, PYTHON_PEER, SELF_PEER, TORCH_TIMED_PEER};
-        let controls = sorted([SELF_PEER, TORCH_TIMED_PEER, PYTHON_PEER].map(String::from).to_vec());
+        use crate::stores::record::{is_control, Timer, PYTHON_PEER, SELF_PEER};
+        let timers = Timer::ALL.map(|t| t.peer().to_string());
+        let controls = sorted([SELF_PEER.to_string(), PYTHON_PEER.to_string()].into_iter().chain(timers).collect());
         let peers: Vec<String> = lab::oracle::PEERS.iter().filter(|p| !is_control(p)).map(|p| p.to_string()).collect();
         for command in commands_with("peers") {
             let help = arg_help(&command, "peers");
@@ -399,11 +400,9 @@ mod tests {
         for fault in lab::mock::fault_names() {
             assert!(readme.contains(&format!("`{fault}`")), "README does not name the mock fault {fault}");
         }
-        for control in [
-            crate::stores::record::SELF_PEER,
-            crate::stores::record::TORCH_TIMED_PEER,
-            crate::stores::record::PYTHON_PEER,
-        ] {
+        let timers = crate::stores::record::Timer::ALL.map(|t| t.peer());
+        for control in [crate::stores::record::SELF_PEER, crate::stores::record::PYTHON_PEER].into_iter().chain(timers)
+        {
             assert!(readme.contains(&format!("`{control}`")), "README does not name the control {control}");
         }
     }

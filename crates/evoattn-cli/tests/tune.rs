@@ -164,6 +164,46 @@ fn planted_cheats_pass_correctness_and_timing_then_fail_integrity_and_the_run_co
 }
 
 #[test]
+fn a_composite_run_profiles_each_candidate_gates_it_and_stores_the_counters() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let ncu = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-ncu.sh");
+    let json = cache.join("elites.json");
+    let flags = ["--fitness", "composite", "--ncu-gate", "--ncu", ncu.to_str().unwrap()];
+    let out =
+        tune(cache, &[&["--generations", "2", "--gpus", "0", "--json", json.to_str().unwrap()][..], &flags].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fitness composite, NCU sanity gate"), "{}", text(&out));
+    // Every candidate past integrity has the fake ncu's readings, and passed the sanity gate.
+    let show = cache.join("show.json");
+    assert!(command(cache, &["tune", "--show", "--json", show.to_str().unwrap()]).output().unwrap().status.success());
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&show).unwrap()).unwrap();
+    let timed: Vec<&serde_json::Value> = rows.iter().filter(|r| r["fitness"].is_number()).collect();
+    assert!(timed.len() > 2, "{rows:#?}");
+    for r in &timed {
+        assert_eq!(r["counters"]["tensor_pct"], 60.0, "{r}");
+        assert_eq!(r["counters"]["registers"], 128.0, "{r}");
+        // 1000 × speedup + 2 × 60 + 70 − 10 × 0.5 − 0.1 × 128.
+        let expected = 1000.0 * r["fitness"].as_f64().unwrap() + 120.0 + 70.0 - 5.0 - 12.8;
+        assert!((r["composite"].as_f64().unwrap() - expected).abs() < 1e-6, "{r}");
+    }
+    let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (&runs[0]["fitness"], &runs[0]["ncu_gate"]),
+        (&serde_json::json!("composite"), &serde_json::json!(true))
+    );
+    let best = &runs[0]["elites"][0];
+    assert!(best["fitness"].as_f64().unwrap() > 1000.0 && best["speedup"].as_f64().unwrap() >= 1.0, "{best}");
+    // An ncu that is not there stops the run before any worker starts.
+    let out = tune(cache, &["--fitness", "composite", "--ncu", "/nonexistent/ncu"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ncu /nonexistent/ncu: no such file"), "{}", text(&out));
+}
+
+#[test]
 fn guidance_decides_what_the_proposer_sees_and_is_stored_with_each_evaluation() {
     if !have_nvrtc() {
         return;

@@ -330,6 +330,11 @@ fn print_table(record: &BenchRecord, configs: &[CaseConfig], verbose: bool) -> a
     for line in not_measured(record) {
         out.push_str(&text::paragraph(&line));
     }
+    for r in &record.results {
+        for why in crate::verdicts::gate::timer_disagreements(r) {
+            out.push_str(&text::paragraph(&format!("flagged {}: {why}", case_label(&r.case))));
+        }
+    }
     if verbose {
         for (r, config) in record.results.iter().zip(configs) {
             let what = match config.origin {

@@ -41,7 +41,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE.json", conflicts_with_all = LAB_FLAGS)]
     samples: Option<PathBuf>,
     /// The peer to beat: a peer name (sdpa-cudnn, fa4, ...) or best, the fastest peer that ran
-    /// each case, never a control (self, self-torch-events, evoattn-torch: ours measured again).
+    /// each case, never a control (self, self-torch-events, self-do-bench, self-torch-profiler, evoattn-torch: ours measured again).
     #[arg(long, value_name = "PEER|best", default_value = "best")]
     against: Against,
     /// Gate against the history instead of a peer: each case fails when its median is more than

@@ -54,7 +54,7 @@ pub struct Args {
     ncu: Option<PathBuf>,
 }
 
-fn find_ncu() -> anyhow::Result<PathBuf> {
+pub fn find_ncu() -> anyhow::Result<PathBuf> {
     let on_path = std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).map(|dir| dir.join("ncu")).find(|p| p.is_file()));
     match on_path.flatten() {
@@ -96,7 +96,7 @@ fn bench_args(args: &Args) -> Vec<String> {
 }
 
 /// One sentence for the ways ncu says it cannot read counters.
-fn counter_error(output: &str) -> Option<&'static str> {
+pub fn counter_error(output: &str) -> Option<&'static str> {
     if output.contains("ERR_NVGPUCTRPERM") {
         Some("ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): run it as root or set NVreg_RestrictProfilingToAdminUsers=0")
     } else if output.contains("LibraryNotLoaded") {

@@ -4,13 +4,15 @@
 
 use crate::errln;
 use crate::lab::ceilings::{self, Ceilings};
+use crate::lab::ncu::{composite, NcuTerms};
 use crate::lab::open::device_count;
 use crate::lab::oracle::Oracle;
 use crate::lab::presets::ProblemArgs;
 use crate::text::{self, Column, Notes, Table};
 use crate::tune::evaluator::WorkerEvaluator;
-use crate::tune::evolve::{evolve, Candidate, Evaluation, Hooks, Params, Proposal, ELITES};
+use crate::tune::evolve::{evolve, Candidate, Evaluation, Fitness, Hooks, Params, Proposal, ELITES};
 use crate::tune::pool::Worker;
+use crate::tune::profiler::Profiler;
 use crate::tune::progress::Progress;
 use crate::tune::proposer::{Guidance, Proposer, Task};
 use crate::tune::protocol::Reply;
@@ -98,6 +100,22 @@ pub struct Args {
     /// evaluation of the run.
     #[arg(long, value_enum, default_value_t = Guidance::Full, requires = "proposer", hide_possible_values = true)]
     guidance: Guidance,
+    /// What ranks candidates: geomean, the geometric-mean speedup over the planner's default (the
+    /// measured times alone); composite, the founding documents' 1000 × that speedup + 2 ×
+    /// tensor-pipe % + SM-busy % − 10 × barrier stalls per issued instruction − 0.1 × registers,
+    /// from Nsight Compute's counters of each candidate that passes the integrity gate (one
+    /// launch per shape on its worker's GPU, clocks as they are). The store keeps the speedup
+    /// either way, and the counters when read.
+    #[arg(long, value_enum, default_value_t = Fitness::Geomean, hide_possible_values = true)]
+    fitness: Fitness,
+    /// The NCU sanity gate after integrity: the tensor pipe at least 50% busy or DRAM under 50%
+    /// (the counters read as for --fitness composite).
+    #[arg(long)]
+    ncu_gate: bool,
+    /// The Nsight Compute binary for --fitness composite and --ncu-gate (default: ncu on PATH,
+    /// then /usr/local/cuda/bin/ncu).
+    #[arg(long, value_name = "PATH")]
+    ncu: Option<PathBuf>,
     /// A candidate whose worker gives no sign of progress for this long is killed and
     /// recorded as failed (a hung kernel).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -165,6 +183,10 @@ struct StoredJson<'a> {
     medians_us: &'a [f64],
     /// What the run's proposer was shown (free, insight, full); null without a proposer.
     guidance: Option<&'static str>,
+    /// Nsight Compute's counters (the mean over the shapes) where the run read them.
+    counters: Option<NcuTerms>,
+    /// The composite score of the speedup and those counters.
+    composite: Option<f64>,
 }
 
 /// Every stored evaluation, oldest first, in a table per GPU; a failed gate's error as a
@@ -188,6 +210,8 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
                 discarded: r.discarded,
                 medians_us: &r.evaluation.medians_us,
                 guidance: r.guidance.map(Guidance::name),
+                counters: r.evaluation.counters,
+                composite: r.fitness.zip(r.evaluation.counters).map(|(f, c)| composite(f, &c)),
             })
             .collect();
         let text = serde_json::to_string_pretty(&stored)?;
@@ -210,6 +234,8 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
             Column::left("result"),
             Column::left("medians µs").wraps(),
             Column::left("guidance").optional(),
+            Column::right("tensor%\nsm%").optional(),
+            Column::right("score").optional(),
             Column::left("notes").optional(),
         ]);
         for row in rows.iter().filter(|r| r.gpu == gpu) {
@@ -231,6 +257,13 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
                 result,
                 medians.join(", "),
                 row.guidance.map_or_else(String::new, |g| g.name().to_string()),
+                row.evaluation.counters.map_or_else(String::new, |c| {
+                    let pct = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.0}"));
+                    format!("{} {}", pct(c.tensor_pct), pct(c.sm_pct))
+                }),
+                row.fitness
+                    .zip(row.evaluation.counters)
+                    .map_or_else(String::new, |(f, c)| format!("{:.0}", composite(f, &c))),
                 note,
             ]);
             if verbose {
@@ -241,11 +274,18 @@ fn show(path: &std::path::Path, json: Option<&std::path::Path>, verbose: bool) -
         out.push_str(&table.render());
     }
     if !rows.is_empty() {
-        out.push_str(&text::paragraph(
-            "speedup vs default = geometric mean over the run's shapes of the default's median / this kernel's (above 1 \
-             faster; the run's default is the planner's for its first shape); kernel = the family and the levers that \
-             differ from that default; discarded = slower than the default by more than 10% on two shapes",
-        ));
+        let mut legend = "speedup vs default = geometric mean over the run's shapes of the default's median / this \
+                          kernel's (above 1 faster; the run's default is the planner's for its first shape); kernel = \
+                          the family and the levers that differ from that default; discarded = slower than the \
+                          default by more than 10% on two shapes"
+            .to_string();
+        if rows.iter().any(|r| r.evaluation.counters.is_some()) {
+            legend.push_str(
+                "; tensor% sm% = Nsight Compute's tensor-pipe and SM-busy percent (mean over the shapes) and score = \
+                 the composite (1000 × speedup + 2 × tensor% + sm% − penalties), where the run read them",
+            );
+        }
+        out.push_str(&text::paragraph(&legend));
     }
     out.push_str(&notes.render("notes (the failed gates' errors):"));
     if let Some(json) = json {
@@ -283,8 +323,12 @@ struct EliteJson {
     #[serde(skip)]
     short: String,
     config: String,
-    /// Geometric mean of `speedups`.
+    /// What ranked it (the run's `fitness`): the geomean speedup, or the composite score.
     fitness: f64,
+    /// Geometric mean of `speedups`.
+    speedup: f64,
+    /// Nsight Compute's counters (the mean over the shapes) where the run read them.
+    counters: Option<NcuTerms>,
     medians_us: Vec<f64>,
     /// The speedup over the baseline per shape: baseline median / this median (above 1 faster).
     speedups: Vec<f64>,
@@ -316,6 +360,10 @@ struct RunJson {
     elites: Vec<EliteJson>,
     /// What the proposer was shown; null without a proposer.
     guidance: Option<&'static str>,
+    /// What ranked the candidates: geomean or composite.
+    fitness: &'static str,
+    /// Whether the NCU sanity gate applied.
+    ncu_gate: bool,
 }
 
 /// One tuning group: cases sharing the compile-time traits and mask (one kernel spec).
@@ -372,13 +420,15 @@ fn tune_group(
     eval.causal = causal;
     let progress = Progress::new(args.generations);
     progress.say(&format!(
-        "tune: {} {dtype} D={head_dim} {} on {} ({} shapes, {} stored evaluations reused, {} workers)",
+        "tune: {} {dtype} D={head_dim} {} on {} ({} shapes, {} stored evaluations reused, {} workers, fitness {}{})",
         baseline.imp(),
         causal.name(),
         machine.gpu,
         shapes.len(),
         known.len(),
-        eval.workers.len()
+        eval.workers.len(),
+        args.fitness.name(),
+        if args.ncu_gate { ", NCU sanity gate" } else { "" }
     ));
     let proposer = args.proposer.clone().map(|command| {
         let task = Task {
@@ -399,6 +449,8 @@ fn tune_group(
         seed: args.seed,
         elites: args.elite,
         deadline: setup.deadline,
+        fitness: args.fitness,
+        ncu_gate: args.ncu_gate,
     };
     let mut write_error = None;
     let guidance = args.proposer.as_ref().map(|_| args.guidance);
@@ -439,12 +491,16 @@ fn tune_group(
                 short: c.spec.config.short_name(&baseline.config),
                 config: c.spec.config.to_string(),
                 fitness: c.fitness,
+                speedup: c.speedup,
+                counters: c.counters,
                 medians_us: c.medians_us.clone(),
                 speedups: baseline_us.iter().zip(&c.medians_us).map(|(b, m)| b / m).collect(),
             })
             .collect(),
         baseline_us,
         guidance: guidance.map(Guidance::name),
+        fitness: args.fitness.name(),
+        ncu_gate: args.ncu_gate,
     })
 }
 
@@ -473,11 +529,20 @@ fn print_run(run: &RunJson, elapsed: Duration, verbose: bool) -> anyhow::Result<
         Column::right("rank"),
         Column::left("kernel").wraps(),
         Column::right("speedup\nvs baseline"),
+        Column::right("score").optional(),
         Column::left("speedup per shape").wraps(),
     ]);
+    let composite = run.fitness == Fitness::Composite.name();
     for (i, e) in run.elites.iter().enumerate() {
         let per_shape: Vec<String> = e.speedups.iter().map(|s| format!("{s:.3}×")).collect();
-        table.row(vec![(i + 1).to_string(), e.short.clone(), format!("{:.3}×", e.fitness), per_shape.join(", ")]);
+        let score = if composite { format!("{:.0}", e.fitness) } else { String::new() };
+        table.row(vec![
+            (i + 1).to_string(),
+            e.short.clone(),
+            format!("{:.3}×", e.speedup),
+            score,
+            per_shape.join(", "),
+        ]);
         if verbose {
             table.line(e.kernel.clone());
         }
@@ -535,6 +600,17 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?),
         None => None,
     };
+    // Before any worker starts: a run that needs counters and has no ncu stops here.
+    let profiler = if args.fitness == Fitness::Composite || args.ncu_gate {
+        let ncu = match &args.ncu {
+            Some(path) if path.is_file() => path.clone(),
+            Some(path) => bail!("--ncu {}: no such file", path.display()),
+            None => crate::commands::profile::find_ncu()?,
+        };
+        Some(Profiler::new(ncu)?)
+    } else {
+        None
+    };
     let mut store = Store::open(&path)?;
     let mut workers = Vec::new();
     let mut ready = None;
@@ -556,6 +632,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             None
         }
     };
+    eval.profiler = profiler;
     let machine = Machine { gpu, driver, arch: Some(arch), sm_count: Some(sm_count) };
     let started = Instant::now();
     let deadline = args.budget.map(|b| started + b);

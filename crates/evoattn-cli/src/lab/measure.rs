@@ -12,7 +12,7 @@ use crate::lab::presets::ProblemArgs;
 use crate::out::errln;
 use crate::stores::record::{git_commit, utc_now};
 use crate::stores::record::{
-    BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, SCHEMA, SELF_PEER, TORCH_TIMED_PEER,
+    BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, Timer, SCHEMA, SELF_PEER,
 };
 use crate::verdicts::stats::unsteady_drift;
 use anyhow::{bail, Context};
@@ -43,10 +43,12 @@ pub struct LabArgs {
     /// sdpa-efficient, sdpa-math, sdpa-auto, fa4 (f16 and bf16 inputs), cudnn-fp8 (cuDNN's FP8
     /// SDPA through the cuDNN frontend, E4M3 inputs: with it, E4M3 inputs get one descale per
     /// tensor, all it takes); `self` (our kernel again, as an independent sample set: the A/A
-    /// check); `self-torch-events` (our kernel timed by the oracle with PyTorch's events: the
-    /// timer cross-check); `evoattn-torch` (ours through the Python package evoattn, what a
-    /// PyTorch caller sees; needs its wheel in the oracle's Python); or `none`. The last three
-    /// are controls, never the best peer a speedup is claimed against. Default: sdpa-cudnn and
+    /// check); `self-torch-events`, `self-do-bench`, `self-torch-profiler` (our kernel launched
+    /// by the oracle and timed with PyTorch's events, Triton's do_bench, PyTorch's profiler: the
+    /// cross-checks of our timer, the last two eager only; a case where one is more than 3% from
+    /// ours is flagged, and gate does not judge it); `evoattn-torch` (ours through the Python
+    /// package evoattn, what a PyTorch caller sees; needs its wheel in the oracle's Python); or
+    /// `none`. Those five are controls, never the best peer a speedup is claimed against. Default: sdpa-cudnn and
     /// sdpa-flash for f16/bf16 cases, cudnn-fp8 for E4M3 ones (both sets when a run has both).
     #[arg(long, value_delimiter = ',')]
     pub peers: Vec<String>,
@@ -81,8 +83,9 @@ impl LabArgs {
             return Ok(Vec::new());
         }
         for p in &self.peers {
-            if !PEERS.contains(&p.as_str()) && p != SELF_PEER && p != TORCH_TIMED_PEER {
-                bail!("unknown peer '{p}'; peers: {}, {SELF_PEER}, {TORCH_TIMED_PEER}, or none", PEERS.join(", "));
+            if !PEERS.contains(&p.as_str()) && p != SELF_PEER && Timer::of_peer(p).is_none() {
+                let timers: Vec<&str> = Timer::ALL.iter().map(|t| t.peer()).collect();
+                bail!("unknown peer '{p}'; peers: {}, {SELF_PEER}, {}, or none", PEERS.join(", "), timers.join(", "));
             }
         }
         if !self.peers.is_empty() {
@@ -299,7 +302,7 @@ impl TorchTimed {
         Ok(TorchTimed { cubin, image })
     }
 
-    fn launch<'a>(&'a self, output: Option<&'a Path>) -> KernelLaunch<'a> {
+    fn launch<'a>(&'a self, timer: Timer, output: Option<&'a Path>) -> KernelLaunch<'a> {
         let offset = |t: TensorName| self.image.pointer_offsets.iter().find(|(n, _)| *n == t).map_or(0, |(_, o)| *o);
         let [x, y, z] = self.image.grid.map(|n| n as u32);
         KernelLaunch {
@@ -316,6 +319,7 @@ impl TorchTimed {
                 o: offset(TensorName::O),
             },
             output,
+            timer,
         }
     }
 }
@@ -333,10 +337,10 @@ fn judge(row: &mut Measurement, problem: &Problem, o_bits: &[u16], want: &[f64])
 }
 
 /// Peers the oracle runs by name: every peer but our kernel in this process (`self`) and the
-/// oracle's launch of our CUBIN (`self-torch-events`, its own op). `evoattn-torch` is a control
-/// the oracle runs like any peer.
+/// oracle's launches of our CUBIN (the [`Timer`] controls, its own op). `evoattn-torch` is a
+/// control the oracle runs like any peer.
 fn is_oracle_peer(name: &str) -> bool {
-    name != SELF_PEER && name != TORCH_TIMED_PEER
+    name != SELF_PEER && Timer::of_peer(name).is_none()
 }
 
 /// One case: ours checked for correctness, each peer's output judged against the same answer,
@@ -434,16 +438,29 @@ fn check_peers(
     let mut torch_timed = None;
     for row in peer_rows {
         let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
-        if row.name == TORCH_TIMED_PEER && p.dtype.is_fp8() {
-            let reason = "an E4M3 call is two launches (V's transpose, then attention); the oracle launches one";
-            set_status(row, Status::Refused, Some(reason.to_string()));
-        } else if row.name == TORCH_TIMED_PEER {
+        let timer = Timer::of_peer(&row.name);
+        let refusal = match timer {
+            Some(_) if p.dtype.is_fp8() => Some(
+                "an E4M3 call is two launches (V's transpose, then attention); the oracle launches one".to_string(),
+            ),
+            Some(t) if args.mode == Mode::Graph && !t.times_graphs() => {
+                Some(format!("{} times eager calls; graph mode has no twin in it", t.protocol_name()))
+            }
+            _ => None,
+        };
+        if let Some(reason) = refusal {
+            set_status(row, Status::Refused, Some(reason));
+        } else if let Some(timer) = timer {
             // One launch through the oracle, output kept: the image must compute what ours does.
-            let prepared = TorchTimed::prepare(case, backend).and_then(|t| {
-                o.time_kernel(id, &t.launch(Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
+            let prepared = match torch_timed.take() {
+                Some(t) => Ok(t),
+                None => TorchTimed::prepare(case, backend),
+            };
+            let checked = prepared.and_then(|t| {
+                o.time_kernel(id, &t.launch(timer, Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
                 Ok(t)
             });
-            match prepared {
+            match checked {
                 Ok(t) => {
                     set_status(row, Status::Ok, None);
                     judge(row, p, &crate::lab::oracle::read_output(&out_path, p, case.layout)?, want);
@@ -504,14 +521,12 @@ fn time_interleaved(
                     (0, _, _, _) | (_, SELF_PEER, _, _) => {
                         row.samples_us.extend(backend.time(p, Kernel::Planned(case.plan), inputs, options)?.samples_us)
                     }
-                    (_, TORCH_TIMED_PEER, Some(o), Some(t)) => row.samples_us.extend(o.time_kernel(
-                        id,
-                        &t.launch(None),
-                        args.mode,
-                        args.warmup,
-                        n,
-                        flush_bytes,
-                    )?),
+                    (_, name, Some(o), Some(t)) if Timer::of_peer(name).is_some() => {
+                        let timer = Timer::of_peer(name).expect("matched");
+                        let samples =
+                            o.time_kernel(id, &t.launch(timer, None), args.mode, args.warmup, n, flush_bytes)?;
+                        row.samples_us.extend(samples)
+                    }
                     (_, name, Some(o), _) if is_oracle_peer(name) => {
                         match o.time(id, name, args.mode, args.warmup, n, flush_bytes)? {
                             PeerTiming::Samples(s) => row.samples_us.extend(s),

@@ -21,6 +21,8 @@ const REGISTERS: &str = "launch__registers_per_thread";
 const LOCAL_LOADS: &str = "smsp__sass_inst_executed_op_local_ld.sum";
 const LOCAL_STORES: &str = "smsp__sass_inst_executed_op_local_st.sum";
 const DURATION: &str = "gpu__time_duration.sum";
+/// Warps stalled at a barrier (bar.sync, named barriers) per issued instruction.
+const BARRIER_STALLS: &str = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio";
 
 /// The metrics `evoattn profile` asks ncu for.
 pub const METRICS: &[&str] = &[
@@ -53,6 +55,8 @@ pub const METRICS: &[&str] = &[
     LOCAL_STORES,
     // Kernel time, to tie the counters to the bench figure.
     DURATION,
+    // Barrier stalls: the tuner's composite score penalises synchronisation.
+    BARRIER_STALLS,
 ];
 
 /// The counters of one profiled kernel launch. Values are None where ncu printed "n/a" or
@@ -105,6 +109,9 @@ impl KernelProfile {
     }
     pub fn duration_ns(&self) -> Option<f64> {
         self.get(DURATION)
+    }
+    pub fn barrier_stalls(&self) -> Option<f64> {
+        self.get(BARRIER_STALLS)
     }
 }
 
@@ -287,15 +294,89 @@ pub fn classify(p: &KernelProfile) -> (Bound, String) {
     )
 }
 
-/// The measured terms the tuner scores a variant with.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// The counters the tuner scores and gates a candidate with (`tune --fitness composite`,
+/// `--ncu-gate`): one launch's, or the mean of one launch per tuning shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct NcuTerms {
     pub tensor_pct: Option<f64>,
     pub sm_pct: Option<f64>,
+    pub dram_pct: Option<f64>,
+    /// Warps stalled at barriers per issued instruction.
+    pub barrier_stalls: Option<f64>,
+    pub registers: Option<f64>,
 }
 
 pub fn ncu_terms(p: &KernelProfile) -> NcuTerms {
-    NcuTerms { tensor_pct: p.tensor_pct(), sm_pct: p.sm_pct() }
+    NcuTerms {
+        tensor_pct: p.tensor_pct(),
+        sm_pct: p.sm_pct(),
+        dram_pct: p.dram_pct(),
+        barrier_stalls: p.barrier_stalls(),
+        registers: p.registers(),
+    }
+}
+
+impl NcuTerms {
+    /// The mean of each counter over `launches` (None where any launch lacks it).
+    pub fn mean(launches: &[NcuTerms]) -> NcuTerms {
+        let mean = |f: fn(&NcuTerms) -> Option<f64>| {
+            let values: Option<Vec<f64>> = launches.iter().map(f).collect();
+            values.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        NcuTerms {
+            tensor_pct: mean(|t| t.tensor_pct),
+            sm_pct: mean(|t| t.sm_pct),
+            dram_pct: mean(|t| t.dram_pct),
+            barrier_stalls: mean(|t| t.barrier_stalls),
+            registers: mean(|t| t.registers),
+        }
+    }
+}
+
+/// Composite-score points per unit of geomean speedup: the founding documents' weight. The
+/// counters' terms add up to 300 points, so they outweigh speed differences up to 30%.
+pub const COMPOSITE_SPEEDUP_WEIGHT: f64 = 1000.0;
+/// Points per tensor-pipe percent (the founding documents' 2).
+pub const COMPOSITE_TENSOR_WEIGHT: f64 = 2.0;
+/// Points per SM-busy percent (the founding documents' 1).
+pub const COMPOSITE_SM_WEIGHT: f64 = 1.0;
+/// Points off per warp stalled at a barrier per issued instruction: at the 0.1-2 that attention
+/// kernels read, 1-20 points, a synchronisation-heavy kernel pays up to 2% of speedup.
+pub const COMPOSITE_BARRIER_PENALTY: f64 = 10.0;
+/// Points off per register a thread: 128 registers cost 12.8 points, 255 cost 25.5, so of two
+/// kernels within 1.3% the leaner one ranks first. (Spills, the founding documents' third
+/// penalty, never reach the profiler: the resource gate refuses them.)
+pub const COMPOSITE_REGISTER_PENALTY: f64 = 0.1;
+
+/// The founding documents' composite score: `1000 × speedup + 2 × tensor % + SM % − penalties`
+/// (barrier stalls, registers). A missing counter adds or costs nothing: ncu said "n/a".
+pub fn composite(speedup: f64, t: &NcuTerms) -> f64 {
+    COMPOSITE_SPEEDUP_WEIGHT * speedup
+        + COMPOSITE_TENSOR_WEIGHT * t.tensor_pct.unwrap_or(0.0)
+        + COMPOSITE_SM_WEIGHT * t.sm_pct.unwrap_or(0.0)
+        - COMPOSITE_BARRIER_PENALTY * t.barrier_stalls.unwrap_or(0.0)
+        - COMPOSITE_REGISTER_PENALTY * t.registers.unwrap_or(0.0)
+}
+
+/// Tensor-pipe percent from which a kernel counts as using the tensor cores (the founding
+/// documents' NCU sanity gate).
+pub const SANITY_TENSOR_PCT: f64 = 50.0;
+/// DRAM percent below which a kernel is not streaming memory wastefully (the same gate).
+pub const SANITY_DRAM_PCT: f64 = 50.0;
+
+/// The founding documents' fourth gate (`tune --ncu-gate`): the tensor pipe at least 50% busy,
+/// or DRAM under 50%: a kernel that does neither moves bytes instead of doing math. Unreadable
+/// counters fail it: the gate cannot vouch for what it cannot see.
+pub fn sanity(t: &NcuTerms) -> Result<(), String> {
+    match (t.tensor_pct, t.dram_pct) {
+        (Some(tensor), _) if tensor >= SANITY_TENSOR_PCT => Ok(()),
+        (_, Some(dram)) if dram < SANITY_DRAM_PCT => Ok(()),
+        (Some(tensor), Some(dram)) => Err(format!(
+            "tensor pipe {tensor:.1}% (< {SANITY_TENSOR_PCT}%) with DRAM {dram:.1}% (>= {SANITY_DRAM_PCT}%): \
+             the kernel streams memory instead of using the tensor cores"
+        )),
+        _ => Err("ncu reported no tensor-pipe or DRAM reading, so the sanity gate cannot pass".into()),
+    }
 }
 
 #[cfg(test)]
@@ -320,8 +401,9 @@ mod tests {
         assert_eq!(profiles.len(), 2);
         let p = &profiles[0];
         assert_eq!((p.kernel.as_str(), p.launch_id), ("evoattn_mma_bf16_d128_bm128_bn64_s2_qr1", 0));
-        // A capture from before the XU and issue metrics joined the list: every other one is there.
-        let added = [XU_PCT, ISSUE_PCT];
+        // A capture from before the XU, issue and barrier metrics joined the list: every other
+        // one is there.
+        let added = [XU_PCT, ISSUE_PCT, BARRIER_STALLS];
         assert_eq!(p.metrics.len(), METRICS.len() - added.len());
         assert!(METRICS.iter().filter(|m| !added.contains(m)).all(|m| p.metrics.contains_key(*m)));
         assert_eq!((p.xu_pct(), p.issue_pct()), (None, None));
@@ -338,7 +420,10 @@ mod tests {
         assert_eq!(profiles[1].launch_id, 1);
         assert_eq!(profiles[1].duration_ns(), Some(2_301_440.0));
         assert_eq!(classify(p).0, Bound::Latency);
-        assert_eq!(ncu_terms(p), NcuTerms { tensor_pct: Some(37.56), sm_pct: Some(43.58) });
+        let terms = ncu_terms(p);
+        assert_eq!((terms.tensor_pct, terms.sm_pct, terms.registers), (Some(37.56), Some(43.58), Some(210.0)));
+        // The capture predates the barrier-stall metric.
+        assert_eq!(terms.barrier_stalls, None);
     }
 
     #[test]
@@ -426,6 +511,53 @@ mod tests {
         let (bound, reason) = classify(&empty);
         assert_eq!(bound, Bound::Latency);
         assert!(reason.contains("tensor n/a"), "{reason}");
-        assert_eq!(ncu_terms(&empty), NcuTerms { tensor_pct: None, sm_pct: None });
+        let none = NcuTerms { tensor_pct: None, sm_pct: None, dram_pct: None, barrier_stalls: None, registers: None };
+        assert_eq!(ncu_terms(&empty), none);
+    }
+
+    fn terms(tensor: f64, sm: f64, dram: f64, barrier: f64, registers: f64) -> NcuTerms {
+        NcuTerms {
+            tensor_pct: Some(tensor),
+            sm_pct: Some(sm),
+            dram_pct: Some(dram),
+            barrier_stalls: Some(barrier),
+            registers: Some(registers),
+        }
+    }
+
+    #[test]
+    fn composite_is_speedup_first_then_tensor_and_sm_busy_less_syncs_and_registers() {
+        // 1000 × 1.1 + 2 × 60 + 70 − 10 × 0.5 − 0.1 × 128 = 1100 + 120 + 70 − 5 − 12.8.
+        assert!((composite(1.1, &terms(60.0, 70.0, 10.0, 0.5, 128.0)) - 1272.2).abs() < 1e-9);
+        // The counters weigh up to 300 points, 30% of speedup: a kernel 10% faster with idle
+        // pipes ranks below one with the tensor pipe 60% busy. That trade is what a composite
+        // run is compared with a geomean run for.
+        let (fast, busy) =
+            (composite(1.1, &terms(0.0, 0.0, 0.0, 0.0, 0.0)), composite(1.0, &terms(60.0, 0.0, 0.0, 0.0, 0.0)));
+        assert!(busy > fast, "{fast} {busy}");
+        // At equal speed the busier tensor pipe and the leaner kernel rank first.
+        assert!(
+            composite(1.0, &terms(60.0, 50.0, 0.0, 0.5, 128.0)) > composite(1.0, &terms(50.0, 50.0, 0.0, 0.5, 128.0))
+        );
+        assert!(
+            composite(1.0, &terms(50.0, 50.0, 0.0, 0.2, 96.0)) > composite(1.0, &terms(50.0, 50.0, 0.0, 0.5, 128.0))
+        );
+    }
+
+    #[test]
+    fn sanity_needs_a_busy_tensor_pipe_or_quiet_dram() {
+        assert!(sanity(&terms(55.0, 0.0, 90.0, 0.0, 0.0)).is_ok(), "tensor-bound");
+        assert!(sanity(&terms(20.0, 0.0, 30.0, 0.0, 0.0)).is_ok(), "latency-bound, not streaming");
+        let err = sanity(&terms(20.0, 0.0, 80.0, 0.0, 0.0)).unwrap_err();
+        assert!(err.contains("tensor pipe 20.0%") && err.contains("DRAM 80.0%"), "{err}");
+        assert!(sanity(&NcuTerms { dram_pct: None, tensor_pct: None, ..terms(0.0, 0.0, 0.0, 0.0, 0.0) }).is_err());
+    }
+
+    #[test]
+    fn the_mean_over_shapes_needs_every_launch() {
+        let m = NcuTerms::mean(&[terms(40.0, 50.0, 10.0, 1.0, 128.0), terms(60.0, 70.0, 30.0, 0.0, 128.0)]);
+        assert_eq!(m, terms(50.0, 60.0, 20.0, 0.5, 128.0));
+        let partial = NcuTerms { barrier_stalls: None, ..terms(60.0, 70.0, 30.0, 0.0, 128.0) };
+        assert_eq!(NcuTerms::mean(&[terms(40.0, 50.0, 10.0, 1.0, 128.0), partial]).barrier_stalls, None);
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::lab::inputs::Draw;
 use crate::lab::tensors_io::{bits, dtype_name, safetensors_dtype};
-use crate::stores::record::{Mode, Status};
+use crate::stores::record::{Mode, Status, Timer};
 use anyhow::{anyhow, bail, ensure, Context};
 use evoattn::{Layout, Problem, TensorName};
 use safetensors::SafeTensors;
@@ -44,7 +44,7 @@ const DEFAULT_PYTHON: &str = "python3";
 /// case, short enough that a wedged GPU does not hang a benchmark for ever.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The protocol version this client speaks (`PROTOCOL_VERSION` in the package).
-const PROTOCOL_VERSION: u32 = 3;
+const PROTOCOL_VERSION: u32 = 4;
 const PACKAGE: &str = "evoattn_oracle";
 /// Where the package lives relative to the repository root.
 const PACKAGE_PARENT: &str = "python";
@@ -172,6 +172,8 @@ pub struct KernelLaunch<'a> {
     pub pointer_offsets: PointerOffsets,
     /// Where to write the `o` the kernel produced, for checking.
     pub output: Option<&'a Path>,
+    /// Who times it in the oracle.
+    pub timer: Timer,
 }
 
 /// A running oracle. Dropping it stops the process.
@@ -300,8 +302,8 @@ impl Oracle {
         ceiling_value(op, &self.connection.request(op, fields)?, key)
     }
 
-    /// Times one of our kernels inside the oracle, on case `id`'s tensors, with PyTorch's events:
-    /// the cross-check of our timer (DESIGN: the two agree within 3%).
+    /// Times one of our kernels inside the oracle, on case `id`'s tensors, with the launch's
+    /// timer: the cross-checks of our timer (DESIGN: they agree within 3%).
     pub fn time_kernel(
         &mut self,
         id: &str,
@@ -315,7 +317,7 @@ impl Oracle {
             "id": id, "cubin_path": utf8(launch.cubin)?, "kernel": launch.kernel, "grid": launch.grid,
             "block": launch.block, "smem": launch.smem, "params_b64": base64(launch.params),
             "pointer_offsets": launch.pointer_offsets, "output": launch.output.map(utf8).transpose()?,
-            "mode": mode.name(),
+            "mode": mode.name(), "timer": launch.timer.protocol_name(),
             "warmup": warmup, "samples": samples, "flush_bytes": flush_bytes
         });
         kernel_samples(&self.connection.request("time_kernel", fields)?, samples)
@@ -859,10 +861,17 @@ mod tests {
             params: &params,
             pointer_offsets: PointerOffsets { q: 0, k: 8, v: 16, o: 24 },
             output: Some(&out),
+            timer: Timer::Events,
         };
         let samples = oracle.time_kernel("a", &launch, Mode::Graph, WARMUP, SAMPLES, FLUSH).unwrap();
         assert_eq!(samples.len(), SAMPLES);
         assert!(read_output(&out, &problem, Layout::Bhsd).is_ok());
+        // Every timer of the cross-check speaks the same request.
+        for timer in [Timer::DoBench, Timer::Profiler] {
+            let timed = KernelLaunch { timer, ..launch };
+            let samples = oracle.time_kernel("a", &timed, Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap();
+            assert_eq!(samples.len(), SAMPLES, "{timer:?}");
+        }
         launch.pointer_offsets.o = 44;
         let err = oracle.time_kernel("a", &launch, Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap_err();
         assert!(one_line(&err).contains("pointer offset of o"), "{err:#}");

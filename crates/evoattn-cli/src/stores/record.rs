@@ -97,9 +97,55 @@ impl Measurement {
 
 /// The peer that is our own kernel measured again (A/A).
 pub const SELF_PEER: &str = "self";
-/// The peer that is our own kernel launched and timed by the oracle with PyTorch's events: the
-/// cross-check of our timer (DESIGN: the two must agree within 3%).
+/// Who times our own kernel in the oracle, launched there from its CUBIN: the cross-checks of
+/// our timer, each a control peer. Each must agree with ours within [`TIMER_TOLERANCE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// PyTorch's CUDA events around each call, the oracle's method for every peer.
+    Events,
+    /// Triton's `triton.testing.do_bench` (its warm-up, L2 clear and event pairs).
+    DoBench,
+    /// PyTorch's profiler: the kernel's own duration as CUPTI records it.
+    Profiler,
+}
+
+impl Timer {
+    pub const ALL: [Timer; 3] = [Timer::Events, Timer::DoBench, Timer::Profiler];
+
+    /// The control peer of our kernel timed this way.
+    pub fn peer(self) -> &'static str {
+        match self {
+            Timer::Events => TORCH_TIMED_PEER,
+            Timer::DoBench => "self-do-bench",
+            Timer::Profiler => "self-torch-profiler",
+        }
+    }
+
+    /// The timer's name in the oracle's protocol (`time_kernel`'s `timer`).
+    pub fn protocol_name(self) -> &'static str {
+        match self {
+            Timer::Events => "events",
+            Timer::DoBench => "do_bench",
+            Timer::Profiler => "profiler",
+        }
+    }
+
+    pub fn of_peer(name: &str) -> Option<Timer> {
+        Timer::ALL.into_iter().find(|t| t.peer() == name)
+    }
+
+    /// Whether it times CUDA-graph replays too: do_bench and the profiler time eager calls.
+    pub fn times_graphs(self) -> bool {
+        self == Timer::Events
+    }
+}
+
+/// The peer that is our own kernel launched and timed by the oracle with PyTorch's events.
 pub const TORCH_TIMED_PEER: &str = "self-torch-events";
+
+/// How far another harness's median of our kernel may be from our timer's (DESIGN: within 3%):
+/// a case past it is flagged by `bench` and not judged by `gate`.
+pub const TIMER_TOLERANCE: f64 = 0.03;
 
 /// The peer that is our own kernel called through the Python package (`evoattn.attention` on
 /// PyTorch tensors, timed by the oracle): what a PyTorch caller sees, beside the Rust path.
@@ -108,7 +154,7 @@ pub const PYTHON_PEER: &str = "evoattn-torch";
 /// True for the peers that are our own kernel measured another way: they are controls, never
 /// "the best peer" a speedup is claimed against.
 pub fn is_control(name: &str) -> bool {
-    name == SELF_PEER || name == TORCH_TIMED_PEER || name == PYTHON_PEER
+    name == SELF_PEER || name == PYTHON_PEER || Timer::of_peer(name).is_some()
 }
 
 /// Whether an implementation ran a case; written in records as `ok`, `refused` or `missing`.

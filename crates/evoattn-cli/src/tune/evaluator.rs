@@ -4,6 +4,7 @@
 
 use super::evolve::{past, Child, Evaluation, Evaluator, Gate};
 use super::pool::Worker;
+use super::profiler::Profiler;
 use super::protocol::{Request, VariantFile};
 use super::store::shape_text;
 use crate::lab::ceilings::Ceilings;
@@ -35,6 +36,8 @@ pub struct WorkerEvaluator {
     /// The GPU's measured ceilings, for the integrity gate's roofline (None: not measured,
     /// which the run said when it started).
     pub ceilings: Option<Ceilings>,
+    /// Profiles each candidate that passes the integrity gate, when the run needs counters.
+    pub profiler: Option<Profiler>,
     cache: CubinCache,
     /// Where proposed sources' CUBINs are handed to the workers.
     dir: PathBuf,
@@ -46,7 +49,16 @@ impl WorkerEvaluator {
         let cache = CubinCache::open(CubinCache::default_dir())?;
         let dir = std::env::temp_dir().join(format!("evoattn-tune-{}", std::process::id()));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(WorkerEvaluator { workers, arch, causal: Causal::None, ceilings: None, cache, dir, next_id: 0 })
+        Ok(WorkerEvaluator {
+            workers,
+            arch,
+            causal: Causal::None,
+            ceilings: None,
+            profiler: None,
+            cache,
+            dir,
+            next_id: 0,
+        })
     }
 
     /// The request for a child that passed the compile and resource gates.
@@ -160,7 +172,7 @@ impl Evaluator for WorkerEvaluator {
                 continue;
             }
             match self.request(child, &compiled, shapes) {
-                Ok(request) => queue.push((i, request)),
+                Ok(request) => queue.push((i, request, child.spec.name())),
                 Err(e) => done(i, Evaluation::failed(Gate::Correctness, e)),
             }
         }
@@ -168,14 +180,23 @@ impl Evaluator for WorkerEvaluator {
         let next = AtomicUsize::new(0);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::scope(|s| {
+            let profiler = self.profiler.as_ref();
             for worker in &mut self.workers {
                 let (tx, queue, next) = (tx.clone(), &queue, &next);
                 s.spawn(move || {
-                    while let Some((i, request)) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    while let Some((i, request, kernel)) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
                         if past(deadline) {
                             return;
                         }
-                        if tx.send((*i, worker.evaluate(request))).is_err() {
+                        let mut eval = worker.evaluate(request);
+                        // On this worker's GPU, before it takes its next candidate.
+                        if let (None, Some(p)) = (&eval.failure, profiler) {
+                            match p.profile(worker.gpu, request, kernel) {
+                                Ok(counters) => eval.counters = Some(counters),
+                                Err(e) => eval = Evaluation::failed(Gate::Ncu, e),
+                            }
+                        }
+                        if tx.send((*i, eval)).is_err() {
                             return;
                         }
                     }

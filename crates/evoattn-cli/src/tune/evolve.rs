@@ -3,6 +3,7 @@
 //! The GPU work sits behind [`Evaluator`], so the loop is tested on the CPU.
 
 use super::space;
+use crate::lab::ncu::{composite, NcuTerms};
 use evoattn::arch::Arch;
 use evoattn::config::{KernelConfig, KernelSpec};
 use evoattn::problem::Shape;
@@ -39,10 +40,33 @@ pub enum Gate {
     /// inputs the kernel has never seen, and no median below the roofline. What a kernel that
     /// games the first three gates (it behaves once it is being timed) cannot pass.
     Integrity,
+    /// Nsight Compute's counters, read when the run ranks by the composite score or asks for
+    /// the sanity gate (`--ncu-gate`): a profile that fails to run, or fails that gate.
+    Ncu,
+}
+
+/// What ranks candidates (`tune --fitness`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fitness {
+    /// The geometric-mean speedup over the baseline (the measured time alone).
+    Geomean,
+    /// The founding documents' composite: 1000 × that speedup + 2 × tensor-pipe % + SM-busy %
+    /// − penalties (barrier stalls, registers), from Nsight Compute's counters.
+    Composite,
+}
+
+impl Fitness {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fitness::Geomean => "geomean",
+            Fitness::Composite => "composite",
+        }
+    }
 }
 
 impl Gate {
-    pub const ALL: [Gate; 5] = [Gate::Compile, Gate::Resources, Gate::Correctness, Gate::Timing, Gate::Integrity];
+    pub const ALL: [Gate; 6] =
+        [Gate::Compile, Gate::Resources, Gate::Correctness, Gate::Timing, Gate::Integrity, Gate::Ncu];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -51,6 +75,7 @@ impl Gate {
             Gate::Correctness => "correctness",
             Gate::Timing => "timing",
             Gate::Integrity => "integrity",
+            Gate::Ncu => "ncu",
         }
     }
 
@@ -65,6 +90,8 @@ pub struct Evaluation {
     pub failure: Option<(Gate, String)>,
     /// Median time per shape, µs, in the order of the run's shapes; empty on failure.
     pub medians_us: Vec<f64>,
+    /// Nsight Compute's counters, the mean over the shapes, when the run profiled.
+    pub counters: Option<NcuTerms>,
 }
 
 impl Evaluation {
@@ -80,7 +107,7 @@ impl Evaluation {
 impl Evaluation {
     /// A failure at `gate` with its error text.
     pub fn failed(gate: Gate, error: impl Into<String>) -> Self {
-        Evaluation { failure: Some((gate, error.into())), medians_us: Vec::new() }
+        Evaluation { failure: Some((gate, error.into())), medians_us: Vec::new(), counters: None }
     }
 }
 
@@ -154,6 +181,8 @@ pub trait Gates {
     fn timing(&mut self, child: &Child, shapes: &[Shape]) -> Result<Vec<f64>, String>;
     /// The checks after timing ([`Gate::Integrity`]), given the medians timing measured.
     fn integrity(&mut self, child: &Child, shapes: &[Shape], medians_us: &[f64]) -> Result<(), String>;
+    /// Nsight Compute's counters when the run profiles (None when it does not).
+    fn profile(&mut self, child: &Child, shapes: &[Shape]) -> Result<Option<NcuTerms>, String>;
 
     /// Runs the gates in order, stopping at the first failure.
     fn evaluate(&mut self, child: &Child, shapes: &[Shape]) -> Evaluation {
@@ -170,9 +199,12 @@ pub trait Gates {
             Ok(m) => m,
             Err(e) => return Evaluation::failed(Gate::Timing, e),
         };
-        match self.integrity(child, shapes, &medians_us) {
-            Ok(()) => Evaluation { failure: None, medians_us },
-            Err(e) => Evaluation::failed(Gate::Integrity, e),
+        if let Err(e) = self.integrity(child, shapes, &medians_us) {
+            return Evaluation::failed(Gate::Integrity, e);
+        }
+        match self.profile(child, shapes) {
+            Ok(counters) => Evaluation { failure: None, medians_us, counters },
+            Err(e) => Evaluation::failed(Gate::Ncu, e),
         }
     }
 }
@@ -215,7 +247,11 @@ pub fn discarded(baseline_us: &[f64], child_us: &[f64]) -> bool {
 pub struct Candidate {
     pub spec: KernelSpec,
     pub medians_us: Vec<f64>,
+    /// What ranks it: the geomean speedup, or the composite score ([`Params::fitness`]).
     pub fitness: f64,
+    /// The geometric-mean speedup over the baseline.
+    pub speedup: f64,
+    pub counters: Option<NcuTerms>,
 }
 
 /// What the tuner is asked to do.
@@ -228,6 +264,10 @@ pub struct Params {
     pub elites: usize,
     /// No generation starts after this instant (`--budget`).
     pub deadline: Option<Instant>,
+    /// What ranks candidates.
+    pub fitness: Fitness,
+    /// Whether the NCU sanity gate applies ([`crate::lab::ncu::sanity`]).
+    pub ncu_gate: bool,
 }
 
 /// What a run found.
@@ -257,13 +297,26 @@ pub fn evolve(
 ) -> Result<Outcome, String> {
     let mut rng = SmallRng::seed_from_u64(params.seed);
     let mut evaluated = 0;
+    // Stored evaluations serve only where they hold what this run ranks and gates by.
+    let profiles = params.fitness == Fitness::Composite || params.ncu_gate;
+    let known: HashMap<KernelConfig, Evaluation> = known
+        .iter()
+        .filter(|(_, e)| match &e.failure {
+            None => !profiles || e.counters.is_some(),
+            Some((Gate::Ncu, _)) => params.ncu_gate,
+            Some(_) => true,
+        })
+        .map(|(c, e)| (*c, e.clone()))
+        .collect();
     let base_child = Child::of(baseline);
     let base_eval = match known.get(&baseline.config) {
         Some(eval) => eval.clone(),
         None => {
             let mut eval = None;
             // The baseline is what every fitness is relative to: it runs whatever the budget.
-            evaluator.evaluate_batch(std::slice::from_ref(&base_child), shapes, None, &mut |_, e| eval = Some(e));
+            evaluator.evaluate_batch(std::slice::from_ref(&base_child), shapes, None, &mut |_, e| {
+                eval = Some(ncu_gate(e, params))
+            });
             evaluated += 1;
             let eval = eval.ok_or("the evaluator returned no result for the baseline")?;
             record(&base_child, &eval, eval.failure.is_none().then_some(1.0), false);
@@ -273,8 +326,16 @@ pub fn evolve(
     if let Some((gate, e)) = &base_eval.failure {
         return Err(format!("baseline {} failed the {} gate: {e}", baseline.name(), gate.name()));
     }
-    let base_us = base_eval.medians_us;
-    let mut elites = vec![Candidate { spec: baseline, medians_us: base_us.clone(), fitness: 1.0 }];
+    let base_us = base_eval.medians_us.clone();
+    let candidate = |spec: KernelSpec, eval: &Evaluation| {
+        let speedup = fitness(&base_us, &eval.medians_us);
+        let rank = match params.fitness {
+            Fitness::Geomean => speedup,
+            Fitness::Composite => composite(speedup, &eval.counters.unwrap_or_default()),
+        };
+        Candidate { spec, medians_us: eval.medians_us.clone(), fitness: rank, speedup, counters: eval.counters }
+    };
+    let mut elites = vec![candidate(baseline, &base_eval)];
     let mut seen: HashSet<KernelConfig> = HashSet::from([baseline.config]);
     let imp = baseline.imp();
     // A resumed run starts from the population the stored evaluations give (sorted: the map's
@@ -284,12 +345,7 @@ pub fn evolve(
     for (config, eval) in stored {
         seen.insert(*config);
         if eval.failure.is_none() && *config != baseline.config && !discarded(&base_us, &eval.medians_us) {
-            let fitness = fitness(&base_us, &eval.medians_us);
-            elites.push(Candidate {
-                spec: KernelSpec { config: *config, ..baseline },
-                medians_us: eval.medians_us.clone(),
-                fitness,
-            });
+            elites.push(candidate(KernelSpec { config: *config, ..baseline }, eval));
         }
     }
     sort_best_first(&mut elites, params.elites);
@@ -338,15 +394,16 @@ pub fn evolve(
             reused.into_iter().map(|c| (c.clone(), known[&c.spec.config].clone())).collect();
         evaluator.evaluate_batch(&fresh, shapes, params.deadline, &mut |i, eval| {
             evaluated += 1;
-            let (fitness, dropped) = score(&base_us, &eval);
-            record(&fresh[i], &eval, fitness, dropped);
+            let eval = ncu_gate(eval, params);
+            let (speedup, dropped) = score(&base_us, &eval);
+            record(&fresh[i], &eval, speedup, dropped);
             results.push((fresh[i].clone(), eval));
         });
         for (child, eval) in results {
             // Variants are data, not parents: a one-lever mutation of one would drop its source.
-            let (fitness, dropped) = score(&base_us, &eval);
-            if let (Some(fitness), false, None) = (fitness, dropped, &child.source) {
-                elites.push(Candidate { spec: child.spec, medians_us: eval.medians_us, fitness });
+            let (speedup, dropped) = score(&base_us, &eval);
+            if let (Some(_), false, None) = (speedup, dropped, &child.source) {
+                elites.push(candidate(child.spec, &eval));
             }
         }
         sort_best_first(&mut elites, params.elites);
@@ -355,7 +412,24 @@ pub fn evolve(
     Ok(Outcome { elites, evaluated, generations, baseline_us: base_us })
 }
 
-/// Fitness of an evaluation (`None` when a gate failed) and whether the discard rule drops it.
+/// `eval` through the NCU sanity gate when the run applies it; a run that profiles needs the
+/// counters of every evaluation that passed the other gates.
+fn ncu_gate(eval: Evaluation, params: &Params) -> Evaluation {
+    let profiles = params.fitness == Fitness::Composite || params.ncu_gate;
+    let verdict = match (&eval.failure, &eval.counters) {
+        (Some(_), _) => Ok(()),
+        (None, None) if profiles => Err("the evaluator returned no counters".to_string()),
+        (None, Some(c)) if params.ncu_gate => crate::lab::ncu::sanity(c),
+        (None, _) => Ok(()),
+    };
+    match verdict {
+        Ok(()) => eval,
+        Err(e) => Evaluation { counters: eval.counters, ..Evaluation::failed(Gate::Ncu, e) },
+    }
+}
+
+/// The geomean speedup of an evaluation (`None` when a gate failed) and whether the discard
+/// rule drops it.
 fn score(base_us: &[f64], eval: &Evaluation) -> (Option<f64>, bool) {
     match eval.failure {
         Some(_) => (None, false),
@@ -381,11 +455,13 @@ pub(crate) mod tests {
         pub calls: Vec<KernelConfig>,
         pub fail_at: Option<Gate>,
         pub gates_run: Vec<Gate>,
+        /// The counters a config's profile reads, when the run profiles.
+        pub counters: Option<fn(KernelConfig) -> NcuTerms>,
     }
 
     impl Mock {
         pub(crate) fn new() -> Self {
-            Mock { calls: Vec::new(), fail_at: None, gates_run: Vec::new() }
+            Mock { calls: Vec::new(), fail_at: None, gates_run: Vec::new(), counters: None }
         }
         fn gate(&mut self, gate: Gate) -> Result<(), String> {
             self.gates_run.push(gate);
@@ -450,6 +526,10 @@ pub(crate) mod tests {
         fn integrity(&mut self, _: &Child, _: &[Shape], _: &[f64]) -> Result<(), String> {
             self.gate(Gate::Integrity)
         }
+        fn profile(&mut self, child: &Child, _: &[Shape]) -> Result<Option<NcuTerms>, String> {
+            self.gate(Gate::Ncu)?;
+            Ok(self.counters.map(|f| f(child.spec.config)))
+        }
     }
 
     pub(crate) fn baseline() -> KernelSpec {
@@ -471,7 +551,15 @@ pub(crate) mod tests {
     /// over the typed axes 24 generations stopped at pipeline=overlap, one value of five from
     /// the optimum's tma).
     pub(crate) fn params() -> Params {
-        Params { arch: Arch::Sm90a, generations: 28, seed: 42, elites: ELITES, deadline: None }
+        Params {
+            arch: Arch::Sm90a,
+            generations: 28,
+            seed: 42,
+            elites: ELITES,
+            deadline: None,
+            fitness: Fitness::Geomean,
+            ncu_gate: false,
+        }
     }
 
     #[test]
@@ -528,6 +616,93 @@ pub(crate) mod tests {
             evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
                 .unwrap();
         assert_eq!(again.elites, out.elites);
+    }
+
+    /// Counters that favour two stages: both pipes busy there, and elsewhere idle pipes,
+    /// barrier stalls and a full register file (375 points apart: more than the optimum's lead
+    /// over its two-stage neighbour, 2.4 against 2.09 speedup).
+    fn two_stages_busy(config: KernelConfig) -> NcuTerms {
+        let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
+        let (busy, stalls, registers) = if c.stages == 2 { (100.0, 0.0, 0.0) } else { (0.0, 5.0, 255.0) };
+        NcuTerms {
+            tensor_pct: Some(busy),
+            sm_pct: Some(busy),
+            dram_pct: Some(10.0),
+            barrier_stalls: Some(stalls),
+            registers: Some(registers),
+        }
+    }
+
+    #[test]
+    fn the_composite_ranks_by_the_counters_where_they_outweigh_the_speedup() {
+        let composite_params = Params { fitness: Fitness::Composite, ..params() };
+        let mut mock = Mock { counters: Some(two_stages_busy), ..Mock::new() };
+        let composite_run =
+            evolve(&mut mock, baseline(), &shapes(), &composite_params, &HashMap::new(), &mut NoHooks, |_, e, _, _| {
+                assert!(e.failure.is_some() || e.counters.is_some(), "every passing evaluation has counters")
+            })
+            .unwrap();
+        let mut mock = Mock { counters: Some(two_stages_busy), ..Mock::new() };
+        let geomean_run =
+            evolve(&mut mock, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
+                .unwrap();
+        let (c, g) = (&composite_run.elites[0], &geomean_run.elites[0]);
+        let KernelConfig::Wgmma(best) = g.spec.config else { panic!("wgmma") };
+        assert_eq!((best.stages, g.fitness), (3, g.speedup), "the geomean run finds the optimum");
+        let KernelConfig::Wgmma(chosen) = c.spec.config else { panic!("wgmma") };
+        assert_eq!(chosen.stages, 2, "{c:?}");
+        assert!(c.speedup < g.speedup, "slower, ranked first by its counters");
+        assert!((c.fitness - composite(c.speedup, &two_stages_busy(c.spec.config))).abs() < 1e-9);
+        assert!(composite_run.elites.windows(2).all(|w| w[0].fitness >= w[1].fitness));
+    }
+
+    #[test]
+    fn the_ncu_gate_fails_what_streams_memory_with_an_idle_tensor_pipe() {
+        // TMA loads read as DRAM-bound with a quiet tensor pipe; the rest as tensor-bound.
+        fn tma_streams(config: KernelConfig) -> NcuTerms {
+            let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
+            let tma = c.pipeline.loads() == Loads::Tma;
+            NcuTerms { tensor_pct: Some(if tma { 20.0 } else { 60.0 }), dram_pct: Some(80.0), ..NcuTerms::default() }
+        }
+        let p = Params { ncu_gate: true, ..params() };
+        let mut mock = Mock { counters: Some(tma_streams), ..Mock::new() };
+        let mut gated = Vec::new();
+        let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |child, e, _, _| {
+            if let Some((Gate::Ncu, error)) = &e.failure {
+                gated.push((child.spec.config, error.clone(), e.counters));
+            }
+        })
+        .unwrap();
+        assert!(!gated.is_empty());
+        for (config, error, counters) in &gated {
+            let KernelConfig::Wgmma(c) = config else { panic!("wgmma") };
+            assert_eq!(c.pipeline.loads(), Loads::Tma);
+            assert!(error.contains("tensor pipe 20.0%"), "{error}");
+            assert!(counters.is_some(), "the counters that failed it are kept");
+        }
+        assert!(out
+            .elites
+            .iter()
+            .all(|e| matches!(e.spec.config, KernelConfig::Wgmma(c) if c.pipeline.loads() != Loads::Tma)));
+    }
+
+    #[test]
+    fn a_profiling_run_measures_again_what_was_stored_without_counters() {
+        let mut first = Mock::new();
+        let mut stored = HashMap::new();
+        evolve(&mut first, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |child, e, _, _| {
+            stored.insert(child.spec.config, e.clone());
+        })
+        .unwrap();
+        let p = Params { fitness: Fitness::Composite, generations: 1, ..params() };
+        let mut again = Mock { counters: Some(two_stages_busy), ..Mock::new() };
+        evolve(&mut again, baseline(), &shapes(), &p, &stored, &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert_eq!(again.calls.first(), Some(&baseline().config), "the baseline is profiled, not reused");
+        // A geomean resume reuses them all, the baseline included.
+        let mut reuse = Mock::new();
+        let p = Params { generations: 1, ..params() };
+        evolve(&mut reuse, baseline(), &shapes(), &p, &stored, &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert!(!reuse.calls.contains(&baseline().config));
     }
 
     #[test]
@@ -637,6 +812,9 @@ pub(crate) mod tests {
             }
             fn integrity(&mut self, child: &Child, shapes: &[Shape], medians_us: &[f64]) -> Result<(), String> {
                 self.0.integrity(child, shapes, medians_us)
+            }
+            fn profile(&mut self, child: &Child, shapes: &[Shape]) -> Result<Option<NcuTerms>, String> {
+                self.0.profile(child, shapes)
             }
         }
         let p = Params { deadline: Some(Instant::now() + std::time::Duration::from_millis(100)), ..params() };

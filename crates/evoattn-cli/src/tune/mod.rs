@@ -5,6 +5,7 @@
 pub mod evaluator;
 pub mod evolve;
 pub mod pool;
+pub mod profiler;
 pub mod progress;
 pub mod proposer;
 pub mod protocol;

@@ -141,7 +141,7 @@ impl Worker {
                 Ok(Reply::Gate { gate: g, .. }) => gate = Gate::parse(&g).unwrap_or(gate),
                 Ok(Reply::Passed { medians_us, .. }) => {
                     self.process = Some(process);
-                    return Evaluation { failure: None, medians_us };
+                    return Evaluation { failure: None, medians_us, counters: None };
                 }
                 Ok(Reply::Failed { gate: g, error, .. }) => {
                     process.end("");

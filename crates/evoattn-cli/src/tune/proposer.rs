@@ -137,14 +137,32 @@ impl Proposer {
                     "{}. {} speedup {:.3}×, medians µs [{}]\n",
                     i + 1,
                     e.spec.config,
-                    e.fitness,
+                    e.speedup,
                     medians.join(", ")
                 ));
             }
         }
         if t.guidance.insights() {
             p.push_str("\n# I3: profile insights\n");
-            p.push_str(t.insights.as_deref().unwrap_or("none recorded for this run"));
+            let counters = elites.first().and_then(|best| best.counters);
+            if let Some(c) = counters {
+                let show =
+                    |v: Option<f64>, unit: &str| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1}{unit}"));
+                p.push_str(&format!(
+                    "Nsight Compute on the current best (mean over the shapes): tensor pipe {}, SM busy {}, DRAM {}, \
+                     {} warps stalled at barriers per issued instruction, {} registers a thread.\n",
+                    show(c.tensor_pct, "%"),
+                    show(c.sm_pct, "%"),
+                    show(c.dram_pct, "%"),
+                    show(c.barrier_stalls, ""),
+                    show(c.registers, "")
+                ));
+            }
+            match (&t.insights, counters) {
+                (Some(text), _) => p.push_str(text),
+                (None, Some(_)) => {}
+                (None, None) => p.push_str("none recorded for this run"),
+            }
             p.push('\n');
         }
         p
@@ -211,7 +229,7 @@ mod tests {
     #[test]
     fn full_guidance_carries_the_task_the_elites_and_the_insights() {
         let t = task();
-        let elite = Candidate { spec: t.baseline, medians_us: vec![12.5], fitness: 1.0 };
+        let elite = Candidate { spec: t.baseline, medians_us: vec![12.5], fitness: 1.0, speedup: 1.0, counters: None };
         let p = Proposer::new("true".into(), t).prompt(3, &[elite]);
         for part in ["# guidance: full", "# I1: task", "# I2: elites", "# I3: profile insights", "generation 3"] {
             assert!(p.contains(part), "{part} missing from:\n{p}");
@@ -223,7 +241,8 @@ mod tests {
 
     #[test]
     fn free_guidance_is_the_task_alone_and_insight_adds_the_insights() {
-        let elite = Candidate { spec: task().baseline, medians_us: vec![12.5], fitness: 1.0 };
+        let elite =
+            Candidate { spec: task().baseline, medians_us: vec![12.5], fitness: 1.0, speedup: 1.0, counters: None };
         let prompt = |guidance| {
             Proposer::new("true".into(), Task { guidance, ..task() }).prompt(1, std::slice::from_ref(&elite))
         };
@@ -241,6 +260,41 @@ mod tests {
     }
 
     #[test]
+    fn insights_carry_the_current_best_counters_when_the_run_reads_them() {
+        let counters = crate::lab::ncu::NcuTerms {
+            tensor_pct: Some(61.5),
+            sm_pct: Some(70.0),
+            dram_pct: None,
+            barrier_stalls: Some(0.42),
+            registers: Some(168.0),
+        };
+        let best = Candidate {
+            spec: task().baseline,
+            medians_us: vec![12.5],
+            fitness: 1250.0,
+            speedup: 1.1,
+            counters: Some(counters),
+        };
+        let prompt = |guidance, insights| {
+            Proposer::new("true".into(), Task { guidance, insights, ..task() }).prompt(1, std::slice::from_ref(&best))
+        };
+        let p = prompt(Guidance::Insight, None);
+        assert!(
+            p.contains(
+                "# I3: profile insights\nNsight Compute on the current best (mean over the shapes): tensor pipe 61.5%, \
+                 SM busy 70.0%, DRAM n/a, 0.4 warps stalled at barriers per issued instruction, 168.0 registers a thread."
+            ),
+            "{p}"
+        );
+        assert!(!p.contains("none recorded"), "{p}");
+        // With --insights too, both; the elites list the speedup, not the composite score.
+        let full = prompt(Guidance::Full, Some("tensor pipe 41%".into()));
+        assert!(full.contains("168.0 registers a thread.\ntensor pipe 41%"), "{full}");
+        assert!(full.contains("speedup 1.100×"), "{full}");
+        assert!(!prompt(Guidance::Free, None).contains("Nsight Compute"));
+    }
+
+    #[test]
     fn parses_configs_sources_and_reports_nonsense() {
         let t = task();
         let (got, warnings) = parse("block_n=128\n\n# a comment\nwarp_size=7\n", &t);
@@ -255,7 +309,7 @@ mod tests {
     #[test]
     fn a_failing_command_is_a_warning() {
         let t = task();
-        let elite = Candidate { spec: t.baseline, medians_us: vec![1.0], fitness: 1.0 };
+        let elite = Candidate { spec: t.baseline, medians_us: vec![1.0], fitness: 1.0, speedup: 1.0, counters: None };
         let (got, warnings) = Proposer::new("exit 3".into(), t).propose(0, std::slice::from_ref(&elite));
         assert!(got.is_empty());
         assert!(warnings[0].contains("exited with"), "{warnings:?}");

@@ -156,19 +156,21 @@ CREATE TABLE IF NOT EXISTS evaluations (
     source TEXT,
     arch TEXT,
     sm_count INTEGER,
-    guidance TEXT
+    guidance TEXT,
+    counters TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_bucket ON evaluations (gpu, bucket);
 ";
 
 /// What `query` reads after the id; `spec_name` is derived from these, so not read back.
 const COLUMNS: &str = "impl, dtype, head_dim, config, bucket, shapes, failed_gate, error, medians_us, \
-                       fitness, discarded, gpu, driver, version, git_commit, source, arch, sm_count, guidance";
+                       fitness, discarded, gpu, driver, version, git_commit, source, arch, sm_count, guidance, counters";
 
 /// Columns added after the first stores were written (proposed sources; the GPU's arch and SM
-/// count; the proposer's guidance), with their types: older stores get them.
-const ADDED_COLUMNS: [(&str, &str); 4] =
-    [("source", "TEXT"), ("arch", "TEXT"), ("sm_count", "INTEGER"), ("guidance", "TEXT")];
+/// count; the proposer's guidance; Nsight Compute's counters as JSON), with their types: older
+/// stores get them.
+const ADDED_COLUMNS: [(&str, &str); 5] =
+    [("source", "TEXT"), ("arch", "TEXT"), ("sm_count", "INTEGER"), ("guidance", "TEXT"), ("counters", "TEXT")];
 
 /// A shape in the command line's `B,H,S,D,HKV,SK` syntax (`Shape::parse` reads it back).
 pub fn shape_text(s: &Shape) -> String {
@@ -222,8 +224,8 @@ impl Store {
             tx.execute(
                 "INSERT INTO evaluations (gpu, driver, version, git_commit, bucket, shapes, spec_name, impl, dtype, \
              head_dim, config, gates_passed, failed_gate, error, medians_us, fitness, discarded, source, arch, \
-             sm_count, guidance) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-             ?18, ?19, ?20, ?21)",
+             sm_count, guidance, counters) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+             ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
                 params![
                     machine.gpu,
                     machine.driver,
@@ -246,6 +248,7 @@ impl Store {
                     machine.arch.map(Arch::name),
                     machine.sm_count,
                     guidance.map(Guidance::name),
+                    evaluation.counters.map(|c| serde_json::to_string(&c)).transpose()?,
                 ],
             )?;
         }
@@ -264,6 +267,7 @@ impl Store {
                 (r.get::<_, String>(12)?, r.get::<_, String>(13)?, r.get::<_, String>(14)?),
                 (r.get::<_, Option<String>>(15)?, r.get::<_, Option<String>>(16)?),
                 (r.get::<_, Option<String>>(17)?, r.get::<_, Option<u32>>(18)?, r.get::<_, Option<String>>(19)?),
+                r.get::<_, Option<String>>(20)?,
             ))
         })?;
         let mut rows = Vec::new();
@@ -276,6 +280,7 @@ impl Store {
                 m,
                 (c, source),
                 (arch, sm_count, guidance),
+                counters,
             ) = item?;
             let imp = Impl::parse(&imp).with_context(|| format!("stored impl '{imp}'"))?;
             let config: KernelConfig = space::parse(imp, &config).map_err(anyhow::Error::msg)?;
@@ -296,7 +301,11 @@ impl Store {
                 source,
                 bucket,
                 shapes,
-                evaluation: Evaluation { failure, medians_us: serde_json::from_str(&medians)? },
+                evaluation: Evaluation {
+                    failure,
+                    medians_us: serde_json::from_str(&medians)?,
+                    counters: counters.map(|c| serde_json::from_str(&c)).transpose()?,
+                },
                 fitness,
                 discarded,
                 gpu: m.0,
@@ -402,10 +411,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub").join(FILE_NAME);
         let mut store = Store::open(&path).unwrap();
-        let failing = Evaluation { failure: Some((Gate::Resources, "spills 96 bytes".into())), medians_us: vec![] };
+        let failing = Evaluation::failed(Gate::Resources, "spills 96 bytes");
         store.insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &failing, None, false, None).unwrap();
         let variant = Child { spec: baseline(), source: Some("// proposed".into()) };
-        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
+        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0], counters: None };
         store
             .insert(&machine(), &[bucket()], &shapes(), &variant, &timed, Some(9.0), false, Some(Guidance::Insight))
             .unwrap();
@@ -448,12 +457,14 @@ mod tests {
     fn a_store_from_before_proposed_sources_gains_the_column() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
-        let old_schema =
-            SCHEMA.replace(",\n    source TEXT,\n    arch TEXT,\n    sm_count INTEGER,\n    guidance TEXT", "");
+        let old_schema = SCHEMA.replace(
+            ",\n    source TEXT,\n    arch TEXT,\n    sm_count INTEGER,\n    guidance TEXT,\n    counters TEXT",
+            "",
+        );
         assert!(!old_schema.contains("source") && !old_schema.contains("sm_count") && !old_schema.contains("guidance"));
         Connection::open(&path).unwrap().execute_batch(&old_schema).unwrap();
         let mut store = Store::open(&path).unwrap();
-        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0] };
+        let timed = Evaluation { failure: None, medians_us: vec![1.0, 2.0], counters: None };
         store
             .insert(&machine(), &[bucket()], &shapes(), &Child::of(baseline()), &timed, Some(1.0), false, None)
             .unwrap();

@@ -33,6 +33,10 @@ pub struct Args {
     /// The GPU this worker owns (CUDA ordinal).
     #[arg(long, default_value_t = 0)]
     gpu: usize,
+    /// Read one request, launch its kernel once per shape on the timing inputs and exit,
+    /// printing nothing: what the tuner runs under Nsight Compute.
+    #[arg(long)]
+    launch_once: bool,
 }
 
 fn send(out: &mut impl Write, reply: &Reply) -> anyhow::Result<()> {
@@ -43,6 +47,13 @@ fn send(out: &mut impl Write, reply: &Reply) -> anyhow::Result<()> {
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut backend = open_on(args.gpu)?;
+    if args.launch_once {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).context("reading the request")?;
+        let request: Request = serde_json::from_str(&line).context("a tune-worker request")?;
+        launch_once(backend.as_mut(), &request)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let info = backend.info();
     let mut out = std::io::stdout().lock();
     let machine = super::store::Machine::of(&info);
@@ -119,6 +130,19 @@ fn job(request: &Request) -> anyhow::Result<Job> {
         }
     };
     Ok(Job { problems, variant, spec })
+}
+
+/// One launch of the request's kernel per shape, on the timing inputs.
+fn launch_once(backend: &mut dyn Backend, request: &Request) -> anyhow::Result<()> {
+    let info = backend.info();
+    let arch = Arch::parse(&info.arch).with_context(|| format!("backend reports unknown arch {}", info.arch))?;
+    let job = job(request)?;
+    for problem in &job.problems {
+        let plan = plan(problem, arch, info.sm_count, evoattn::Request::Config(job.spec.config));
+        let kernel = job.variant.as_ref().map_or(Kernel::Planned(&plan), Kernel::Variant);
+        backend.forward(problem, kernel, Inputs::Drawn(Draw::new(Distribution::Normal, TIMING_SEED)))?;
+    }
+    Ok(())
 }
 
 /// The names of the tensors whose digests differ.

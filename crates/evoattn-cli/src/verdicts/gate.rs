@@ -2,7 +2,9 @@
 //! samples. Pure: the same record and options always give the same report, so CI can re-gate a
 //! record taken on a GPU elsewhere.
 
-use crate::stores::record::{is_control, BenchRecord, Environment, Measurement, Mode, ResultRecord, Status};
+use crate::stores::record::{
+    is_control, BenchRecord, Environment, Measurement, Mode, ResultRecord, Status, Timer, TIMER_TOLERANCE,
+};
 use crate::text::{self, Column, Notes, Table, SHAPE_HEADER};
 use crate::verdicts::stats::{
     bootstrap_median_diff, bootstrap_median_ratio, summarize, unsteady_drift, Interval, Summary, Verdict,
@@ -222,7 +224,9 @@ pub struct Checks {
     pub below_threshold: Option<bool>,
     pub ci_below_zero: Option<bool>,
     pub p90: Option<bool>,
-    /// Neither side's samples drift past `stats::DRIFT_TOLERANCE` (else the case is not judged).
+    /// Neither side's samples drift past `stats::DRIFT_TOLERANCE`, and every other harness that
+    /// timed our kernel agrees with our timer within `TIMER_TOLERANCE` (else the case is not
+    /// judged).
     pub steady: Option<bool>,
 }
 
@@ -302,6 +306,31 @@ fn pick_peer<'a>(result: &'a ResultRecord, against: &Against) -> Result<&'a Meas
     }
 }
 
+/// Each timer control ([`Timer`]) whose median of our kernel is more than [`TIMER_TOLERANCE`]
+/// from our timer's, as a sentence: `bench` flags the case, `gate` does not judge it.
+pub fn timer_disagreements(result: &ResultRecord) -> Vec<String> {
+    let Some(ours) = summarize(&result.ours.samples_us) else { return Vec::new() };
+    result
+        .peers
+        .iter()
+        .filter(|p| p.is_ok() && Timer::of_peer(&p.name).is_some())
+        .filter_map(|p| {
+            let theirs = summarize(&p.samples_us)?.median;
+            let off = theirs / ours.median - 1.0;
+            (off.abs() > TIMER_TOLERANCE).then(|| {
+                format!(
+                    "{}'s median of our kernel {theirs:.2} µs is {:+.1}% from our timer's {:.2} µs (more than ±{:.0}%): \
+                     the timers disagree, not judged",
+                    p.name,
+                    off * 100.0,
+                    ours.median,
+                    TIMER_TOLERANCE * 100.0
+                )
+            })
+        })
+        .collect()
+}
+
 fn evaluate_case(result: &ResultRecord, env: &Environment, opts: &GateOptions) -> CaseReport {
     let block = env.block;
     let c = &result.case;
@@ -370,6 +399,10 @@ fn evaluate_case(result: &ResultRecord, env: &Environment, opts: &GateOptions) -
     if opts.p90 && !p90 {
         report.reasons.push(format!("p90 {:.2} µs is above the peer's {:.2} µs", cmp.ours.p90, cmp.peer.p90));
     }
+    // Another harness timing our kernel differently from our timer: neither median is trusted.
+    let disagreements = timer_disagreements(result);
+    let timers_agree = disagreements.is_empty();
+    report.reasons.extend(disagreements);
     // Samples still moving say nothing about either median: the case is re-measured, not judged.
     let drifting: Vec<String> = [("ours", &result.ours.samples_us), (peer.name.as_str(), &peer.samples_us)]
         .into_iter()
@@ -382,7 +415,7 @@ fn evaluate_case(result: &ResultRecord, env: &Environment, opts: &GateOptions) -
             ))
         })
         .collect();
-    let steady = drifting.is_empty();
+    let steady = drifting.is_empty() && timers_agree;
     report.reasons.extend(drifting);
     report.checks.steady = Some(steady);
     failed |= !cmp.faster(opts) || (opts.p90 && !p90);
@@ -629,6 +662,7 @@ pub fn render_json(report: &GateReport) -> String {
 mod tests {
     use super::*;
     use crate::stores::record::tests::{gate_case, ok_measurement};
+    use crate::stores::record::Timer;
     use crate::stores::record::{Environment, Status, PYTHON_PEER, SCHEMA, SELF_PEER, TORCH_TIMED_PEER};
     use crate::verdicts::stats::tests::lognormal_samples;
 
@@ -820,6 +854,31 @@ mod tests {
         let report = evaluate(&only_controls, &GateOptions::default());
         assert_eq!(report.outcome, Outcome::CouldNotRun);
         assert_eq!(report.cases[0].reasons, ["no peer ran this case (controls do not count)"]);
+    }
+
+    #[test]
+    fn a_case_whose_timers_disagree_by_more_than_three_percent_is_not_judged() {
+        let with = |do_bench_us: f64| {
+            let peers = vec![
+                measurement("fa4", 100.0, 2),
+                measurement(TORCH_TIMED_PEER, 80.5, 3),
+                measurement(Timer::DoBench.peer(), do_bench_us, 4),
+            ];
+            record(vec![result(measurement("mma", 80.0, 1), peers)])
+        };
+        let agree = evaluate(&with(81.0), &GateOptions::default());
+        assert_eq!(agree.outcome, Outcome::Pass, "{}", render_text(&agree, false));
+        assert!(timer_disagreements(&with(81.0).results[0]).is_empty());
+        let off = evaluate(&with(84.0), &GateOptions::default());
+        assert_eq!(off.outcome, Outcome::CouldNotRun, "{}", render_text(&off, false));
+        assert_eq!(off.cases[0].checks.steady, Some(false));
+        let reason = off.cases[0].reasons.iter().find(|r| r.contains("the timers disagree")).expect("a reason");
+        assert!(reason.starts_with("self-do-bench's median of our kernel 8"), "{reason}");
+        // The controls stay out of the best peer, and a wrong kernel still fails.
+        assert_eq!(off.cases[0].peer.as_deref(), Some("fa4"));
+        let mut wrong = with(84.0);
+        wrong.results[0].ours.correct = Some(false);
+        assert_eq!(evaluate(&wrong, &GateOptions::default()).outcome, Outcome::Fail);
     }
 
     #[test]
