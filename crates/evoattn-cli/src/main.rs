@@ -76,6 +76,10 @@ enum Command {
     /// with trace=1: cycles between its marks (data, turn, S, softmax, P·V, tile boundary, the
     /// producer's loads).
     Trace(cmd::trace::Args),
+    /// Inversion thinking: the planner's kernel with one pathology at a time (uncoalesced loads,
+    /// bank conflicts, an extra barrier, a divergent softmax, one stage, a tiny grid), each
+    /// checked and timed against the original in the same run, ranked by slowdown.
+    Invert(cmd::invert::Args),
     /// Markdown tables, a CSV and SVG plots from bench records and the run history (no GPU needed).
     Report(cmd::report::Args),
     /// Search a kernel's levers on GPU workers (compile -> resources -> correctness -> timing ->
@@ -124,6 +128,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => cmd::profile::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Trace(args) => cmd::trace::run(args),
+        Command::Invert(args) => cmd::invert::run(args),
         Command::Tune(args) => cmd::tune::run(args),
         Command::TuneWorker(args) => tune::worker::run(args),
     };

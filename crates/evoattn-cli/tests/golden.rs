@@ -470,7 +470,8 @@ fn rerun_record(name: &str, date: &str, commit: &str, factor: f64, out: &str) {
 fn help() {
     let mut s = Scene::new();
     s.evoattn(&["--help"]).golden("help");
-    for command in ["info", "run", "check", "bench", "compile", "gate", "profile", "trace", "report", "tune"] {
+    for command in ["info", "run", "check", "bench", "compile", "gate", "profile", "trace", "invert", "report", "tune"]
+    {
         s.evoattn(&[command, "--help"]).golden(&format!("help-{command}"));
     }
     s.finish();

@@ -7,6 +7,7 @@ pub mod check;
 pub mod compile;
 pub mod gate;
 pub mod info;
+pub mod invert;
 pub mod profile;
 pub mod quantize;
 pub mod report;

@@ -602,12 +602,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     // Before any worker starts: a run that needs counters and has no ncu stops here.
     let profiler = if args.fitness == Fitness::Composite || args.ncu_gate {
-        let ncu = match &args.ncu {
-            Some(path) if path.is_file() => path.clone(),
-            Some(path) => bail!("--ncu {}: no such file", path.display()),
-            None => crate::commands::profile::find_ncu()?,
-        };
-        Some(Profiler::new(ncu)?)
+        Some(Profiler::find(args.ncu.as_deref())?)
     } else {
         None
     };

@@ -55,8 +55,8 @@ const PEER_COLORS: [RGBColor; 6] = [
     RGBColor(0xe3, 0x77, 0xc2),
     RGBColor(0x7f, 0x7f, 0x7f),
 ];
-const FASTER_COLOR: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
-const SLOWER_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+pub const FASTER_COLOR: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+pub const SLOWER_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 /// Headroom above the highest point so the legend and top marker stay clear of the frame.
 const Y_HEADROOM: f64 = 1.15;
 
@@ -185,12 +185,28 @@ fn tflops_svg(title: &str, cases: &[&ResultRecord]) -> anyhow::Result<String> {
 /// Our speedup over the best non-control peer per case, one horizontal bar each, with the
 /// parity line at 1.0: green bars are faster than every peer, red ones slower.
 pub fn speedup_svg(title: &str, rows: &[CaseRow]) -> anyhow::Result<String> {
-    // The y axis counts upwards: reversed, the first case is the top bar.
-    let bars: Vec<(String, f64)> = rows
-        .iter()
-        .rev()
-        .filter_map(|r| r.speedup.map(|s| (format!("{} {} {}", r.shape, r.dtype, r.mask), s)))
-        .collect();
+    let bars: Vec<(String, f64)> =
+        rows.iter().filter_map(|r| r.speedup.map(|s| (format!("{} {} {}", r.shape, r.dtype, r.mask), s))).collect();
+    bars_svg(
+        title,
+        "speedup over the best peer (peer median / our median)",
+        "case (B×H×S×D dtype mask)",
+        &bars,
+        [("ours faster (≥ 1)", FASTER_COLOR), ("ours slower (< 1)", SLOWER_COLOR)],
+    )
+}
+
+/// Horizontal bars of ratios, the first bar on top, with a line at 1: coloured and named in
+/// the legend by `sides`, those at or above 1 first, then those below.
+pub fn bars_svg(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    bars: &[(String, f64)],
+    sides: [(&str, RGBColor); 2],
+) -> anyhow::Result<String> {
+    // The y axis counts upwards: reversed, the first bar is the top one.
+    let bars: Vec<&(String, f64)> = bars.iter().rev().collect();
     let n = bars.len() as i32;
     let x_hi = bars.iter().map(|b| b.1).fold(1.0, f64::max) * Y_HEADROOM;
     let height = BAR_CHART_CHROME_PX + BAR_ROW_PX * bars.len() as u32;
@@ -212,23 +228,21 @@ pub fn speedup_svg(title: &str, rows: &[CaseRow]) -> anyhow::Result<String> {
         chart
             .configure_mesh()
             .disable_y_mesh()
-            .x_desc("speedup over the best peer (peer median / our median)")
-            .y_desc("case (B×H×S×D dtype mask)")
+            .x_desc(x_desc)
+            .y_desc(y_desc)
             .y_labels(bars.len())
             .y_label_formatter(&label)
             .label_style((FONT, LABEL_PX))
             .axis_desc_style((FONT, LABEL_PX + 1))
             .draw()
             .map_err(plot_err)?;
-        for (faster, color, name) in
-            [(true, FASTER_COLOR, "ours faster (≥ 1)"), (false, SLOWER_COLOR, "ours slower (< 1)")]
-        {
+        for (above, (name, color)) in [true, false].into_iter().zip(sides) {
             // A legend entry for a colour no bar has would only repeat the other one.
-            if !bars.iter().any(|b| (b.1 >= 1.0) == faster) {
+            if !bars.iter().any(|b| (b.1 >= 1.0) == above) {
                 continue;
             }
             chart
-                .draw_series(bars.iter().enumerate().filter(|(_, b)| (b.1 >= 1.0) == faster).map(|(i, b)| {
+                .draw_series(bars.iter().enumerate().filter(|(_, b)| (b.1 >= 1.0) == above).map(|(i, b)| {
                     let i = i as i32;
                     let mut bar = Rectangle::new(
                         [(0.0, SegmentValue::Exact(i)), (b.1, SegmentValue::Exact(i + 1))],

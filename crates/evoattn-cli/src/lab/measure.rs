@@ -218,8 +218,8 @@ fn measure_with(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {msg} [{elapsed}, eta {eta}]")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let dir = std::env::temp_dir().join(format!("evoattn-lab-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let scratch = crate::lab::scratch::Scratch::new("lab")?;
+    let dir = scratch.path();
     let mut results = Vec::with_capacity(cases.len());
     let mut configs = Vec::with_capacity(cases.len());
     let tuned = crate::tune::tuned::source(info, args.kernel.no_tuned);
@@ -235,7 +235,7 @@ fn measure_with(
         });
         let seed = args.seed + i as u64;
         let draw = Draw::new(Distribution::Normal, seed).with_descales(grain);
-        let case = CaseContext { problem: &problem, seed, layout: *layout, draw, plan: &plan, dir: &dir, id: i };
+        let case = CaseContext { problem: &problem, seed, layout: *layout, draw, plan: &plan, dir, id: i };
         let started = std::time::Instant::now();
         let (result, checks) =
             measure_case(args, &case, backend, oracle.as_deref_mut(), peers, oracle_error.as_deref(), flush_bytes)?;
@@ -263,7 +263,7 @@ fn measure_with(
         results.push(result);
     }
     bar.finish_and_clear();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(scratch);
     env.sm_clock_mhz.extend(sm_clock());
     let ceilings = match (crate::lab::ceilings::cached(&info.gpu, &info.driver), oracle) {
         (Some(c), _) => Some(c),

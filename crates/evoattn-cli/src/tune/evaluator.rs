@@ -9,13 +9,12 @@ use super::protocol::{Request, VariantFile};
 use super::store::shape_text;
 use crate::lab::ceilings::Ceilings;
 use crate::lab::roofline;
-use anyhow::Context;
-use evoattn::kernels::{SourceFile, HEADERS};
+use crate::lab::scratch::Scratch;
+use crate::lab::variant::compile_source;
+use evoattn::kernels::SourceFile;
 use evoattn::runtime::cache::CubinCache;
-use evoattn::runtime::compile::{compile_parallel, options, CompiledKernel};
-use evoattn::runtime::nvrtc::Nvrtc;
+use evoattn::runtime::compile::{compile_parallel, CompiledKernel};
 use evoattn::{Arch, Causal, Layout, Problem, Shape};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -40,15 +39,14 @@ pub struct WorkerEvaluator {
     pub profiler: Option<Profiler>,
     cache: CubinCache,
     /// Where proposed sources' CUBINs are handed to the workers.
-    dir: PathBuf,
+    dir: Scratch,
     next_id: u64,
 }
 
 impl WorkerEvaluator {
     pub fn new(workers: Vec<Worker>, arch: Arch) -> anyhow::Result<Self> {
         let cache = CubinCache::open(CubinCache::default_dir())?;
-        let dir = std::env::temp_dir().join(format!("evoattn-tune-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir = Scratch::new("tune")?;
         Ok(WorkerEvaluator {
             workers,
             arch,
@@ -68,7 +66,7 @@ impl WorkerEvaluator {
         let variant = match &child.source {
             None => None,
             Some(source) => {
-                let cubin = self.dir.join(format!("variant-{id}.cubin"));
+                let cubin = self.dir.path().join(format!("variant-{id}.cubin"));
                 std::fs::write(&cubin, &compiled.cubin).map_err(|e| format!("writing {}: {e}", cubin.display()))?;
                 Some(VariantFile { source: source.clone(), cubin, arch: self.arch.name().to_string() })
             }
@@ -90,44 +88,6 @@ impl WorkerEvaluator {
             }),
         })
     }
-}
-
-impl Drop for WorkerEvaluator {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Compiles a proposed source with the defines of its spec. NVRTC's `SourceFile` holds
-/// `'static` text, so the source is leaked: at most one per generation, a few KiB each.
-fn compile_variant(child: &Child, source: &str, arch: Arch) -> evoattn::Result<CompiledKernel> {
-    let spec = child.spec;
-    let nvrtc = Nvrtc::get()?;
-    let start = std::time::Instant::now();
-    let name = spec.name();
-    let options = options(&spec, arch);
-    let unit = SourceFile { name: VARIANT_SOURCE_NAME, text: Box::leak(source.to_string().into_boxed_str()) };
-    let compiled =
-        nvrtc.compile_cubin(&unit, HEADERS, &name, arch, &options).map_err(|f| evoattn::Error::Compile(Box::new(f)))?;
-    let mut resources =
-        evoattn::runtime::cubin::report(&compiled.cubin, &compiled.log, &name, arch).ok_or_else(|| {
-            evoattn::Error::Unsupported {
-                imp: spec.imp().to_string(),
-                reason: format!(
-                    "the proposed source defines no kernel {name} (the name comes from EVOATTN_KERNEL_NAME)"
-                ),
-            }
-        })?;
-    resources.dynamic_smem_bytes = u32::try_from(spec.dynamic_smem_bytes()).unwrap_or(u32::MAX);
-    Ok(CompiledKernel {
-        spec,
-        arch,
-        cubin: compiled.cubin,
-        resources,
-        log: compiled.log,
-        from_cache: false,
-        elapsed: start.elapsed(),
-    })
 }
 
 impl Evaluator for WorkerEvaluator {
@@ -158,7 +118,12 @@ impl Evaluator for WorkerEvaluator {
                     None => break, // the budget ran out before this one compiled
                 },
                 Some(_) if past(deadline) => break,
-                Some(source) => compile_variant(child, source, self.arch),
+                Some(source) => {
+                    // NVRTC's `SourceFile` holds `'static` text, so the source is leaked: at most
+                    // one per generation, a few KiB each.
+                    let text: &'static str = Box::leak(source.clone().into_boxed_str());
+                    compile_source(&child.spec, self.arch, &SourceFile { name: VARIANT_SOURCE_NAME, text }, &[])
+                }
             };
             let compiled = match compiled {
                 Ok(c) => c,

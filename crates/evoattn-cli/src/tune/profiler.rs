@@ -7,7 +7,7 @@ use super::protocol::Request;
 use crate::commands::profile::counter_error;
 use crate::lab::ncu::{ncu_terms, parse_metrics_csv, NcuTerms, METRICS};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// Lines of ncu's stderr kept in an error: its last words say what went wrong.
@@ -19,8 +19,15 @@ pub struct Profiler {
 }
 
 impl Profiler {
-    pub fn new(ncu: PathBuf) -> anyhow::Result<Self> {
+    /// A profiler running `ncu` (`--ncu PATH`, which must exist), else ncu where `evoattn
+    /// profile` finds it, else the error that says where it looked.
+    pub fn find(ncu: Option<&Path>) -> anyhow::Result<Self> {
         use anyhow::Context;
+        let ncu = match ncu {
+            Some(path) if path.is_file() => path.to_path_buf(),
+            Some(path) => anyhow::bail!("--ncu {}: no such file", path.display()),
+            None => crate::commands::profile::find_ncu()?,
+        };
         let exe = std::env::current_exe().context("cannot locate the evoattn executable to profile")?;
         Ok(Profiler { ncu, exe })
     }

@@ -5,6 +5,17 @@
 #pragma once
 #include "common.cuh"
 
+// Inversion pathologies (`evoattn invert`): defines that only its variants set, so no default
+// kernel changes. EVOATTN_PATHOLOGY_DIVERGENT: once a key block, in the softmax, odd lanes take
+// a branch the even ones skip, so every warp runs both paths.
+#if EVOATTN_PATHOLOGY_DIVERGENT
+__device__ __forceinline__ void pathology_diverge() {
+    if (threadIdx.x & 1) asm volatile("nanosleep.u32 100;");
+}
+#else
+__device__ __forceinline__ void pathology_diverge() {}
+#endif
+
 struct RowState {
     float m[2];  // running max of scaled scores, log2 units
     float l[2];  // this thread's share of the running sum of exp2(x - m)
@@ -65,6 +76,7 @@ __device__ __forceinline__ float hidden_score(float scale_log2) {
 template <int S_N, int O_N>
 __device__ __forceinline__ void online_softmax_step(float (&s)[S_N][4], float (&o)[O_N][4], RowState& st,
                                                     float p_log2_scale) {
+    pathology_diverge();
     float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {

@@ -28,7 +28,12 @@
 #define WARPS (ROW_WARPS * KEY_WARPS)
 #define THREADS (WARPS * 32)
 #define WARP_KEYS (BN / KEY_WARPS)  // keys of each tile one warp attends to
+#if EVOATTN_PATHOLOGY_BANK_CONFLICTS
+// Inversion (`evoattn invert`): unpadded rows, so the 8 rows one ldmatrix reads share banks.
+#define SMEM_ROW D
+#else
 #define SMEM_ROW (D + 8)        // padded row: 8 ldmatrix rows land 16 bytes apart, on distinct banks
+#endif
 #define CHUNK 8                 // elements per 16-byte cp.async
 #define K_STEPS (D / 16)        // k-steps of Q·Kᵀ
 #define S_TILES (WARP_KEYS / 8) // n-tiles of S per warp
@@ -77,7 +82,13 @@ __device__ __forceinline__ void load_rows(elem_t* smem, RowPtr row_ptr, int row0
     constexpr int CHUNKS_PER_ROW = D / CHUNK;
     static_assert(THREADS % CHUNKS_PER_ROW == 0, "a thread copies the same column of every row it takes");
     constexpr int ROWS_PER_PASS = THREADS / CHUNKS_PER_ROW;
+#if EVOATTN_PATHOLOGY_UNCOALESCED
+    // Inversion (`evoattn invert`): neighbouring threads take neighbouring rows, so one warp's
+    // 32 copies touch 32 rows instead of a few whole ones.
+    const int c = (threadIdx.x / ROWS_PER_PASS) * CHUNK, r_first = threadIdx.x % ROWS_PER_PASS;
+#else
     const int c = (threadIdx.x % CHUNKS_PER_ROW) * CHUNK, r_first = threadIdx.x / CHUNKS_PER_ROW;
+#endif
 #pragma unroll
     for (int pass = 0; pass < (ROWS + ROWS_PER_PASS - 1) / ROWS_PER_PASS; ++pass) {
         const int r = r_first + pass * ROWS_PER_PASS;

@@ -50,6 +50,9 @@ __device__ __forceinline__ void attend_keys(const AttnParams& p, const KvRing& r
             scale_and_mask<false>(s, p, row0, j * BN + key_lo, rows_per_query);
         }
         online_softmax_step(s, acc, st, 0.f);
+#if EVOATTN_PATHOLOGY_BARRIER
+        __syncthreads();  // inversion (`evoattn invert`): one more barrier a key block
+#endif
         gemm_pv(acc, s, ring.v_tile(j), key_lo);
         __syncthreads();  // the next iteration's prefetch overwrites this stage
     }

@@ -61,6 +61,9 @@ static_assert(PARTIAL_OFFSET + PARTIAL_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SME
 // Named barriers: 1..CONSUMERS the epilogues', then the ping-pong turns', then one per pair.
 #define MERGE_BARRIER (PINGPONG_BARRIER + CONSUMERS)
 static_assert(MERGE_BARRIER + GROUPS <= 16, "a block has 16 named barriers");
+#if EVOATTN_PATHOLOGY_BARRIER
+static_assert(MERGE_BARRIER + GROUPS <= PATHOLOGY_BARRIER, "the inversion barrier's ids are the merge's");
+#endif
 
 // The block's tile (0 .. Q_TILES - 1) group g takes in round r, or -1: rounds alternate in
 // direction (g = 0 first, then g = GROUPS - 1 first), and tiles go from the block's last

@@ -118,7 +118,15 @@ struct PersistentBlocks {
 struct PersistentTiles : PersistentBlocks {
     static constexpr bool dynamic = false;
     __device__ __forceinline__ explicit PersistentTiles(const AttnParams& p) : PersistentBlocks(p) {}
+#if EVOATTN_PATHOLOGY_TINY_GRID
+    // Inversion (`evoattn invert`): one block in eight works, striding over the tiles by their
+    // count; the others find none.
+    __device__ __forceinline__ int active() const { return max(1, (int)gridDim.x / 8); }
+    __device__ __forceinline__ int first() const { return (int)blockIdx.x < active() ? (int)blockIdx.x : count; }
+    __device__ __forceinline__ int next(int index) const { return index + active(); }
+#else
     __device__ __forceinline__ int next(int index) const { return index + gridDim.x; }
+#endif
     __device__ __forceinline__ WorkTile tile(const AttnParams& p, int index) const {
         const int head_batch = index / m_blocks, in_head = index % m_blocks;
         // Causal tiles grow with the query block. Block b takes tiles b + k * gridDim.x, and

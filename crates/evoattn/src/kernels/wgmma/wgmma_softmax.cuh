@@ -14,6 +14,13 @@
 // One score pair in EXP2_POLY (0: none) takes `poly_exp2` on the FMA pipe instead of MUFU.
 #define EXP2_POLY EVOATTN_EXP2_POLY
 
+#if EVOATTN_PATHOLOGY_BARRIER
+// The first of the inversion barrier's ids, one a warpgroup, the block's last ones: past the
+// epilogue's (1..CONSUMERS) and ping-pong's (CONSUMERS + 1..2 · CONSUMERS).
+#define PATHOLOGY_BARRIER (16 - THREADS / WG_THREADS)
+static_assert(PATHOLOGY_BARRIER > 2 * CONSUMERS, "the inversion barrier's ids are the kernel's own");
+#endif
+
 __device__ __forceinline__ float score_exp2(float x, int pair) {
     return EXP2_POLY > 0 && pair % EXP2_POLY == EXP2_POLY - 1 ? poly_exp2(x) : fast_exp2(x);
 }
@@ -106,6 +113,11 @@ __device__ __forceinline__ void row_extremes(const float (&s)[S_REGS], float (&e
 template <int NC = BN>
 __device__ __forceinline__ bool softmax_step(float (&s)[S_REGS], RowState& st, float (&correction)[2],
                                              float scale_log2) {
+    pathology_diverge();
+#if EVOATTN_PATHOLOGY_BARRIER
+    // Inversion (`evoattn invert`): one more barrier a key block, among the warpgroup's warps.
+    named_barrier_sync(PATHOLOGY_BARRIER + threadIdx.x / WG_THREADS, WG_THREADS);
+#endif
     // Both rows' extremes in one uniform branch (not a select per score, which ptxas predicates
     // into both FMNMX forms; not a branch per row, which keeps row 1's reduction from
     // interleaving with row 0's exponentials).
