@@ -35,15 +35,15 @@ const DEFAULT_GENERATIONS: usize = 10;
     after_help = "Each generation changes one lever of an elite (plus random restarts and the proposer's answers),
 and every child passes compile -> resources -> correctness -> timing -> integrity: after timing,
 its inputs must be unchanged (digests around the timed launches), its output right on fresh inputs
-it never saw, and no median below the roofline (FLOPs at the GPU's measured matmul peak, bytes at
-its copy rate; `evoattn info` measures them, else tune does through the oracle, else it warns that
-this check is off). Fitness is the geometric-mean speedup over the planner's default on the
-shapes; a child more than 10% slower on two or more shapes is discarded. Every evaluation is
-stored as it completes (in --store), and from the default store `check`, `bench`, `gate`,
-`profile` and `trace` then plan with the best config per GPU and problem bucket (--no-tuned or
-EVOATTN_NO_TUNED=1 to compare with the defaults). Shapes are grouped by dtype, head dim and mask,
-one search each; tuning times BHSD tensors, so --layout does not enter. `--proposer CMD` runs CMD
-under sh -c.
+it never saw, and no median below 80% of the roofline's time (FLOPs at the GPU's measured matmul
+peak, bytes at its copy rate; `evoattn info` measures them, else tune does through the oracle,
+else it warns that this check is off). Fitness is the geometric-mean speedup over the planner's
+default on the shapes; a child more than 10% slower on two or more shapes is discarded. Every
+evaluation is stored as it completes (in --store), and from the default store `check`, `bench`,
+`gate`, `profile` and `trace` then plan with the best config per GPU and problem bucket
+(--no-tuned or EVOATTN_NO_TUNED=1 to compare with the defaults). Shapes are grouped by dtype, head
+dim and mask, one search each; tuning times BHSD tensors, so --layout does not enter. `--proposer
+CMD` runs CMD under sh -c.
 
 Examples:
   evoattn tune --shape 1,16,4096,128 --shape 4,16,1024,128 --impl mma --budget 8m --json elite.json

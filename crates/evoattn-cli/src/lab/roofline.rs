@@ -1,7 +1,7 @@
 //! The fastest any kernel can run a problem on a GPU with measured [`Ceilings`]: its FLOPs at the
 //! matmul peak, or its compulsory bytes at the copy bandwidth, whichever takes longer. A median
-//! below it did not measure the work (it ran elsewhere, or not at all): the tuner's integrity
-//! gate excludes such a candidate.
+//! well below it ([`IMPOSSIBLE_SHARE`]) did not measure the work (it ran elsewhere, or not at
+//! all): the tuner's integrity gate excludes such a candidate.
 
 use crate::lab::ceilings::Ceilings;
 use evoattn::{Problem, TensorName};
@@ -33,6 +33,18 @@ pub fn floor_us(problem: &Problem, ceilings: Ceilings) -> f64 {
     compute.max(memory)
 }
 
+/// The share of the roofline's time below which a median is impossible rather than merely
+/// excellent: measured ceilings move 5-10% between machine-days at the power cap (perf-log
+/// sessions 18-26), FlashAttention-class kernels reach 0.9-0.95 of the 8192³ matmul at hd256,
+/// and read-mostly traffic (decoding) outruns a copy's even mix of reads and writes by up to
+/// about 15%. A cheat that skips work is 2× or more below it.
+pub const IMPOSSIBLE_SHARE: f64 = 0.8;
+
+/// The time (µs) under which a median of `problem` cannot have measured its work.
+pub fn impossible_below_us(problem: &Problem, ceilings: Ceilings) -> f64 {
+    IMPOSSIBLE_SHARE * floor_us(problem, ceilings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +65,12 @@ mod tests {
         // Causal: half the pairs, half the floor (up to the diagonal's own).
         let causal = p.clone().with_causal(Causal::TopLeft);
         assert!((floor_us(&causal, H100) / floor_us(&p, H100) - 0.5).abs() < 1e-3);
+    }
+
+    #[test]
+    fn impossible_is_a_fifth_below_the_roofline() {
+        let p = problem(Shape::new(1, 16, 16384, 128), Dtype::Bf16);
+        assert!((impossible_below_us(&p, H100) - 0.8 * floor_us(&p, H100)).abs() < 1e-9);
     }
 
     #[test]

@@ -84,7 +84,7 @@ impl WorkerEvaluator {
             variant,
             roofline_us: self.ceilings.map(|c| {
                 let problem = |&s| Problem::dense(s, child.spec.dtype, Layout::Bhsd).with_causal(self.causal);
-                shapes.iter().map(|s| roofline::floor_us(&problem(s), c)).collect()
+                shapes.iter().map(|s| roofline::impossible_below_us(&problem(s), c)).collect()
             }),
         })
     }

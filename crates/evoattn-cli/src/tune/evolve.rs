@@ -37,7 +37,7 @@ pub enum Gate {
     Correctness,
     Timing,
     /// After timing: the inputs unchanged by the timed launches, a second correctness check on
-    /// inputs the kernel has never seen, and no median below the roofline. What a kernel that
+    /// inputs the kernel has never seen, and no median below 80% of the roofline's time. What a kernel that
     /// games the first three gates (it behaves once it is being timed) cannot pass.
     Integrity,
     /// Nsight Compute's counters, read when the run ranks by the composite score or asks for

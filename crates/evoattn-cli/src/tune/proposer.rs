@@ -104,7 +104,7 @@ impl Proposer {
         p.push_str(&format!(
             "Gates, in order: compile (NVRTC) -> resources (no spills or stack, at most {} bytes of shared memory, \
              {} registers a thread) -> correctness (fresh random inputs against float64) -> timing -> integrity \
-             (inputs unchanged by the timed launches, correct again on new inputs, no time below the roofline).\n",
+             (inputs unchanged by the timed launches, correct again on new inputs, no time below 80% of the roofline's).\n",
             t.arch.max_smem_per_block(),
             t.arch.max_registers_per_thread()
         ));

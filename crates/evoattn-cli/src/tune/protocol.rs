@@ -22,8 +22,9 @@ pub struct Request {
     pub samples: usize,
     /// A proposed source, compiled by the tuner: its text and its CUBIN file.
     pub variant: Option<VariantFile>,
-    /// The roofline's time of each shape (µs, in `shapes`' order) from the GPU's measured
-    /// ceilings: a median below it fails the integrity gate. None when no ceilings are known.
+    /// Per shape (µs, in `shapes`' order), the time below which a median cannot have measured
+    /// its work ([`crate::lab::roofline::impossible_below_us`] of the GPU's measured ceilings):
+    /// one below it fails the integrity gate. None when no ceilings are known.
     #[serde(default)]
     pub roofline_us: Option<Vec<f64>>,
 }

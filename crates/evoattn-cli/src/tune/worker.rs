@@ -175,9 +175,10 @@ fn integrity(
     job.problems.iter().zip(medians_us).zip(floors).find(|((_, median), floor)| median < floor).map(
         |((problem, median), floor)| {
             format!(
-                "{}: median {median:.2} µs is below the roofline's {floor:.2} µs (its FLOPs at the measured matmul \
-                 peak, its bytes at the measured copy rate): the timing did not measure the work",
-                problem.shape
+                "{}: median {median:.2} µs is below {floor:.2} µs, {:.0}% of the roofline's time (its FLOPs at the \
+                 measured matmul peak, its bytes at the measured copy rate): the timing did not measure the work",
+                problem.shape,
+                100.0 * crate::lab::roofline::IMPOSSIBLE_SHARE
             )
         },
     )
@@ -263,12 +264,12 @@ mod tests {
     use super::*;
     use crate::lab::ceilings::Ceilings;
     use crate::lab::mock::{Cheat, MockBackend, PLANTED_CHEAT};
-    use crate::lab::roofline::floor_us;
+    use crate::lab::roofline::impossible_below_us;
 
     const TARGET: (Arch, u32) = (Arch::Sm90a, 132);
-    /// Ceilings under which the mock's honest kernels run above the roofline on [`shapes`] and
-    /// an empty timed stream (1 µs) below it.
-    const CEILINGS: Ceilings = Ceilings { matmul_tflops: 400.0, copy_gbps: 100.0 };
+    /// Ceilings under which the mock's honest kernels run above 80% of the roofline's time on
+    /// [`shapes`] and an empty timed stream (1 µs) below it.
+    const CEILINGS: Ceilings = Ceilings { matmul_tflops: 400.0, copy_gbps: 80.0 };
 
     fn shapes() -> [Shape; 2] {
         [Shape::new(1, 2, 128, 64), Shape::new(1, 2, 300, 64)]
@@ -288,7 +289,8 @@ mod tests {
             warmup: 1,
             samples: 5,
             variant: None,
-            roofline_us: roofline.then(|| shapes().into_iter().map(|s| floor_us(&problem(s), CEILINGS)).collect()),
+            roofline_us: roofline
+                .then(|| shapes().into_iter().map(|s| impossible_below_us(&problem(s), CEILINGS)).collect()),
         }
     }
 
@@ -348,7 +350,7 @@ mod tests {
     #[test]
     fn only_the_roofline_sees_work_moved_off_the_timed_stream() {
         let (_, error) = gates(Some(&planted(Cheat::OtherStream)), true).unwrap_err();
-        assert!(error.contains("below the roofline's"), "{error}");
+        assert!(error.contains("% of the roofline's time"), "{error}");
         // Without measured ceilings its outputs are right and its inputs untouched: it passes,
         // which is why a run without ceilings says so.
         assert!(gates(Some(&planted(Cheat::OtherStream)), false).is_ok());
