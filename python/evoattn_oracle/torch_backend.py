@@ -53,8 +53,8 @@ GRAPH_MIN_WARMUP = 1
 CEILING_WARMUP = 3
 US_PER_MS = 1e3
 # Rounds of Triton's do_bench at most per request: each returns as many repetitions as its `rep`
-# budget buys after its own estimate (which includes its L2 clear), so a short kernel may need
-# more than one round for a block's samples.
+# budget buys after its own estimate (which includes its 256 MB L2 clear, many times a short
+# kernel), so rounds double the budget until a block's samples are in: 8 cover 255 times.
 DO_BENCH_ROUNDS = 8
 # PyTorch's warnings carry a C++ source location; the reason is clearer without it.
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
@@ -515,8 +515,10 @@ class TorchBackend:
         estimate_ms = max(min(self._time_calls(call, estimate)) / US_PER_MS, 1e-3)
         times: list[float] = []
         with torch.cuda.stream(self._stream):
-            for _ in range(DO_BENCH_ROUNDS):
-                rep_ms = estimate_ms * (timing.samples - len(times))
+            for round_ in range(DO_BENCH_ROUNDS):
+                # do_bench sizes its repetitions by its own estimate, which includes its L2 clear:
+                # each round asks for twice the time of the last.
+                rep_ms = estimate_ms * (timing.samples - len(times)) * 2**round_
                 times += do_bench(call, warmup=estimate_ms * max(timing.warmup, 1), rep=rep_ms, return_mode="all")
                 if len(times) >= timing.samples:
                     return [t * US_PER_MS for t in times[-timing.samples :]]
