@@ -186,7 +186,7 @@ pub fn parse_metrics_csv(text: &str) -> anyhow::Result<Vec<KernelProfile>> {
 }
 
 /// What limits a kernel, and so what to change next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Bound {
     #[serde(rename = "compute-bound")]
     Compute,
@@ -304,6 +304,9 @@ pub struct NcuTerms {
     /// Warps stalled at barriers per issued instruction.
     pub barrier_stalls: Option<f64>,
     pub registers: Option<f64>,
+    /// What bounds the kernel ([`classify`]): of the longest launch, where several were read.
+    #[serde(default)]
+    pub bound: Option<Bound>,
 }
 
 pub fn ncu_terms(p: &KernelProfile) -> NcuTerms {
@@ -313,12 +316,14 @@ pub fn ncu_terms(p: &KernelProfile) -> NcuTerms {
         dram_pct: p.dram_pct(),
         barrier_stalls: p.barrier_stalls(),
         registers: p.registers(),
+        bound: Some(classify(p).0),
     }
 }
 
 impl NcuTerms {
-    /// The mean of each counter over `launches` (None where any launch lacks it).
-    pub fn mean(launches: &[NcuTerms]) -> NcuTerms {
+    /// The mean of each counter over `launches` (None where any launch lacks it), and the bound
+    /// of the longest (`durations_ns`, one per launch; the first launch's without them).
+    pub fn mean(launches: &[NcuTerms], durations_ns: &[Option<f64>]) -> NcuTerms {
         let mean = |f: fn(&NcuTerms) -> Option<f64>| {
             let values: Option<Vec<f64>> = launches.iter().map(f).collect();
             values.filter(|v| !v.is_empty()).map(|v| v.iter().sum::<f64>() / v.len() as f64)
@@ -329,6 +334,12 @@ impl NcuTerms {
             dram_pct: mean(|t| t.dram_pct),
             barrier_stalls: mean(|t| t.barrier_stalls),
             registers: mean(|t| t.registers),
+            bound: launches
+                .iter()
+                .zip(durations_ns.iter().copied().chain(std::iter::repeat(None)))
+                // The first of equals: `max_by` would keep the last.
+                .reduce(|best, x| if x.1.unwrap_or(0.0) > best.1.unwrap_or(0.0) { x } else { best })
+                .and_then(|(t, _)| t.bound),
         }
     }
 }
@@ -511,7 +522,14 @@ mod tests {
         let (bound, reason) = classify(&empty);
         assert_eq!(bound, Bound::Latency);
         assert!(reason.contains("tensor n/a"), "{reason}");
-        let none = NcuTerms { tensor_pct: None, sm_pct: None, dram_pct: None, barrier_stalls: None, registers: None };
+        let none = NcuTerms {
+            tensor_pct: None,
+            sm_pct: None,
+            dram_pct: None,
+            barrier_stalls: None,
+            registers: None,
+            bound: Some(Bound::Latency),
+        };
         assert_eq!(ncu_terms(&empty), none);
     }
 
@@ -522,6 +540,7 @@ mod tests {
             dram_pct: Some(dram),
             barrier_stalls: Some(barrier),
             registers: Some(registers),
+            bound: None,
         }
     }
 
@@ -554,10 +573,13 @@ mod tests {
     }
 
     #[test]
-    fn the_mean_over_shapes_needs_every_launch() {
-        let m = NcuTerms::mean(&[terms(40.0, 50.0, 10.0, 1.0, 128.0), terms(60.0, 70.0, 30.0, 0.0, 128.0)]);
-        assert_eq!(m, terms(50.0, 60.0, 20.0, 0.5, 128.0));
-        let partial = NcuTerms { barrier_stalls: None, ..terms(60.0, 70.0, 30.0, 0.0, 128.0) };
-        assert_eq!(NcuTerms::mean(&[terms(40.0, 50.0, 10.0, 1.0, 128.0), partial]).barrier_stalls, None);
+    fn the_mean_over_shapes_needs_every_launch_and_takes_the_longest_ones_bound() {
+        let short = NcuTerms { bound: Some(Bound::Latency), ..terms(40.0, 50.0, 10.0, 1.0, 128.0) };
+        let long = NcuTerms { bound: Some(Bound::Compute), ..terms(60.0, 70.0, 30.0, 0.0, 128.0) };
+        let m = NcuTerms::mean(&[short, long], &[Some(50e3), Some(2e6)]);
+        assert_eq!(m, NcuTerms { bound: Some(Bound::Compute), ..terms(50.0, 60.0, 20.0, 0.5, 128.0) });
+        assert_eq!(NcuTerms::mean(&[short, long], &[]).bound, Some(Bound::Latency), "no durations: the first");
+        let partial = NcuTerms { barrier_stalls: None, ..long };
+        assert_eq!(NcuTerms::mean(&[short, partial], &[None, None]).barrier_stalls, None);
     }
 }

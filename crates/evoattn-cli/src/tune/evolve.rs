@@ -630,6 +630,7 @@ pub(crate) mod tests {
             dram_pct: Some(10.0),
             barrier_stalls: Some(stalls),
             registers: Some(registers),
+            bound: None,
         }
     }
 

@@ -68,6 +68,7 @@ impl Profiler {
                 tail()
             ));
         }
-        Ok(NcuTerms::mean(&profiles.iter().map(ncu_terms).collect::<Vec<_>>()))
+        let durations: Vec<Option<f64>> = profiles.iter().map(|p| p.duration_ns()).collect();
+        Ok(NcuTerms::mean(&profiles.iter().map(ncu_terms).collect::<Vec<_>>(), &durations))
     }
 }

@@ -148,9 +148,10 @@ impl Proposer {
             if let Some(c) = counters {
                 let show =
                     |v: Option<f64>, unit: &str| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1}{unit}"));
+                let bound = c.bound.map_or_else(String::new, |b| format!("{}; ", b.name()));
                 p.push_str(&format!(
-                    "Nsight Compute on the current best (mean over the shapes): tensor pipe {}, SM busy {}, DRAM {}, \
-                     {} warps stalled at barriers per issued instruction, {} registers a thread.\n",
+                    "Nsight Compute on the current best (mean over the shapes): {bound}tensor pipe {}, SM busy {}, \
+                     DRAM {}, {} warps stalled at barriers per issued instruction, {} registers a thread.\n",
                     show(c.tensor_pct, "%"),
                     show(c.sm_pct, "%"),
                     show(c.dram_pct, "%"),
@@ -267,6 +268,7 @@ mod tests {
             dram_pct: None,
             barrier_stalls: Some(0.42),
             registers: Some(168.0),
+            bound: Some(crate::lab::ncu::Bound::Latency),
         };
         let best = Candidate {
             spec: task().baseline,
@@ -281,8 +283,9 @@ mod tests {
         let p = prompt(Guidance::Insight, None);
         assert!(
             p.contains(
-                "# I3: profile insights\nNsight Compute on the current best (mean over the shapes): tensor pipe 61.5%, \
-                 SM busy 70.0%, DRAM n/a, 0.4 warps stalled at barriers per issued instruction, 168.0 registers a thread."
+                "# I3: profile insights\nNsight Compute on the current best (mean over the shapes): latency-bound; tensor \
+                 pipe 61.5%, SM busy 70.0%, DRAM n/a, 0.4 warps stalled at barriers per issued instruction, 168.0 \
+                 registers a thread."
             ),
             "{p}"
         );
