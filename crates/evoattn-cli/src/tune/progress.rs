@@ -1,4 +1,5 @@
-//! The tuner's live display: generation, best fitness, evaluations and failures per gate, ETA.
+//! The tuner's live display: generation, the best elite's speedup, evaluations and failures per
+//! gate, ETA.
 //! A bar on a terminal; one plain line per generation and per failure otherwise (logs, CI). A
 //! failure or warning whose text came before is counted, not said again, and the counts close
 //! the run.
@@ -60,7 +61,8 @@ impl Progress {
     /// A generation starts (or, past the last, the run ends).
     pub fn generation(&self, generation: usize, elites: &[Candidate]) {
         if let Some(best) = elites.first() {
-            self.best.set(best.fitness);
+            // The speedup, also when the composite score ranked it.
+            self.best.set(best.speedup);
         }
         self.bar.set_position(generation as u64);
         self.bar.set_message(self.status());
