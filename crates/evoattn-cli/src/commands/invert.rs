@@ -223,28 +223,17 @@ fn read_counters(profiler: &Profiler, problem: &Problem, dir: &Path, arms: &mut 
         let (spec, variant) = match kernel {
             ArmKernel::Planned(plan) => (plan.spec, None),
             ArmKernel::Variant(v) => {
-                let cubin = dir.join(format!("arm-{i}.cubin"));
-                if let Err(e) = std::fs::write(&cubin, &v.compiled.cubin) {
-                    arm.status = format!("timed; counters not read: writing {}: {e}", cubin.display());
-                    continue;
+                match VariantFile::write(dir.join(format!("arm-{i}.cubin")), &v.source, &v.compiled) {
+                    Ok(file) => (v.compiled.spec, Some(file)),
+                    Err(e) => {
+                        arm.status = format!("timed; counters not read: {e}");
+                        continue;
+                    }
                 }
-                let arch = v.compiled.arch.name().to_string();
-                (v.compiled.spec, Some(VariantFile { source: v.source.clone(), cubin, arch }))
             }
         };
-        let request = WorkerRequest {
-            id: i as u64,
-            imp: spec.imp().name().to_string(),
-            config: spec.config.to_string(),
-            dtype: spec.dtype.name().to_string(),
-            head_dim: spec.head_dim,
-            causal: problem.causal.name().to_string(),
-            shapes: vec![crate::tune::store::shape_text(&problem.shape)],
-            warmup: 0,
-            samples: 0,
-            variant,
-            roofline_us: None,
-        };
+        let request =
+            WorkerRequest { variant, ..WorkerRequest::new(i as u64, &spec, problem.causal, &[problem.shape]) };
         match profiler.profile(0, &request, &spec.name()) {
             Ok(c) => arm.counters = Some(c),
             Err(e) => arm.status = format!("timed; counters not read: {e}"),

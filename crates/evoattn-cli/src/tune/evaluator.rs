@@ -6,7 +6,6 @@ use super::evolve::{past, Child, Evaluation, Evaluator, Gate};
 use super::pool::Worker;
 use super::profiler::Profiler;
 use super::protocol::{Request, VariantFile};
-use super::store::shape_text;
 use crate::lab::ceilings::Ceilings;
 use crate::lab::roofline;
 use crate::lab::scratch::Scratch;
@@ -66,19 +65,10 @@ impl WorkerEvaluator {
         let variant = match &child.source {
             None => None,
             Some(source) => {
-                let cubin = self.dir.path().join(format!("variant-{id}.cubin"));
-                std::fs::write(&cubin, &compiled.cubin).map_err(|e| format!("writing {}: {e}", cubin.display()))?;
-                Some(VariantFile { source: source.clone(), cubin, arch: self.arch.name().to_string() })
+                Some(VariantFile::write(self.dir.path().join(format!("variant-{id}.cubin")), source, compiled)?)
             }
         };
         Ok(Request {
-            id,
-            imp: child.spec.imp().name().to_string(),
-            config: child.spec.config.to_string(),
-            dtype: child.spec.dtype.name().to_string(),
-            head_dim: child.spec.head_dim,
-            causal: self.causal.name().to_string(),
-            shapes: shapes.iter().map(shape_text).collect(),
             warmup: TUNE_WARMUP,
             samples: TUNE_SAMPLES,
             variant,
@@ -86,6 +76,7 @@ impl WorkerEvaluator {
                 let problem = |&s| Problem::dense(s, child.spec.dtype, Layout::Bhsd).with_causal(self.causal);
                 shapes.iter().map(|s| roofline::impossible_below_us(&problem(s), c)).collect()
             }),
+            ..Request::new(id, &child.spec, self.causal, shapes)
         })
     }
 }

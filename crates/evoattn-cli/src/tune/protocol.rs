@@ -3,6 +3,8 @@
 //! `Ready` once, then for each request a `Gate` line as each gate starts (so a hang or crash
 //! is charged to the right gate) and one `Passed` or `Failed`.
 
+use evoattn::runtime::compile::CompiledKernel;
+use evoattn::{Causal, KernelSpec, Shape};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -29,11 +31,39 @@ pub struct Request {
     pub roofline_us: Option<Vec<f64>>,
 }
 
+impl Request {
+    /// `spec` on `shapes` under `causal`, from its embedded source, with no timing asked for
+    /// (warmup and samples 0) and no roofline: callers set what their use needs.
+    pub fn new(id: u64, spec: &KernelSpec, causal: Causal, shapes: &[Shape]) -> Self {
+        Request {
+            id,
+            imp: spec.imp().name().to_string(),
+            config: spec.config.to_string(),
+            dtype: spec.dtype.name().to_string(),
+            head_dim: spec.head_dim,
+            causal: causal.name().to_string(),
+            shapes: shapes.iter().map(super::store::shape_text).collect(),
+            warmup: 0,
+            samples: 0,
+            variant: None,
+            roofline_us: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VariantFile {
     pub source: String,
     pub cubin: PathBuf,
     pub arch: String,
+}
+
+impl VariantFile {
+    /// `compiled` (of `source`) handed to a worker: its CUBIN written to `cubin`.
+    pub fn write(cubin: PathBuf, source: &str, compiled: &CompiledKernel) -> Result<Self, String> {
+        std::fs::write(&cubin, &compiled.cubin).map_err(|e| format!("writing {}: {e}", cubin.display()))?;
+        Ok(VariantFile { source: source.to_string(), cubin, arch: compiled.arch.name().to_string() })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
