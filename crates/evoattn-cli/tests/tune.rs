@@ -41,6 +41,12 @@ fn stored(cache: &Path) -> Vec<String> {
     stored_rows(command(cache, &["tune", "--show"]), cache)
 }
 
+/// The command line of a scripted proposer in tests/fixtures, counting its calls in `cache`.
+fn scripted_proposer(script: &str, cache: &Path) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(script);
+    format!("sh {} {}", script.display(), cache.join("calls").display())
+}
+
 fn tune(cache: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["tune", "--impl", "mma"];
     args.extend(SHAPES);
@@ -110,8 +116,7 @@ fn planted_faults_and_a_broken_source_are_recorded_and_the_run_completes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/planted-faults-proposer.sh");
-    let proposer = format!("sh {} {}", script.display(), cache.join("calls").display());
+    let proposer = scripted_proposer("planted-faults-proposer.sh", cache);
     let started = Instant::now();
     let out = tune(cache, &["--generations", "4", "--timeout", "3s", "--proposer", &proposer]);
     assert!(out.status.success(), "{}", text(&out));
@@ -143,8 +148,7 @@ fn planted_cheats_pass_correctness_and_timing_then_fail_integrity_and_the_run_co
     let ceilings =
         r#"{"mock (CPU float64) / driver none (mock backend)": {"matmul_tflops": 400.0, "copy_gbps": 80.0}}"#;
     std::fs::write(cache.join("ceilings.json"), ceilings).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/planted-cheats-proposer.sh");
-    let proposer = format!("sh {} {}", script.display(), cache.join("calls").display());
+    let proposer = scripted_proposer("planted-cheats-proposer.sh", cache);
     let out = tune(cache, &["--generations", "6", "--gpus", "0", "--proposer", &proposer]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("without its roofline"), "{}", text(&out));
