@@ -82,14 +82,26 @@ pub struct Args {
 
 /// What an arm runs.
 enum ArmKernel {
-    Planned(Plan),
+    /// A config, planned for the timed problem and for the checked one (the check reads the
+    /// LSE too, and a plan's launch takes an LSE buffer exactly when its problem asks for one).
+    Planned {
+        timed: Plan,
+        checked: Plan,
+    },
     Variant(Variant),
 }
 
 impl ArmKernel {
-    fn kernel(&self) -> Kernel<'_> {
+    /// `config` planned for `problem` (timed without LSE) and for its check (with).
+    fn planned(problem: &Problem, config: evoattn::KernelConfig, (arch, sm_count): (Arch, u32)) -> Self {
+        let plan = |p: &Problem| evoattn::plan::plan(p, arch, sm_count, Request::Config(config));
+        ArmKernel::Planned { timed: plan(problem), checked: plan(&problem.clone().with_lse(true)) }
+    }
+
+    /// The kernel for the checked problem (`checked`) or the timed one.
+    fn kernel(&self, checked: bool) -> Kernel<'_> {
         match self {
-            ArmKernel::Planned(plan) => Kernel::Planned(plan),
+            ArmKernel::Planned { timed, checked: c } => Kernel::Planned(if checked { c } else { timed }),
             ArmKernel::Variant(variant) => Kernel::Variant(variant),
         }
     }
@@ -135,7 +147,7 @@ fn arms(plan: &Plan, (arch, sm_count): (Arch, u32), pathologies: &[Pathology]) -
     let original = Arm {
         name: "original".into(),
         change: "none".into(),
-        kernel: Some(ArmKernel::Planned(plan.clone())),
+        kernel: Some(ArmKernel::planned(&plan.problem, plan.spec.config, (arch, sm_count))),
         status: TIMED.into(),
         samples_us: Vec::new(),
         counters: None,
@@ -159,12 +171,7 @@ fn arms(plan: &Plan, (arch, sm_count): (Arch, u32), pathologies: &[Pathology]) -
 fn build(plan: &Plan, (arch, sm_count): (Arch, u32), injection: &Injection) -> Result<ArmKernel, String> {
     let spec = evoattn::KernelSpec { config: injection.config, ..plan.spec };
     let Some(define) = injection.define else {
-        return Ok(ArmKernel::Planned(evoattn::plan::plan(
-            &plan.problem,
-            arch,
-            sm_count,
-            Request::Config(spec.config),
-        )));
+        return Ok(ArmKernel::planned(&plan.problem, spec.config, (arch, sm_count)));
     };
     let unit = main_source(spec.imp());
     let compiled =
@@ -179,7 +186,7 @@ fn check(backend: &mut dyn Backend, problem: &Problem, layout: Layout, arms: &mu
     let checked = problem.clone().with_lse(true);
     for arm in arms.iter_mut() {
         let Some(kernel) = &arm.kernel else { continue };
-        let result = check_case(backend, &CheckOptions::TUNE, kernel.kernel(), &checked, layout, &mut expected);
+        let result = check_case(backend, &CheckOptions::TUNE, kernel.kernel(true), &checked, layout, &mut expected);
         if !result.passed {
             arm.status = format!("not timed: wrong output ({})", summary(&result));
             arm.kernel = None;
@@ -203,7 +210,7 @@ fn time(args: &Args, backend: &mut dyn Backend, problem: &Problem, seed: u64, ar
         for i in order {
             let arm = &mut arms[i];
             let Some(kernel) = &arm.kernel else { continue };
-            match backend.time(problem, kernel.kernel(), inputs, options) {
+            match backend.time(problem, kernel.kernel(false), inputs, options) {
                 Ok(t) => arm.samples_us.extend(t.samples_us),
                 Err(e) => {
                     arm.status = format!("not timed: {e}");
@@ -221,7 +228,7 @@ fn read_counters(profiler: &Profiler, problem: &Problem, dir: &Path, arms: &mut 
     for (i, arm) in arms.iter_mut().enumerate() {
         let Some(kernel) = &arm.kernel else { continue };
         let (spec, variant) = match kernel {
-            ArmKernel::Planned(plan) => (plan.spec, None),
+            ArmKernel::Planned { timed, .. } => (timed.spec, None),
             ArmKernel::Variant(v) => {
                 match VariantFile::write(dir.join(format!("arm-{i}.cubin")), &v.source, &v.compiled) {
                     Ok(file) => (v.compiled.spec, Some(file)),

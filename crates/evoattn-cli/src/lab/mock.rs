@@ -454,6 +454,12 @@ fn checked_spec(problem: &Problem, kernel: Kernel, inputs: [&[u16]; 3]) -> evoat
     // What the launch refuses for this problem (keys past `resident`'s blocks, a causal split
     // tail), as the GPU path's launch does.
     spec.launch_needs(problem, MOCK_SM_COUNT, 1).map_err(unsupported)?;
+    // A plan's launch takes an LSE buffer exactly when its own problem asked for one.
+    if let Kernel::Planned(plan) = kernel {
+        if plan.problem.with_lse != problem.with_lse {
+            return Err(unsupported("an LSE buffer must be given exactly when the problem asks for LSE".into()));
+        }
+    }
     for (tensor, buf) in [TensorName::Q, TensorName::K, TensorName::V].into_iter().zip(inputs) {
         let need = problem.extent(tensor);
         if buf.len() < need {
