@@ -3,7 +3,7 @@ it imports) with exactly the method `evoattn bench` uses for its own kernels, sp
 lines on stdin/stdout. See PROTOCOL.md; `python3 -m evoattn_oracle --fake` runs without torch."""
 
 # Bumped on any incompatible change to the requests or responses.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 # Every peer the oracle knows, in the order `hello` lists them.
 PEERS = ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "sdpa-math", "sdpa-auto", "fa4", "evoattn-torch", "cudnn-fp8")

@@ -43,6 +43,10 @@ def main() -> int:
 
         backend = FakeBackend()
     else:
+        # Kineto tears CUPTI down after each profiler session; a session that starts while the
+        # last one's teardown is pending records no kernels (pytorch/kineto#1554), and the
+        # profiler timer runs one session per block of samples.
+        os.environ.setdefault("TEARDOWN_CUPTI", "0")
         try:
             from .torch_backend import StartupError, TorchBackend
         except ModuleNotFoundError as e:

@@ -20,6 +20,13 @@ TIMERS = ("events", "do_bench", "profiler")
 # The tensors whose device pointers `time_kernel` patches into the kernel's parameter bytes.
 KERNEL_POINTERS = ("q", "k", "v", "o")
 POINTER = struct.Struct("<Q")
+# A launch's scratch buffers (int32 counters, float32 words), whose addresses are patched in
+# like the tensors'.
+SCRATCH = ("counters", "floats")
+# A tensor map's fields: cuTensorMapEncodeTiled's arguments apart from the address, as evoattn
+# chose them (its enums as the driver's numbers), and the lengths of its arrays (rank 4).
+TENSOR_MAP_ARRAYS = {"dims": 4, "strides_bytes": 3, "box_dims": 4, "element_strides": 4}
+TENSOR_MAP_ENUMS = ("data_type", "interleave", "swizzle", "l2_promotion", "oob_fill")
 
 
 class RequestError(Exception):
@@ -120,7 +127,13 @@ class KernelLaunch:
     block: tuple[int, int, int]
     smem: int
     params: bytes
+    # Where each device address goes in `params`: q, k, v, o, and the scratch's (SCRATCH).
     pointer_offsets: dict[str, int]
+    # Words of each scratch buffer the launch needs (zeroed once; the kernel leaves its counters
+    # at zero again), by SCRATCH name; absent where it needs none.
+    scratch_words: dict[str, int]
+    # The kernel's tensor-map parameters after the struct, in order (TMA kernels).
+    tensor_maps: tuple[TensorMap, ...] = ()
 
     @staticmethod
     def parse(req: Request) -> KernelLaunch:
@@ -131,6 +144,9 @@ class KernelLaunch:
         offsets = req.field("pointer_offsets")
         if not isinstance(offsets, dict) or set(offsets) != set(KERNEL_POINTERS):
             raise RequestError(f"'pointer_offsets' must map exactly {', '.join(KERNEL_POINTERS)} to byte offsets")
+        offsets = dict(offsets)
+        scratch = _scratch(req.fields.get("scratch"))
+        offsets.update({name: off for name, (_, off) in scratch.items()})
         for name, off in offsets.items():
             if isinstance(off, bool) or not isinstance(off, int) or off < 0 or off + POINTER.size > len(params):
                 raise RequestError(
@@ -149,7 +165,9 @@ class KernelLaunch:
             block=req.dim3("block"),
             smem=req.integer("smem"),
             params=params,
-            pointer_offsets=dict(offsets),
+            pointer_offsets=offsets,
+            scratch_words={name: words for name, (words, _) in scratch.items()},
+            tensor_maps=tuple(TensorMap.parse(m) for m in _list(req.fields.get("tensor_maps", []), "tensor_maps")),
         )
 
     def patched(self, pointers: dict[str, int]) -> bytes:
@@ -158,3 +176,57 @@ class KernelLaunch:
         for name, off in self.pointer_offsets.items():
             POINTER.pack_into(buf, off, pointers[name])
         return bytes(buf)
+
+
+def _scratch(value: Any) -> dict[str, tuple[int, int]]:
+    """`scratch` of a launch: {"counters": words, "floats": words, "counters_offset": byte offset,
+    "floats_offset": byte offset} (absent: none), as (words, offset) by name, the unneeded left out."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RequestError(f"'scratch' must be an object, got {value!r}")
+    req = Request({**value, "op": "scratch"})
+    needed = {name: (req.integer(name), req.field(f"{name}_offset")) for name in SCRATCH}
+    return {name: need for name, need in needed.items() if need[0] > 0}
+
+
+def _list(value: Any, name: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RequestError(f"'{name}' must be a list, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """One TMA tensor map a kernel takes, to encode over one of the case's tensors: the address
+    is ours, every other argument of cuTensorMapEncodeTiled evoattn's."""
+
+    tensor: str
+    data_type: int
+    dims: tuple[int, ...]
+    strides_bytes: tuple[int, ...]
+    box_dims: tuple[int, ...]
+    element_strides: tuple[int, ...]
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+    @staticmethod
+    def parse(fields: Any) -> TensorMap:
+        if not isinstance(fields, dict):
+            raise RequestError(f"a tensor map must be an object, got {fields!r}")
+        req = Request({**fields, "op": "a tensor map"})
+        arrays = {}
+        for name, length in TENSOR_MAP_ARRAYS.items():
+            value = req.field(name)
+            if (
+                not isinstance(value, list)
+                or len(value) != length
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in value)
+            ):
+                raise RequestError(f"tensor map '{name}' must be {length} positive integers, got {value!r}")
+            arrays[name] = tuple(value)
+        enums = {name: req.integer(name) for name in TENSOR_MAP_ENUMS}
+        return TensorMap(tensor=req.choice("tensor", KERNEL_POINTERS), **arrays, **enums)
+

@@ -56,6 +56,13 @@ US_PER_MS = 1e3
 # budget buys after its own estimate (which includes its 256 MB L2 clear, many times a short
 # kernel), so rounds double the budget until a block's samples are in: 8 cover 255 times.
 DO_BENCH_ROUNDS = 8
+# Profiler sessions per block of samples at most: a session that lost its kernel records (CUPTI
+# torn down or re-registered between sessions) is run again once.
+PROFILER_SESSIONS = 2
+# Launches each profiler session makes before the timed ones: CUPTI may drop a session's first
+# kernel records (pytorch#192021; on the H200, sessions of one launch recorded none), so the
+# samples are the session's last records.
+PROFILER_LEAD = 3
 # PyTorch's warnings carry a C++ source location; the reason is clearer without it.
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
@@ -471,7 +478,7 @@ class TorchBackend:
         self, launch: KernelLaunch, case_id: str, timing: Timing, output: str | None, timer: str
     ) -> list[float]:
         try:
-            from .kernel_launch import Module
+            from .kernel_launch import EncodedMap, Module
         except ImportError as e:
             raise RequestError(f"time_kernel needs cuda-bindings (pip install cuda-bindings): {e}") from None
         try:
@@ -481,9 +488,18 @@ class TorchBackend:
         case = self.cases[case_id]
         q, k, v = case.raw["q"], case.raw["k"], case.raw["v"]
         o = torch.full_like(q, float("nan"))  # unwritten elements stay NaN in `output`
-        params = launch.patched({"q": q.data_ptr(), "k": k.data_ptr(), "v": v.data_ptr(), "o": o.data_ptr()})
+        # Scratch lives as long as the module: zeroed once, its counters left at zero by each launch.
+        scratch_types = {"counters": torch.int32, "floats": torch.float32}
+        scratch = {
+            name: torch.zeros(words, dtype=scratch_types[name], device=self.device)
+            for name, words in launch.scratch_words.items()
+        }
+        tensors = {"q": q, "k": k, "v": v, "o": o, **scratch}
+        pointers = {name: t.data_ptr() for name, t in tensors.items()}
+        params = launch.patched(pointers)
+        maps = [EncodedMap(m, pointers[m.tensor]) for m in launch.tensor_maps]
         with Module(image) as module:
-            kernel = module.launcher(launch.kernel, launch.grid, launch.block, launch.smem, params)
+            kernel = module.launcher(launch.kernel, launch.grid, launch.block, launch.smem, params, maps)
 
             def call() -> None:
                 kernel(torch.cuda.current_stream().cuda_stream)  # the capture stream in graph mode
@@ -525,8 +541,10 @@ class TorchBackend:
         raise RuntimeError(f"do_bench gave {len(times)} samples in {DO_BENCH_ROUNDS} rounds, not {timing.samples}")
 
     def _profile_calls(self, call: Callable[[], Any], timing: Timing, kernel: str) -> list[float]:
-        """PyTorch's profiler (CUPTI's activity records): `timing.warmup` eager calls, then
-        `timing.samples` calls each after the flush; each the kernel's own duration on the GPU."""
+        """PyTorch's profiler (CUPTI's activity records): `timing.warmup` eager calls, then in a
+        session PROFILER_LEAD + `timing.samples` calls each after the flush; each of the last
+        `timing.samples` records the kernel's own duration on the GPU (without the launch's
+        latency, which an event pair around the call includes)."""
         if timing.mode != "eager":
             raise RequestError("the profiler timer times eager calls (graph mode has no twin in it)")
         from torch.autograd import DeviceType
@@ -535,20 +553,25 @@ class TorchBackend:
         flush = self._flush_buffer(timing.flush_bytes)
         stream = self._stream
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(timing.warmup):
-                call()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(timing.samples):
-                    if flush is not None:
-                        self._memset(flush, stream)
+        launches: list[Any] = []
+        for _ in range(PROFILER_SESSIONS):
+            with torch.cuda.stream(stream):
+                for _ in range(timing.warmup):
                     call()
                 torch.cuda.synchronize()
-        launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and e.name == kernel]
-        if len(launches) != timing.samples:
-            raise RuntimeError(f"the profiler recorded {len(launches)} launches of {kernel}, not {timing.samples}")
-        return [e.time_range.elapsed_us() for e in launches]
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(PROFILER_LEAD + timing.samples):
+                        if flush is not None:
+                            self._memset(flush, stream)
+                        call()
+                    torch.cuda.synchronize()
+            launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and e.name == kernel]
+            if len(launches) >= timing.samples:
+                return [e.time_range.elapsed_us() for e in launches[-timing.samples :]]
+        raise RuntimeError(
+            f"the profiler recorded {len(launches)} of {PROFILER_LEAD + timing.samples} launches of {kernel}, "
+            f"fewer than the {timing.samples} samples, in each of {PROFILER_SESSIONS} sessions"
+        )
 
     def _flush_buffer(self, nbytes: int) -> torch.Tensor | None:
         """The buffer overwritten before each sample (kept between requests of the same size)."""

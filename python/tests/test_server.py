@@ -15,8 +15,23 @@ from evoattn_oracle import PEERS, PROTOCOL_VERSION, safetensors_io
 from evoattn_oracle.server import Server
 
 TIMING = {"warmup": 2, "samples": 7, "flush_bytes": 1 << 20}
-KERNEL_PARAMS = struct.pack("<5Q2i", 0, 0, 0, 0, 0, 8, 8)
+KERNEL_PARAMS = struct.pack("<7Q2i", 0, 0, 0, 0, 0, 0, 0, 8, 8)
 KERNEL_OFFSETS = {"q": 0, "k": 8, "v": 16, "o": 24}
+# Two claim counters, no floats, their addresses after o's.
+SCRATCH = {"counters": 2, "floats": 0, "counters_offset": 40, "floats_offset": 48}
+# K's map of a bf16 hd128 TMA kernel, 1 batch, 2 heads, 130 keys, BHSD (what evoattn sends).
+K_MAP = {
+    "tensor": "k",
+    "data_type": 9,
+    "dims": [128, 130, 2, 1],
+    "strides_bytes": [256, 33280, 66560],
+    "box_dims": [64, 128, 1, 1],
+    "element_strides": [1, 1, 1, 1],
+    "interleave": 0,
+    "swizzle": 3,
+    "l2_promotion": 3,
+    "oob_fill": 0,
+}
 
 
 def kernel_request(cubin: Path, **overrides: object) -> dict[str, object]:
@@ -164,11 +179,35 @@ def test_time_kernel_takes_every_timer(loaded: Server, tmp_path: Path, timer: st
     assert len(r["samples_us"]) == TIMING["samples"]
 
 
+def test_time_kernel_takes_the_tensor_maps_of_a_tma_kernel(loaded: Server, tmp_path: Path) -> None:
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"\x7fELF")
+    r = loaded.handle(kernel_request(cubin, tensor_maps=[K_MAP, {**K_MAP, "tensor": "v"}]))
+    assert r["ok"], r
+
+
+def test_time_kernel_takes_the_scratch_a_scheduler_needs(loaded: Server, tmp_path: Path) -> None:
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(b"\x7fELF")
+    r = loaded.handle(kernel_request(cubin, scratch=SCRATCH))
+    assert r["ok"], r
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
+        ({"tensor_maps": K_MAP}, "'tensor_maps' must be a list"),
+        ({"scratch": {**SCRATCH, "counters_offset": 24}}, "overlap"),
+        ({"scratch": {**SCRATCH, "counters_offset": 64}}, "pointer offset of counters is 64"),
+        ({"scratch": {**SCRATCH, "floats": -1}}, "'floats' must be an integer >= 0"),
+        ({"scratch": [2, 0]}, "'scratch' must be an object"),
+        ({"tensor_maps": [{**K_MAP, "tensor": "lse"}]}, "'tensor' is 'lse'"),
+        ({"tensor_maps": [{**K_MAP, "dims": [128, 130, 2]}]}, "'dims' must be 4 positive integers"),
+        ({"tensor_maps": [{**K_MAP, "box_dims": [64, 0, 1, 1]}]}, "'box_dims' must be 4"),
+        ({"tensor_maps": [{k: v for k, v in K_MAP.items() if k != "swizzle"}]}, "needs the field 'swizzle'"),
+        ({"tensor_maps": [{**K_MAP, "swizzle": -1}]}, "'swizzle' must be an integer >= 0"),
         ({"pointer_offsets": {"q": 0, "k": 8, "v": 16}}, "pointer_offsets"),
-        ({"pointer_offsets": {"q": 0, "k": 8, "v": 16, "o": 48}}, "within the 48 parameter bytes"),
+        ({"pointer_offsets": {"q": 0, "k": 8, "v": 16, "o": 64}}, "within the 64 parameter bytes"),
         ({"pointer_offsets": {"q": 0, "k": 8, "v": 16, "o": 12}}, "aligned"),
         ({"pointer_offsets": {"q": 0, "k": 0, "v": 16, "o": 24}}, "overlap"),
         ({"params_b64": "not base64!"}, "base64"),

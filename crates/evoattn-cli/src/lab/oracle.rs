@@ -13,6 +13,8 @@ use crate::lab::inputs::Draw;
 use crate::lab::tensors_io::{bits, dtype_name, safetensors_dtype};
 use crate::stores::record::{Mode, Status, Timer};
 use anyhow::{anyhow, bail, ensure, Context};
+use evoattn::runtime::scratch::ScratchNeed;
+use evoattn::runtime::tma::TensorMapGeometry;
 use evoattn::{Layout, Problem, TensorName};
 use safetensors::SafeTensors;
 use serde::de::DeserializeOwned;
@@ -44,7 +46,7 @@ const DEFAULT_PYTHON: &str = "python3";
 /// case, short enough that a wedged GPU does not hang a benchmark for ever.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The protocol version this client speaks (`PROTOCOL_VERSION` in the package).
-const PROTOCOL_VERSION: u32 = 4;
+const PROTOCOL_VERSION: u32 = 5;
 const PACKAGE: &str = "evoattn_oracle";
 /// Where the package lives relative to the repository root.
 const PACKAGE_PARENT: &str = "python";
@@ -170,6 +172,12 @@ pub struct KernelLaunch<'a> {
     /// The kernel's single by-value struct parameter, as packed for the device.
     pub params: &'a [u8],
     pub pointer_offsets: PointerOffsets,
+    /// The tensor maps the kernel takes after the struct, in order, each for the oracle to encode
+    /// over its own tensor.
+    pub tensor_maps: &'a [(TensorName, TensorMapGeometry)],
+    /// Scratch for the oracle to allocate (counters zeroed) and where its two addresses go.
+    pub scratch: ScratchNeed,
+    pub scratch_offsets: [usize; 2],
     /// Where to write the `o` the kernel produced, for checking.
     pub output: Option<&'a Path>,
     /// Who times it in the oracle.
@@ -316,7 +324,12 @@ impl Oracle {
         let fields = json!({
             "id": id, "cubin_path": utf8(launch.cubin)?, "kernel": launch.kernel, "grid": launch.grid,
             "block": launch.block, "smem": launch.smem, "params_b64": base64(launch.params),
-            "pointer_offsets": launch.pointer_offsets, "output": launch.output.map(utf8).transpose()?,
+            "pointer_offsets": launch.pointer_offsets, "tensor_maps": tensor_maps_json(launch.tensor_maps),
+            "scratch": {
+                "counters": launch.scratch.counters, "floats": launch.scratch.floats,
+                "counters_offset": launch.scratch_offsets[0], "floats_offset": launch.scratch_offsets[1]
+            },
+            "output": launch.output.map(utf8).transpose()?,
             "mode": mode.name(), "timer": launch.timer.protocol_name(),
             "warmup": warmup, "samples": samples, "flush_bytes": flush_bytes
         });
@@ -645,6 +658,25 @@ impl Drop for Connection {
     }
 }
 
+/// The tensor maps of a launch as the oracle encodes them: `cuTensorMapEncodeTiled`'s arguments
+/// apart from the address, its enums as the driver's numbers (one choice, made in
+/// `TensorMapGeometry::encoding`).
+fn tensor_maps_json(maps: &[(TensorName, TensorMapGeometry)]) -> Value {
+    let maps: Vec<Value> = maps
+        .iter()
+        .map(|(tensor, g)| {
+            let e = g.encoding();
+            json!({
+                "tensor": tensor.name(), "data_type": e.data_type as u32, "dims": g.dims,
+                "strides_bytes": g.strides_bytes, "box_dims": g.box_dims, "element_strides": e.element_strides,
+                "interleave": e.interleave as u32, "swizzle": e.swizzle as u32,
+                "l2_promotion": e.l2_promotion as u32, "oob_fill": e.oob_fill as u32
+            })
+        })
+        .collect();
+    Value::Array(maps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -860,6 +892,9 @@ mod tests {
             smem: 96 * 1024,
             params: &params,
             pointer_offsets: PointerOffsets { q: 0, k: 8, v: 16, o: 24 },
+            tensor_maps: &[],
+            scratch: ScratchNeed { counters: 2, floats: 0 },
+            scratch_offsets: [32, 40],
             output: Some(&out),
             timer: Timer::Events,
         };
@@ -872,9 +907,36 @@ mod tests {
             let samples = oracle.time_kernel("a", &timed, Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap();
             assert_eq!(samples.len(), SAMPLES, "{timer:?}");
         }
+        // A TMA kernel's tensor maps travel with it, for the oracle to encode over its tensors.
+        let maps = tensor_maps(&problem);
+        let tma = KernelLaunch { tensor_maps: &maps, ..launch };
+        assert_eq!(oracle.time_kernel("a", &tma, Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap().len(), SAMPLES);
         launch.pointer_offsets.o = 44;
         let err = oracle.time_kernel("a", &launch, Mode::Eager, WARMUP, SAMPLES, FLUSH).unwrap_err();
         assert!(one_line(&err).contains("pointer offset of o"), "{err:#}");
+    }
+
+    /// K's and V's maps of the `wgmma` kernel for `problem`, as our launch encodes them.
+    fn tensor_maps(problem: &Problem) -> Vec<(TensorName, TensorMapGeometry)> {
+        [TensorName::K, TensorName::V]
+            .map(|t| (t, TensorMapGeometry::new(problem, t, 128, evoattn::Impl::Wgmma).unwrap()))
+            .to_vec()
+    }
+
+    #[test]
+    fn tensor_maps_go_to_the_oracle_as_the_drivers_arguments() {
+        let problem = Problem::dense(Shape::new(1, 2, 130, 128), Dtype::Bf16, Layout::Bhsd);
+        let json = tensor_maps_json(&tensor_maps(&problem));
+        // cuTensorMapEncodeTiled's numbers: BFLOAT16 = 9, SWIZZLE_128B = 3 (a 128-byte row of
+        // 64 bf16), L2_256B = 3, no interleave, zero fill.
+        assert_eq!(
+            json[1],
+            json!({
+                "tensor": "v", "data_type": 9, "dims": [128, 130, 2, 1], "strides_bytes": [256, 33280, 66560],
+                "box_dims": [64, 128, 1, 1], "element_strides": [1, 1, 1, 1], "interleave": 0, "swizzle": 3,
+                "l2_promotion": 3, "oob_fill": 0
+            })
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@ use crate::kernels::SourceFile;
 use crate::problem::{Causal, Problem, TensorName};
 use crate::runtime::compile::CompiledKernel;
 use crate::runtime::launch::LaunchBuffers;
+use crate::runtime::scratch::ScratchNeed;
+use crate::runtime::tma::{self, TensorMapGeometry};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, CudaView, CudaViewMut, DevicePtrMut, DeviceRepr, LaunchConfig,
@@ -453,8 +455,9 @@ impl LoadedKernel {
 }
 
 /// Everything needed to launch a planned kernel in another process (the oracle times ours
-/// with PyTorch's events to cross-check our timer): the CUBIN, the launch shape, and the packed
-/// parameter bytes with the tensor pointers zero, plus where those pointers go.
+/// with outside timers to cross-check our timer): the CUBIN, the launch shape, the packed
+/// parameter bytes with the tensor pointers zero, where those pointers go, and the tensor maps
+/// the kernel takes after them, which the launching process encodes over its own tensors.
 #[derive(Clone, Debug)]
 pub struct LaunchImage {
     pub kernel: String,
@@ -465,40 +468,49 @@ pub struct LaunchImage {
     pub params: Vec<u8>,
     /// Byte offsets of the q, k, v and o pointers in `params`.
     pub pointer_offsets: [(TensorName, usize); 4],
+    /// The kernel's `TmaMap` parameters after `params`, in order: each over its tensor's address
+    /// (`tma::TensorMapGeometry::encoding` says how to encode it).
+    pub tensor_maps: Vec<(TensorName, TensorMapGeometry)>,
+    /// The scratch the launching process allocates (counters zeroed once: each launch leaves
+    /// them at zero again), and the byte offsets in `params` of its counters' and floats'
+    /// addresses.
+    pub scratch: ScratchNeed,
+    pub scratch_offsets: [usize; 2],
 }
 
 impl LaunchImage {
-    /// The image of `kernel` for `problem` (validated, without LSE). Kernels that take tensor
-    /// maps (TMA loads) have none: a map holds the device address of the caller's tensor,
-    /// which only the launching process can encode.
+    /// The image of `kernel` for `problem` (validated, without LSE, 16-bit).
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32, l2_bytes: usize) -> Result<Self> {
         problem.validate()?;
-        // Scratch (splitkv's partials, the persistent schedulers' counters) lives in the
-        // launching process's arena, which another process cannot reach.
         let unsupported = |reason: String| Error::Unsupported { imp: kernel.spec.imp().to_string(), reason };
+        if problem.dtype.is_fp8() {
+            return Err(unsupported(
+                "an E4M3 launch takes descales (and wgmma's a V transpose first), which a launch image does not \
+                 carry"
+                    .into(),
+            ));
+        }
+        // splitkv is two launches (its splits, then their merge) with parameters beside AttnParams.
         let needs = kernel.spec.launch_needs(problem, sm_count, 1).map_err(unsupported)?;
-        if needs.merge.is_some() || needs.scratch != crate::runtime::scratch::ScratchNeed::default() {
+        if needs.merge.is_some() || needs.splits > 1 {
             return Err(unsupported(format!(
-                "{} launches with a workspace that only the launching process holds",
+                "{} splits the keys and merges the splits in a second launch; a launch image holds one",
                 kernel.spec.name()
             )));
         }
-        if kernel.spec.tensor_map_rows().is_some() {
-            return Err(Error::Unsupported {
-                imp: kernel.spec.imp().to_string(),
-                reason: format!(
-                    "{} takes TMA tensor maps, which hold the caller's device addresses; a launch image packs \
-                     only AttnParams (use wgmma's pipeline=cp-async for cross-process timing)",
-                    kernel.spec.name()
-                ),
-            });
-        }
         if problem.with_lse {
-            return Err(Error::Unsupported {
-                imp: kernel.spec.imp().to_string(),
-                reason: "a launch image carries no LSE buffer".into(),
-            });
+            return Err(unsupported("a launch image carries no LSE buffer".into()));
         }
+        let tensor_maps = match kernel.spec.tensor_map_rows() {
+            Some(_) if problem.shape.sk == 0 => {
+                return Err(unsupported(format!(
+                    "{} loads K and V by TMA, and a tensor map cannot describe 0 keys",
+                    kernel.spec.name()
+                )))
+            }
+            Some(rows) => tma::kernel_maps(problem, kernel.spec.imp(), rows, false)?,
+            None => Vec::new(),
+        };
         Ok(LaunchImage {
             kernel: kernel.spec.name(),
             cubin: kernel.cubin.clone(),
@@ -511,6 +523,12 @@ impl LaunchImage {
                 (TensorName::K, std::mem::offset_of!(KernelParams, k)),
                 (TensorName::V, std::mem::offset_of!(KernelParams, v)),
                 (TensorName::O, std::mem::offset_of!(KernelParams, o)),
+            ],
+            tensor_maps,
+            scratch: needs.scratch,
+            scratch_offsets: [
+                std::mem::offset_of!(KernelParams, tile_counter),
+                std::mem::offset_of!(KernelParams, split_work),
             ],
         })
     }
@@ -619,7 +637,7 @@ mod tests {
     }
 
     #[test]
-    fn launch_images_refuse_kernels_that_take_tensor_maps() {
+    fn launch_images_carry_the_tensor_maps_a_kernel_takes_after_its_params() {
         let p = Problem::dense(
             crate::problem::Shape::new(1, 2, 130, 128),
             crate::problem::Dtype::Bf16,
@@ -645,9 +663,29 @@ mod tests {
             from_cache: false,
             elapsed: std::time::Duration::ZERO,
         };
-        assert!(LaunchImage::new(&kernel("pipeline=cp-async,o_staging=registers"), &p, 132, H100_L2).is_ok());
-        let err = LaunchImage::new(&kernel("pipeline=tma"), &p, 132, H100_L2).unwrap_err().to_string();
-        assert!(err.contains("takes TMA tensor maps") && err.contains("only AttnParams"), "{err}");
+        let plain = LaunchImage::new(&kernel("pipeline=cp-async,o_staging=registers"), &p, 132, H100_L2).unwrap();
+        assert!(plain.tensor_maps.is_empty());
+        // As the kernel's parameters: K's and V's maps (and O's with its tile store), each the
+        // geometry our own launch encodes.
+        let spec = kernel("pipeline=tma,schedule=grid,o_staging=tile").spec;
+        let image = LaunchImage::new(&kernel("pipeline=tma,schedule=grid,o_staging=tile"), &p, 132, H100_L2).unwrap();
+        let names: Vec<TensorName> = image.tensor_maps.iter().map(|(t, _)| *t).collect();
+        let rows = spec.tensor_map_rows().unwrap();
+        let want = tma::kernel_maps(&p, spec.imp(), rows, false).unwrap();
+        assert_eq!(image.tensor_maps, want);
+        assert_eq!(names, [TensorName::Q, TensorName::K, TensorName::V, TensorName::O]);
+        assert!(image.scratch.is_none());
+        // A claimed schedule's counters: the launching process allocates them, zeroed once.
+        let claimed = LaunchImage::new(&kernel("pipeline=tma,schedule=claimed"), &p, 132, H100_L2).unwrap();
+        assert!(claimed.scratch.counters > 0);
+        assert_eq!(claimed.scratch_offsets, [176, 184]);
+        // What only the launching process holds is refused, with why.
+        let fp8 = Problem { dtype: crate::problem::Dtype::E4m3, ..p.clone() };
+        let err = LaunchImage::new(&kernel("pipeline=tma"), &fp8, 132, H100_L2).unwrap_err().to_string();
+        assert!(err.contains("descales"), "{err}");
+        let err =
+            LaunchImage::new(&kernel("pipeline=tma"), &p.clone().with_lse(true), 132, H100_L2).unwrap_err().to_string();
+        assert!(err.contains("no LSE buffer"), "{err}");
     }
 
     #[test]

@@ -50,23 +50,11 @@ impl MapCache {
     /// `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`), whose address the
     /// launch passes in V's place.
     fn new(problem: &Problem, imp: Impl, rows: TensorMapRows, v_transposed: bool) -> Result<Self> {
-        let tensors = [
-            (TensorName::Q, rows.q),
-            (TensorName::K, Some(rows.kv)),
-            (TensorName::V, Some(rows.kv)),
-            (TensorName::O, rows.o),
-        ];
-        let mut geometry = Vec::with_capacity(tensors.len());
-        for (index, (tensor, rows)) in tensors.into_iter().enumerate() {
-            if let Some(rows) = rows {
-                let g = if tensor == TensorName::V && v_transposed {
-                    TensorMapGeometry::transposed_v(problem, imp)?
-                } else {
-                    TensorMapGeometry::new(problem, tensor, rows, imp)?
-                };
-                geometry.push((g, index));
-            }
-        }
+        const ORDER: [TensorName; 4] = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
+        let geometry = tma::kernel_maps(problem, imp, rows, v_transposed)?
+            .into_iter()
+            .map(|(tensor, g)| (g, ORDER.iter().position(|&t| t == tensor).expect("maps are over Q, K, V or O")))
+            .collect();
         let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
         Ok(MapCache { geometry, imp, encoded_for: [None; 4], maps: [empty; 4] })
     }

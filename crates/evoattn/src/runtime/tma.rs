@@ -11,7 +11,7 @@
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 
-use crate::config::{Impl, SWIZZLE_ROW_BYTES};
+use crate::config::{Impl, TensorMapRows, SWIZZLE_ROW_BYTES};
 use crate::error::{Error, Result};
 use crate::problem::{Dtype, Problem, TensorName};
 use cudarc::driver::sys::{
@@ -144,9 +144,73 @@ pub fn transposed_v_keys(sk: usize) -> usize {
     sk.div_ceil(VT_KEY_ALIGN) * VT_KEY_ALIGN
 }
 
+/// What `cuTensorMapEncodeTiled` is told about a geometry beyond its sizes: the driver's
+/// enums, so the one choice of swizzle, fill and promotion is made here for both our launches
+/// and a [`crate::runtime::device::LaunchImage`] another process encodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TiledEncoding {
+    pub data_type: CUtensorMapDataType,
+    pub element_strides: [u32; 4],
+    pub interleave: CUtensorMapInterleave,
+    pub swizzle: CUtensorMapSwizzle,
+    pub l2_promotion: CUtensorMapL2promotion,
+    pub oob_fill: CUtensorMapFloatOOBfill,
+}
+
+impl TensorMapGeometry {
+    /// The encoding of this geometry: the swizzle of the box's row (128 bytes, or 64), dense
+    /// elements, zero fill outside the tensor, 256-byte L2 promotion.
+    pub fn encoding(&self) -> TiledEncoding {
+        let data_type = match self.dtype {
+            Dtype::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            Dtype::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            Dtype::E4m3 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        };
+        let swizzle = if self.box_dims[0] as usize * self.dtype.size_bytes() == SWIZZLE_ROW_BYTES {
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
+        } else {
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B
+        };
+        TiledEncoding {
+            data_type,
+            element_strides: [1; 4],
+            interleave: CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle,
+            l2_promotion: CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            oob_fill: CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        }
+    }
+}
+
+/// The tensor maps a kernel takes, in its parameter order (Q, K, V, O, each where `rows` names
+/// it), with their geometries; `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`).
+pub fn kernel_maps(
+    problem: &Problem,
+    imp: Impl,
+    rows: TensorMapRows,
+    v_transposed: bool,
+) -> Result<Vec<(TensorName, TensorMapGeometry)>> {
+    let tensors = [
+        (TensorName::Q, rows.q),
+        (TensorName::K, Some(rows.kv)),
+        (TensorName::V, Some(rows.kv)),
+        (TensorName::O, rows.o),
+    ];
+    let mut maps = Vec::with_capacity(tensors.len());
+    for (tensor, rows) in tensors {
+        let Some(rows) = rows else { continue };
+        let geometry = if tensor == TensorName::V && v_transposed {
+            TensorMapGeometry::transposed_v(problem, imp)?
+        } else {
+            TensorMapGeometry::new(problem, tensor, rows, imp)?
+        };
+        maps.push((tensor, geometry));
+    }
+    Ok(maps)
+}
+
 /// Encodes the tensor map of `geometry` over the tensor at device address `addr` (16-byte
-/// aligned) for kernel `imp`: the swizzle of the box's row (128 bytes, or 64), zero fill
-/// outside the tensor, 256-byte L2 promotion.
+/// aligned) for kernel `imp`, as [`TensorMapGeometry::encoding`] says.
 pub fn encode(geometry: &TensorMapGeometry, addr: u64, imp: Impl) -> Result<TensorMap> {
     if !addr.is_multiple_of(STRIDE_ALIGN) {
         return Err(Error::Unsupported {
@@ -155,17 +219,7 @@ pub fn encode(geometry: &TensorMapGeometry, addr: u64, imp: Impl) -> Result<Tens
         });
     }
     let mut map = CUtensorMap { opaque: [0; 16] };
-    let element_strides = [1u32; 4];
-    let data_type = match geometry.dtype {
-        Dtype::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        Dtype::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        Dtype::E4m3 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-    };
-    let swizzle = if geometry.box_dims[0] as usize * geometry.dtype.size_bytes() == SWIZZLE_ROW_BYTES {
-        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
-    } else {
-        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B
-    };
+    let e = geometry.encoding();
     // Safety: the driver library is loaded (a context exists before any launch), `map` is a
     // live, suitably aligned CUtensorMap that the call writes; the dims (4), strides (3), box
     // and element-stride arrays have the lengths the rank (4) implies and outlive the call;
@@ -173,17 +227,17 @@ pub fn encode(geometry: &TensorMapGeometry, addr: u64, imp: Impl) -> Result<Tens
     let status = unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
-            data_type,
+            e.data_type,
             4,
             addr as *mut std::ffi::c_void,
             geometry.dims.as_ptr(),
             geometry.strides_bytes.as_ptr(),
             geometry.box_dims.as_ptr(),
-            element_strides.as_ptr(),
-            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            swizzle,
-            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            e.element_strides.as_ptr(),
+            e.interleave,
+            e.swizzle,
+            e.l2_promotion,
+            e.oob_fill,
         )
     };
     if status != sys::CUresult::CUDA_SUCCESS {
