@@ -59,10 +59,11 @@ DO_BENCH_ROUNDS = 8
 # Profiler sessions per block of samples at most: a session that lost its kernel records (CUPTI
 # torn down or re-registered between sessions) is run again once.
 PROFILER_SESSIONS = 2
-# Launches each profiler session makes before the timed ones: CUPTI may drop a session's first
-# kernel records (pytorch#192021; on the H200, sessions of one launch recorded none), so the
-# samples are the session's last records.
+# Launches each profiler session makes before the timed ones, at least: CUPTI may drop a
+# session's first kernel records, more as sessions accumulate (pytorch#192021; on the H200,
+# sessions of one launch recorded none), so the samples are the session's last records.
 PROFILER_LEAD = 3
+PROFILER_MAX_LEAD = 64
 # PyTorch's warnings carry a C++ source location; the reason is clearer without it.
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
@@ -230,6 +231,9 @@ class TorchBackend:
         # method. PyTorch's legacy default stream and a `zero_()` kernel made each graph sample of
         # the same kernel 0.1-0.2 µs slower (docs/perf-log.md, session 26).
         self._stream = torch.cuda.Stream(self.device)
+        # Launches before the timed ones in each profiler session: CUPTI loses more of a
+        # session's first records as sessions accumulate, so it grows with the losses seen.
+        self._profiler_lead = PROFILER_LEAD
         self._memset = _driver_memset()
 
     def hello(self) -> dict[str, Any]:
@@ -542,7 +546,7 @@ class TorchBackend:
 
     def _profile_calls(self, call: Callable[[], Any], timing: Timing, kernel: str) -> list[float]:
         """PyTorch's profiler (CUPTI's activity records): `timing.warmup` eager calls, then in a
-        session PROFILER_LEAD + `timing.samples` calls each after the flush; each of the last
+        session the lead's and `timing.samples` calls, each after the flush; each of the last
         `timing.samples` records the kernel's own duration on the GPU (without the launch's
         latency, which an event pair around the call includes)."""
         if timing.mode != "eager":
@@ -555,22 +559,26 @@ class TorchBackend:
         stream.wait_stream(torch.cuda.current_stream())
         launches: list[Any] = []
         for _ in range(PROFILER_SESSIONS):
+            calls = self._profiler_lead + timing.samples
             with torch.cuda.stream(stream):
                 for _ in range(timing.warmup):
                     call()
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(PROFILER_LEAD + timing.samples):
+                    for _ in range(calls):
                         if flush is not None:
                             self._memset(flush, stream)
                         call()
                     torch.cuda.synchronize()
             launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and e.name == kernel]
+            # Lost records are the session's first: lead the next sessions past as many again.
+            lost = calls - len(launches)
+            self._profiler_lead = min(max(self._profiler_lead, lost + PROFILER_LEAD), PROFILER_MAX_LEAD)
             if len(launches) >= timing.samples:
                 return [e.time_range.elapsed_us() for e in launches[-timing.samples :]]
         raise RuntimeError(
-            f"the profiler recorded {len(launches)} of {PROFILER_LEAD + timing.samples} launches of {kernel}, "
-            f"fewer than the {timing.samples} samples, in each of {PROFILER_SESSIONS} sessions"
+            f"the profiler recorded {len(launches)} launches of {kernel}, fewer than the {timing.samples} samples, "
+            f"in each of {PROFILER_SESSIONS} sessions (the last of {calls} launches)"
         )
 
     def _flush_buffer(self, nbytes: int) -> torch.Tensor | None:

@@ -424,7 +424,7 @@ fn check_ours(
 
 /// Loads the case into the oracle and has each peer write its output once, judged against
 /// `want`; a peer that refuses or is missing is marked so. Returns our kernel packed for the
-/// oracle's launch when `self-torch-events` is among the peers and it ran.
+/// oracle's launch when a timer control is among the peers and the launch ran.
 #[allow(clippy::too_many_arguments)]
 fn check_peers(
     args: &LabArgs,
@@ -438,7 +438,9 @@ fn check_peers(
 ) -> anyhow::Result<Option<TorchTimed>> {
     let p = case.problem;
     o.draw(id, p, case.layout, case.draw)?;
-    let mut torch_timed = None;
+    // Our kernel packed for the oracle, and its output from one launch there: the controls
+    // differ only in who times that same launcher, so one check serves them all.
+    let mut image: Option<Result<(TorchTimed, Vec<u16>), String>> = None;
     for row in peer_rows {
         let out_path = case.dir.join(format!("{id}-{}.safetensors", row.name));
         let timer = Timer::of_peer(&row.name);
@@ -453,23 +455,21 @@ fn check_peers(
         };
         if let Some(reason) = refusal {
             set_status(row, Status::Refused, Some(reason));
-        } else if let Some(timer) = timer {
-            // One launch through the oracle, output kept: the image must compute what ours does.
-            let prepared = match torch_timed.take() {
-                Some(t) => Ok(t),
-                None => TorchTimed::prepare(case, backend),
-            };
-            let checked = prepared.and_then(|t| {
-                o.time_kernel(id, &t.launch(timer, Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
-                Ok(t)
+        } else if timer.is_some() {
+            let checked = image.get_or_insert_with(|| {
+                let checked = TorchTimed::prepare(case, backend).and_then(|t| {
+                    o.time_kernel(id, &t.launch(Timer::Events, Some(&out_path)), args.mode, 0, 1, flush_bytes)?;
+                    let out = crate::lab::oracle::read_output(&out_path, p, case.layout)?;
+                    Ok((t, out))
+                });
+                checked.map_err(|e| format!("{e:#}"))
             });
             match checked {
-                Ok(t) => {
+                Ok((_, out)) => {
                     set_status(row, Status::Ok, None);
-                    judge(row, p, &crate::lab::oracle::read_output(&out_path, p, case.layout)?, want);
-                    torch_timed = Some(t);
+                    judge(row, p, out, want);
                 }
-                Err(e) => set_status(row, Status::Missing, Some(format!("{e:#}"))),
+                Err(reason) => set_status(row, Status::Missing, Some(reason.clone())),
             }
         } else if is_oracle_peer(&row.name) {
             match o.output(id, &row.name, &out_path)? {
@@ -483,7 +483,7 @@ fn check_peers(
         }
         let _ = std::fs::remove_file(&out_path);
     }
-    Ok(torch_timed)
+    Ok(image.and_then(Result::ok).map(|(t, _)| t))
 }
 
 /// Times every side that ran (`sides[0]` is ours) in interleaved blocks until each has
