@@ -1,0 +1,48 @@
+# Session 34's eighth device call (the last of its budget): the seed preset and the hd128 fa3
+# rows again, after the controls share one output check and the profiler's lead grows with the
+# records CUPTI loses (s34-dev7 lost every record of some one-launch checks).
+# Was: session 34's seventh device call: as s34-dev6.sh (whose header follows), with the profiler's
+# lead launches (a session of one launch recorded none), blocks of 5 (twice the turns), and
+# graph mode at the smallest seed shape (does the eager gap against the oracle's events come
+# from the host?).
+# Session 34's sixth device call (#37 part 4): the cross-bench columns after the oracle learned
+# to launch TMA kernels (tensor maps encoded over its tensors) and kernels with scratch (claim
+# counters, split-tail pieces), and the profiler timer's second session when one loses its
+# records: the seed preset, then the fa3 grid one head dim at a time (non-causal and causal).
+# Carry: [".gpu"].
+set -u
+BUDGET_S=150
+source scripts/lib-step.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv > $OUT/gpu.txt 2>&1
+PEERS=sdpa-cudnn,self-torch-events,self-do-bench,self-torch-profiler
+step "timers seed" 70 timers-seed.txt "$BIN" bench --preset seed --reps 40 --block 5 --peers $PEERS --json $OUT/timers-seed.json
+for d in 128; do
+  step "timers fa3 hd$d" 160 timers-fa3-$d.txt "$BIN" bench $(fa3_rows $d) --dtype bf16 --causal none,top-left --reps 30 --block 5 \
+    --peers $PEERS --json $OUT/timers-fa3-$d.json
+done
+print_rows | cut -c1-90
+for f in $OUT/timers-*.txt $OUT/graph-*.txt; do echo "== $(basename $f)"; grep -E "^flagged|^not measured" $f | cut -c1-200; done
+python3 - "$OUT" <<'PY'
+import json, glob, sys, statistics as st
+worst = []
+for path in sorted(glob.glob(sys.argv[1] + "/timers-*.json") + glob.glob(sys.argv[1] + "/graph-*.json")):
+    for res in json.load(open(path))["results"]:
+        c, ours = res["case"], res["ours"]
+        o = st.median(ours["samples_us"]) if ours.get("samples_us") else None
+        row = [f'{c["b"]},{c["h"]},{c["sq"]},{c["d"]}', c["causal"], f"ours {o:.2f}" if o else "ours -"]
+        peers = {p["name"]: p for p in res["peers"]}
+        for t in ("self-torch-events", "self-do-bench", "self-torch-profiler"):
+            m = peers.get(t)
+            if o and m and m.get("samples_us"):
+                d = st.median(m["samples_us"]) / o - 1
+                row.append(f"{t[5:]} {100*d:+.1f}%")
+                worst.append((abs(d), row[0], row[1], t))
+            else:
+                row.append(f"{t[5:]} {m['status'] if m else 'absent'}")
+        print(" ".join(row))
+if worst:
+    w = max(worst)
+    print(f"worst |disagreement| {100*w[0]:.2f}% ({w[1]} {w[2]} {w[3]}) over {len(worst)}; over 3%: {sum(x[0] > 0.03 for x in worst)}")
+PY
+cat $OUT/gpu.txt
+(cd $OUT && tar cJf ../x.tar.xz . && rm -rf ./* && mv ../x.tar.xz s34-dev8.tar.xz)
