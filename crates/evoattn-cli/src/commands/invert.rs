@@ -72,6 +72,9 @@ pub struct Args {
     /// The ncu binary for --counters (default: ncu on PATH, then /usr/local/cuda/bin/ncu).
     #[arg(long, value_name = "PATH", requires = "counters")]
     ncu: Option<PathBuf>,
+    /// A run of ncu on one arm that lasts longer is killed, and that arm gets no counters.
+    #[arg(long, default_value = "120s", value_parser = crate::commands::tune::parse_duration, requires = "counters")]
+    ncu_timeout: std::time::Duration,
     /// Write every arm (its change, status, samples' median, slowdown and counters) as JSON here.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -327,7 +330,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.reps == 0 {
         bail!("--reps must be at least 1");
     }
-    let profiler = if args.counters { Some(Profiler::find(args.ncu.as_deref())?) } else { None };
+    let profiler = if args.counters { Some(Profiler::find(args.ncu.as_deref(), args.ncu_timeout)?) } else { None };
     let pathologies = if args.pathology.is_empty() { Pathology::ALL.to_vec() } else { args.pathology.clone() };
     let mut backend = crate::lab::open::open()?;
     let info = backend.info();

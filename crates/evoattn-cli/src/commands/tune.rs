@@ -117,7 +117,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     ncu: Option<PathBuf>,
     /// A candidate whose worker gives no sign of progress for this long is killed and
-    /// recorded as failed (a hung kernel).
+    /// recorded as failed (a hung kernel); so is a run of ncu on it that lasts longer.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     timeout: Duration,
     /// Seed of the search (mutations and restarts).
@@ -136,7 +136,7 @@ pub fn tunable(imp: Impl) -> bool {
 }
 
 /// `90s`, `10m`, `1h` or plain seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
     let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a duration like 90s, 10m or 1h"))?;
@@ -602,7 +602,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     };
     // Before any worker starts: a run that needs counters and has no ncu stops here.
     let profiler = if args.fitness == Fitness::Composite || args.ncu_gate {
-        Some(Profiler::find(args.ncu.as_deref())?)
+        Some(Profiler::find(args.ncu.as_deref(), args.timeout)?)
     } else {
         None
     };
