@@ -95,3 +95,42 @@ fn bad_requests_are_one_line_and_exit_2() {
     let out = invert(&["--shape", "1,2,128,64", "--ncu", "/usr/bin/true"]);
     assert_eq!(out.status.code(), Some(2), "--ncu needs --counters: {}", text(&out));
 }
+
+#[test]
+fn every_arm_is_measured_again_when_one_drifts() {
+    if !have_nvrtc() {
+        return;
+    }
+    // The `warming` mock's first timing call is 4x slower: the original's first block of ten
+    // drifts, so every arm is measured again and the ranking comes from the steady pass.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("invert.json");
+    let args =
+        ["--shape", "1,2,128,64", "--impl", "mma", "--pathology", "extra-barrier", "--reps", "30", "--block", "10"];
+    let out = Command::new(env!("CARGO_BIN_EXE_evoattn"))
+        .arg("invert")
+        .args(args)
+        .args(["--json", json.to_str().unwrap()])
+        .env("EVOATTN_BACKEND", "mock")
+        .env("EVOATTN_MOCK_FAULT", "warming")
+        .env_remove("EVOATTN_IMPL")
+        .env_remove("EVOATTN_NO_TUNED")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("samples drift from the first third to the last (original -75%); measuring every arm again"),
+        "{}",
+        text(&out)
+    );
+    let problems: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let original = &problems[0]["arms"][0];
+    let samples: Vec<f64> = original["samples_us"].as_array().unwrap().iter().map(|s| s.as_f64().unwrap()).collect();
+    let (lo, hi) = samples.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+    assert_eq!(samples.len(), 30);
+    assert!(hi < 1.5 * lo, "the second pass alone, steady: {samples:?}");
+    // Without the fault nothing is measured twice.
+    let out = invert(&args);
+    assert!(out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("again"), "{}", text(&out));
+}

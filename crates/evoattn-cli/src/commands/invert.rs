@@ -9,6 +9,7 @@ use crate::lab::backend::{Backend, Kernel, TimingOptions, Variant};
 use crate::lab::correctness::{check_case, summary, CheckOptions, ExpectedCache};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::kernel_args::KernelArgs;
+use crate::lab::measure::MEASURE_ATTEMPTS;
 use crate::lab::ncu::NcuTerms;
 use crate::lab::pathology::{Injection, Pathology};
 use crate::lab::presets::ProblemArgs;
@@ -16,7 +17,7 @@ use crate::stores::record::Mode;
 use crate::text::{self, Column, Notes, Table};
 use crate::tune::profiler::Profiler;
 use crate::tune::protocol::{Request as WorkerRequest, VariantFile};
-use crate::verdicts::stats::{bootstrap_median_change, summarize};
+use crate::verdicts::stats::{bootstrap_median_change, summarize, unsteady_drift};
 use anyhow::{bail, Context};
 use evoattn::kernels::main_source;
 use evoattn::{Arch, Layout, Plan, Problem, Request};
@@ -38,7 +39,8 @@ divergent-softmax (odd lanes branch in the softmax), depth-one (one K/V stage), 
 persistent block in eight works: wgmma). Code changes are EVOATTN_PATHOLOGY_* defines compiled only
 here; a pathology the kernel has nothing for is listed as not applicable, with why. Every arm
 passes the correctness check before it is timed; the arms then take turns, a block of samples
-each, in an order reversed every round. slowdown = the arm's median / the original's, with a 95%
+each, in an order reversed every round (all measured again, once, when one's samples drift).
+slowdown = the arm's median / the original's, with a 95%
 bootstrap interval.
 
 Examples:
@@ -198,31 +200,51 @@ fn check(backend: &mut dyn Backend, problem: &Problem, layout: Layout, arms: &mu
 }
 
 /// Every arm that runs, a block at a time, in an order reversed every round; an arm whose
-/// timing fails stops there, with why.
+/// timing fails stops there, with why. When an arm's samples drift (a warm-up under way, a
+/// disturbance that fades), every arm is measured again, once, as `bench` does.
 fn time(args: &Args, backend: &mut dyn Backend, problem: &Problem, seed: u64, arms: &mut [Arm]) {
     let inputs = Inputs::Drawn(Draw::new(Distribution::Normal, seed));
-    let mut remaining = args.reps;
-    let mut round = 0;
-    while remaining > 0 {
-        let n = remaining.min(args.block.max(1));
-        let options = TimingOptions { warmup: args.warmup, samples: n, mode: Mode::Eager };
-        let mut order: Vec<usize> = (0..arms.len()).collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for i in order {
-            let arm = &mut arms[i];
-            let Some(kernel) = &arm.kernel else { continue };
-            match backend.time(problem, kernel.kernel(false), inputs, options) {
-                Ok(t) => arm.samples_us.extend(t.samples_us),
-                Err(e) => {
-                    arm.status = format!("not timed: {e}");
-                    arm.kernel = None;
+    for attempt in 1..=MEASURE_ATTEMPTS {
+        let mut remaining = args.reps;
+        let mut round = 0;
+        while remaining > 0 {
+            let n = remaining.min(args.block.max(1));
+            let options = TimingOptions { warmup: args.warmup, samples: n, mode: Mode::Eager };
+            let mut order: Vec<usize> = (0..arms.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let arm = &mut arms[i];
+                let Some(kernel) = &arm.kernel else { continue };
+                match backend.time(problem, kernel.kernel(false), inputs, options) {
+                    Ok(t) => arm.samples_us.extend(t.samples_us),
+                    Err(e) => {
+                        arm.status = format!("not timed: {e}");
+                        arm.kernel = None;
+                    }
                 }
             }
+            remaining -= n;
+            round += 1;
         }
-        remaining -= n;
-        round += 1;
+        let drifting: Vec<String> = arms
+            .iter()
+            .filter(|a| a.kernel.is_some())
+            .filter_map(|a| Some(format!("{} {:+.0}%", a.name, 100.0 * unsteady_drift(&a.samples_us)?)))
+            .collect();
+        if drifting.is_empty() || attempt == MEASURE_ATTEMPTS {
+            return;
+        }
+        crate::out::errln!(
+            "invert: {} {}: samples drift from the first third to the last ({}); measuring every arm again",
+            problem.shape,
+            problem.dtype,
+            drifting.join(", ")
+        );
+        for arm in arms.iter_mut() {
+            arm.samples_us.clear();
+        }
     }
 }
 

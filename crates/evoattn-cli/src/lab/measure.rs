@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 const DEFAULT_BLOCK: usize = 20;
 /// Timing passes over a case at most: a second when some side's samples drift
 /// (`stats::drift`), whose samples then replace the first's for every side.
-const MEASURE_ATTEMPTS: usize = 2;
+pub(crate) const MEASURE_ATTEMPTS: usize = 2;
 /// Mixed into a case's seed for its wide-range correctness inputs, so they differ from the
 /// timed (std 1) ones.
 const WIDE_SEED: u64 = 0x57_1DE;
