@@ -15,27 +15,6 @@ for d in 128 64 256; do
 done
 print_rows | cut -c1-90
 for f in $OUT/timers-*.txt; do echo "== $(basename $f)"; grep -E "^flagged|^not measured" $f | cut -c1-200; done
-python3 - "$OUT" <<'PY'
-import json, glob, sys, statistics as st
-worst = []
-for path in sorted(glob.glob(sys.argv[1] + "/timers-*.json")):
-    for res in json.load(open(path))["results"]:
-        c, ours = res["case"], res["ours"]
-        o = st.median(ours["samples_us"]) if ours.get("samples_us") else None
-        row = [f'{c["b"]},{c["h"]},{c["sq"]},{c["d"]}', c["causal"], f"ours {o:.2f}" if o else "ours -"]
-        peers = {p["name"]: p for p in res["peers"]}
-        for t in ("self-torch-events", "self-do-bench", "self-torch-profiler"):
-            m = peers.get(t)
-            if o and m and m.get("samples_us"):
-                d = st.median(m["samples_us"]) / o - 1
-                row.append(f"{t[5:]} {100*d:+.1f}%")
-                worst.append((abs(d), row[0], row[1], t))
-            else:
-                row.append(f"{t[5:]} {m['status'] if m else 'absent'}")
-        print(" ".join(row))
-if worst:
-    w = max(worst)
-    print(f"worst |disagreement| {100*w[0]:.2f}% ({w[1]} {w[2]} {w[3]}) over {len(worst)}; over 3%: {sum(x[0] > 0.03 for x in worst)}")
-PY
+python3 scripts/timer-agreement.py $OUT/timers-*.json
 cat $OUT/gpu.txt
 (cd $OUT && tar cJf ../x.tar.xz . && rm -rf ./* && mv ../x.tar.xz s34-dev6.tar.xz)
