@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import importlib.metadata
 import re
+import statistics
 import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -64,6 +65,8 @@ PROFILER_SESSIONS = 2
 # sessions of one launch recorded none), so the samples are the session's last records.
 PROFILER_LEAD = 3
 PROFILER_MAX_LEAD = 64
+# Empty launches timed by events and by CUPTI to measure the event pair's latency.
+LATENCY_SAMPLES = 50
 # PyTorch's warnings carry a C++ source location; the reason is clearer without it.
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
@@ -234,6 +237,8 @@ class TorchBackend:
         # Launches before the timed ones in each profiler session: CUPTI loses more of a
         # session's first records as sessions accumulate, so it grows with the losses seen.
         self._profiler_lead = PROFILER_LEAD
+        # The event pair's latency beyond a kernel's CUPTI duration, measured on first use.
+        self._latency_us: float | None = None
         self._memset = _driver_memset()
 
     def hello(self) -> dict[str, Any]:
@@ -545,12 +550,34 @@ class TorchBackend:
         raise RuntimeError(f"do_bench gave {len(times)} samples in {DO_BENCH_ROUNDS} rounds, not {timing.samples}")
 
     def _profile_calls(self, call: Callable[[], Any], timing: Timing, kernel: str) -> list[float]:
-        """PyTorch's profiler (CUPTI's activity records): `timing.warmup` eager calls, then in a
-        session the lead's and `timing.samples` calls, each after the flush; each of the last
-        `timing.samples` records the kernel's own duration on the GPU (without the launch's
-        latency, which an event pair around the call includes)."""
+        """PyTorch's profiler (CUPTI's activity records): each sample the kernel's own duration on
+        the GPU plus the latency an event pair adds around any launch (`_event_latency_us`), so
+        that it reads as the other timers' samples do while its kernel time is CUPTI's."""
         if timing.mode != "eager":
             raise RequestError("the profiler timer times eager calls (graph mode has no twin in it)")
+        latency = self._event_latency_us(timing.flush_bytes)
+        durations, _ = self._cupti_session(call, timing, lambda name: name == kernel)
+        return [d + latency for d in durations]
+
+    def _event_latency_us(self, flush_bytes: int) -> float:
+        """What an event pair around a launch reads beyond the kernel's CUPTI duration: an empty
+        launch (`torch.cuda._sleep(0)`), each after the flush, timed both ways in one profiler
+        session; the difference of the medians, measured once per process (a property of the
+        GPU and driver, not of the kernel)."""
+        if self._latency_us is None:
+            timing = Timing("eager", CEILING_WARMUP, LATENCY_SAMPLES, flush_bytes)
+            durations, intervals = self._cupti_session(
+                lambda: torch.cuda._sleep(0), timing, lambda name: "spin_kernel" in name, events=True
+            )
+            self._latency_us = max(statistics.median(intervals) - statistics.median(durations), 0.0)
+        return self._latency_us
+
+    def _cupti_session(
+        self, call: Callable[[], Any], timing: Timing, matches: Callable[[str], bool], events: bool = False
+    ) -> tuple[list[float], list[float]]:
+        """`timing.warmup` eager calls, then in a profiler session the lead's and `timing.samples`
+        calls, each after the flush: the last `timing.samples` CUPTI kernel durations (records
+        named as `matches` says), and with `events` the event intervals around those calls (µs)."""
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
@@ -560,25 +587,32 @@ class TorchBackend:
         launches: list[Any] = []
         for _ in range(PROFILER_SESSIONS):
             calls = self._profiler_lead + timing.samples
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
             with torch.cuda.stream(stream):
                 for _ in range(timing.warmup):
                     call()
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(calls):
+                    for start, end in pairs:
                         if flush is not None:
                             self._memset(flush, stream)
+                        if events:
+                            start.record(stream)
                         call()
+                        if events:
+                            end.record(stream)
                     torch.cuda.synchronize()
-            launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and e.name == kernel]
+            launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and matches(e.name)]
             # Lost records are the session's first: lead the next sessions past as many again.
             lost = calls - len(launches)
             self._profiler_lead = min(max(self._profiler_lead, lost + PROFILER_LEAD), PROFILER_MAX_LEAD)
             if len(launches) >= timing.samples:
-                return [e.time_range.elapsed_us() for e in launches[-timing.samples :]]
+                durations = [e.time_range.elapsed_us() for e in launches[-timing.samples :]]
+                intervals = [a.elapsed_time(b) * US_PER_MS for a, b in pairs[-timing.samples :]] if events else []
+                return durations, intervals
         raise RuntimeError(
-            f"the profiler recorded {len(launches)} launches of {kernel}, fewer than the {timing.samples} samples, "
-            f"in each of {PROFILER_SESSIONS} sessions (the last of {calls} launches)"
+            f"the profiler recorded {len(launches)} launches, fewer than the {timing.samples} samples, in each of "
+            f"{PROFILER_SESSIONS} sessions (the last of {calls} launches)"
         )
 
     def _flush_buffer(self, nbytes: int) -> torch.Tensor | None:
