@@ -40,8 +40,7 @@ persistent block in eight works: wgmma). Code changes are EVOATTN_PATHOLOGY_* de
 here; a pathology the kernel has nothing for is listed as not applicable, with why. Every arm
 passes the correctness check before it is timed; the arms then take turns, a block of samples
 each, in an order reversed every round (all measured again, once, when one's samples drift).
-slowdown = the arm's median / the original's, with a 95%
-bootstrap interval.
+slowdown = the arm's median / the original's, with a 95% bootstrap interval.
 
 Examples:
   evoattn invert --shape 1,16,16384,128 --dtype bf16 --counters --json invert.json --svg invert.svg
@@ -90,8 +89,8 @@ enum ArmKernel {
     /// A config, planned for the timed problem and for the checked one (the check reads the
     /// LSE too, and a plan's launch takes an LSE buffer exactly when its problem asks for one).
     Planned {
-        timed: Plan,
-        checked: Plan,
+        timed: Box<Plan>,
+        checked: Box<Plan>,
     },
     Variant(Variant),
 }
@@ -100,7 +99,7 @@ impl ArmKernel {
     /// `config` planned for `problem` (timed without LSE) and for its check (with).
     fn planned(problem: &Problem, config: evoattn::KernelConfig, (arch, sm_count): (Arch, u32)) -> Self {
         let plan = |p: &Problem| evoattn::plan::plan(p, arch, sm_count, Request::Config(config));
-        ArmKernel::Planned { timed: plan(problem), checked: plan(&problem.clone().with_lse(true)) }
+        ArmKernel::Planned { timed: Box::new(plan(problem)), checked: Box::new(plan(&problem.clone().with_lse(true))) }
     }
 
     /// The kernel for the checked problem (`checked`) or the timed one.

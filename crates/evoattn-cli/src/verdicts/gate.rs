@@ -3,7 +3,8 @@
 //! record taken on a GPU elsewhere.
 
 use crate::stores::record::{
-    is_control, BenchRecord, Environment, Measurement, Mode, ResultRecord, Status, Timer, TIMER_TOLERANCE,
+    is_control, BenchRecord, Environment, Measurement, Mode, ResultRecord, Status, Timer, TIMER_FLOOR_US,
+    TIMER_TOLERANCE,
 };
 use crate::text::{self, Column, Notes, Table, SHAPE_HEADER};
 use crate::verdicts::stats::{
@@ -317,10 +318,11 @@ pub fn timer_disagreements(result: &ResultRecord) -> Vec<String> {
         .filter_map(|p| {
             let theirs = summarize(&p.samples_us)?.median;
             let off = theirs / ours.median - 1.0;
-            (off.abs() > TIMER_TOLERANCE).then(|| {
+            let allowed = (TIMER_TOLERANCE * ours.median).max(TIMER_FLOOR_US);
+            ((theirs - ours.median).abs() > allowed).then(|| {
                 format!(
-                    "{}'s median of our kernel {theirs:.2} µs is {:+.1}% from our timer's {:.2} µs (more than ±{:.0}%): \
-                     the timers disagree, not judged",
+                    "{}'s median of our kernel {theirs:.2} µs is {:+.1}% from our timer's {:.2} µs (more than ±{:.0}% \
+                     and {TIMER_FLOOR_US} µs): the timers disagree, not judged",
                     p.name,
                     off * 100.0,
                     ours.median,
@@ -857,7 +859,7 @@ mod tests {
     }
 
     #[test]
-    fn a_case_whose_timers_disagree_by_more_than_three_percent_is_not_judged() {
+    fn a_case_whose_timers_disagree_by_more_than_three_percent_and_half_a_microsecond_is_not_judged() {
         let with = |do_bench_us: f64| {
             let peers = vec![
                 measurement("fa4", 100.0, 2),
@@ -874,6 +876,13 @@ mod tests {
         assert_eq!(off.cases[0].checks.steady, Some(false));
         let reason = off.cases[0].reasons.iter().find(|r| r.contains("the timers disagree")).expect("a reason");
         assert!(reason.starts_with("self-do-bench's median of our kernel 8"), "{reason}");
+        // On a kernel of 10 µs, 0.4 µs (4%) is within the floor; 0.6 µs is not.
+        let short = |control_us: f64| {
+            let peers = vec![measurement("fa4", 12.0, 2), measurement(Timer::Profiler.peer(), control_us, 3)];
+            record(vec![result(measurement("mma", 10.0, 1), peers)])
+        };
+        assert!(timer_disagreements(&short(10.4).results[0]).is_empty());
+        assert_eq!(timer_disagreements(&short(10.6).results[0]).len(), 1);
         // The controls stay out of the best peer, and a wrong kernel still fails.
         assert_eq!(off.cases[0].peer.as_deref(), Some("fa4"));
         let mut wrong = with(84.0);
