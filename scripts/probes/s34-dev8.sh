@@ -1,6 +1,8 @@
-# Session 34's eighth device call (the last of its budget): the seed preset and the hd128 fa3
-# rows again, after the controls share one output check and the profiler's lead grows with the
-# records CUPTI loses (s34-dev7 lost every record of some one-launch checks).
+# Session 34's eighth device call (refused: no device time left; the next session's first): the
+# oracle's selfcheck, then the seed preset and the hd128 fa3 rows again, after the controls share
+# one output check, the profiler's lead grows with the records CUPTI loses (s34-dev7 lost every
+# record of some one-launch checks), its samples add the event pair's latency measured on empty
+# launches, and the rule allows 3% or 0.5 us.
 # Was: session 34's seventh device call: as s34-dev6.sh (whose header follows), with the profiler's
 # lead launches (a session of one launch recorded none), blocks of 5 (twice the turns), and
 # graph mode at the smallest seed shape (does the eager gap against the oracle's events come
@@ -11,10 +13,12 @@
 # records: the seed preset, then the fa3 grid one head dim at a time (non-causal and causal).
 # Carry: [".gpu"].
 set -u
-BUDGET_S=150
+BUDGET_S=220
 source scripts/lib-step.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv > $OUT/gpu.txt 2>&1
 PEERS=sdpa-cudnn,self-torch-events,self-do-bench,self-torch-profiler
+# The oracle's own check first: the profiler timer's latency measurement has not run on a GPU.
+step "oracle selfcheck" 60 selfcheck.txt python3 -m evoattn_oracle.selfcheck
 step "timers seed" 70 timers-seed.txt "$BIN" bench --preset seed --reps 40 --block 5 --peers $PEERS --json $OUT/timers-seed.json
 for d in 128; do
   step "timers fa3 hd$d" 160 timers-fa3-$d.txt "$BIN" bench $(fa3_rows $d) --dtype bf16 --causal none,top-left --reps 30 --block 5 \
