@@ -708,3 +708,43 @@ fn rotate_changes_q_and_k_and_keeps_their_scores() {
         assert!(err <= 2.0 * evoattn::fp8::E4M3_UNIT_ROUNDOFF * abs(qi, kj) + 1e-2, "score ({i}, {j}) off by {err}");
     }
 }
+
+#[test]
+fn every_timer_control_times_a_tma_kernel_with_scratch_through_the_oracle() {
+    // wgmma with claimed tiles takes tensor maps and claim counters: the launch image carries
+    // both, the (fake) oracle checks every field of them, and one output check serves the three
+    // controls, each of which then has its samples.
+    let cache = tempfile::tempdir().unwrap();
+    let json = cache.path().join("bench.json");
+    let controls = ["self-torch-events", "self-do-bench", "self-torch-profiler"];
+    let peers = controls.join(",");
+    let args = [
+        "bench",
+        "--shape",
+        "2,16,1024,128",
+        "--dtype",
+        "bf16",
+        "--impl",
+        "wgmma",
+        "--config-on-plan",
+        "--config",
+        "schedule=claimed",
+        "--reps",
+        "10",
+        "--peers",
+        &peers,
+        "--no-history",
+    ];
+    let env = [("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap()), ("EVOATTN_ORACLE_FAKE", "1")];
+    let out = evoattn(&[&args[..], &["--json", json.to_str().unwrap()]].concat(), &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let result = &record["results"][0];
+    let kernel = result["ours"]["name"].as_str().unwrap();
+    assert!(kernel.starts_with("evoattn_wgmma_") && kernel.contains("_sccl_"), "claimed tiles: {kernel}");
+    for control in controls {
+        let row = result["peers"].as_array().unwrap().iter().find(|p| p["name"] == control).unwrap();
+        assert_eq!(row["status"], "ok", "{control}: {row}");
+        assert_eq!(row["samples_us"].as_array().unwrap().len(), 10, "{control}");
+    }
+}

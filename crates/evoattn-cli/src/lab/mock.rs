@@ -12,6 +12,8 @@ use crate::out::errln;
 use evoattn::config::{TRACE_BLOCKS, TRACE_EVENTS, WARPGROUP_THREADS, WARP_THREADS};
 use evoattn::plan::plan;
 use evoattn::reference::{attention_f64_descaled, logical_offsets};
+use evoattn::runtime::compile::CompiledKernel;
+use evoattn::runtime::device::LaunchImage;
 use evoattn::trace::{word, Tag};
 use evoattn::{Arch, Error, Impl, KernelConfig, KernelSpec, Plan, Problem, ProblemError, Request, TensorName};
 use std::collections::{HashMap, HashSet};
@@ -27,6 +29,9 @@ const MOCK_COMPUTE_CAPABILITY: (i32, i32) = (9, 0);
 /// An H100's L2 (50 MB), so flush sizes in mock records look like real ones.
 const MOCK_L2_BYTES: usize = 50 * 1024 * 1024;
 const MOCK_SM_COUNT: u32 = 132;
+/// The CUBIN of the mock's launch images: an ELF magic and no kernel (the fake oracle only
+/// checks that the file is there).
+const MOCK_CUBIN: &[u8] = b"\x7fELF evoattn mock: no kernel";
 
 /// The rate the mock's synthetic timings pretend to reach, so that tables and gates built on
 /// them have plausible magnitudes.
@@ -363,6 +368,21 @@ impl Backend for MockBackend {
         let base = if warming { base * WARMING_SLOWDOWN } else { base };
         let samples_us = (0..options.samples).map(|i| base * (1.0 + jitter(i))).collect();
         Ok(Timing { samples_us })
+    }
+
+    /// The planned kernel packed as the GPU backend packs it (parameter bytes, tensor maps,
+    /// scratch), around a stand-in CUBIN that only the fake oracle takes.
+    fn launch_image(&mut self, plan: &Plan) -> evoattn::Result<LaunchImage> {
+        let compiled = CompiledKernel {
+            spec: plan.spec,
+            arch: MOCK_ARCH,
+            cubin: MOCK_CUBIN.to_vec(),
+            resources: Default::default(),
+            log: String::new(),
+            from_cache: false,
+            elapsed: std::time::Duration::ZERO,
+        };
+        LaunchImage::new(&compiled, &plan.problem, MOCK_SM_COUNT, MOCK_L2_BYTES)
     }
 
     /// The host inputs' digests; K's is that of zeros where a planted cheat overwrote it.
