@@ -6,6 +6,7 @@ maps, encoded here over the oracle's tensors exactly as evoattn says (`protocol.
 from __future__ import annotations
 
 import ctypes
+import functools
 from types import TracebackType
 from typing import Any
 
@@ -91,8 +92,10 @@ class EncodedMap:
         check((cu.CUresult(result),), f"cuTensorMapEncodeTiled ({spec.tensor}: dims {spec.dims}, box {spec.box_dims})")
 
 
+@functools.cache
 def _encode_tiled() -> Any:
-    """cuTensorMapEncodeTiled from the driver library PyTorch loaded, with its C signature."""
+    """cuTensorMapEncodeTiled from the driver library PyTorch loaded, with its C signature
+    (looked up once)."""
     encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     u64p, u32p, enum = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32), ctypes.c_int
     encode.argtypes = [ctypes.c_void_p, enum, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p]

@@ -6,6 +6,7 @@ start event, one call, an end event; one synchronisation at the end; raw per-sam
 from __future__ import annotations
 
 import contextlib
+import functools
 import ctypes
 import importlib.metadata
 import re
@@ -587,20 +588,21 @@ class TorchBackend:
         launches: list[Any] = []
         for _ in range(PROFILER_SESSIONS):
             calls = self._profiler_lead + timing.samples
-            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+            new_event = functools.partial(torch.cuda.Event, enable_timing=True)
+            pairs = [(new_event(), new_event()) for _ in range(calls)] if events else []
             with torch.cuda.stream(stream):
                 for _ in range(timing.warmup):
                     call()
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for start, end in pairs:
+                    for i in range(calls):
                         if flush is not None:
                             self._memset(flush, stream)
                         if events:
-                            start.record(stream)
+                            pairs[i][0].record(stream)
                         call()
                         if events:
-                            end.record(stream)
+                            pairs[i][1].record(stream)
                     torch.cuda.synchronize()
             launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and matches(e.name)]
             # Lost records are the session's first: lead the next sessions past as many again.

@@ -9,7 +9,7 @@ use crate::lab::backend::{Backend, Kernel, TimingOptions, Variant};
 use crate::lab::correctness::{check_case, summary, CheckOptions, ExpectedCache};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::kernel_args::KernelArgs;
-use crate::lab::measure::MEASURE_ATTEMPTS;
+use crate::lab::measure::{drifting, MEASURE_ATTEMPTS};
 use crate::lab::ncu::NcuTerms;
 use crate::lab::pathology::{Injection, Pathology};
 use crate::lab::presets::ProblemArgs;
@@ -17,7 +17,7 @@ use crate::stores::record::Mode;
 use crate::text::{self, Column, Notes, Table};
 use crate::tune::profiler::Profiler;
 use crate::tune::protocol::{Request as WorkerRequest, VariantFile};
-use crate::verdicts::stats::{bootstrap_median_change, summarize, unsteady_drift};
+use crate::verdicts::stats::{bootstrap_median_change, summarize};
 use anyhow::{bail, Context};
 use evoattn::kernels::main_source;
 use evoattn::{Arch, Layout, Plan, Problem, Request};
@@ -227,11 +227,8 @@ fn time(args: &Args, backend: &mut dyn Backend, problem: &Problem, seed: u64, ar
             remaining -= n;
             round += 1;
         }
-        let drifting: Vec<String> = arms
-            .iter()
-            .filter(|a| a.kernel.is_some())
-            .filter_map(|a| Some(format!("{} {:+.0}%", a.name, 100.0 * unsteady_drift(&a.samples_us)?)))
-            .collect();
+        let drifting =
+            drifting(arms.iter().filter(|a| a.kernel.is_some()).map(|a| (a.name.as_str(), &a.samples_us[..])));
         if drifting.is_empty() || attempt == MEASURE_ATTEMPTS {
             return;
         }

@@ -550,14 +550,12 @@ fn time_interleaved(
         }
         // Samples still moving (a warm-up under way, a disturbance that fades) would make the gate
         // refuse the case: measure every side again, once, so the interleaving stays fair.
-        let drifting: Vec<String> = sides
-            .iter()
-            .enumerate()
-            .filter_map(|(index, row)| {
-                let d = unsteady_drift(&row.samples_us)?;
-                Some(format!("{} {:+.0}%", if index == 0 { "ours" } else { &row.name }, 100.0 * d))
-            })
-            .collect();
+        let drifting = drifting(
+            sides
+                .iter()
+                .enumerate()
+                .map(|(i, row)| (if i == 0 { "ours" } else { row.name.as_str() }, &row.samples_us[..])),
+        );
         if drifting.is_empty() || attempt == MEASURE_ATTEMPTS {
             break;
         }
@@ -573,6 +571,15 @@ fn time_interleaved(
         }
     }
     Ok(())
+}
+
+/// "NAME +D%" for each named sample set that drifts from its first third to its last
+/// (`stats::unsteady_drift`): why a run measures every side again.
+pub(crate) fn drifting<'a>(sides: impl IntoIterator<Item = (&'a str, &'a [f64])>) -> Vec<String> {
+    sides
+        .into_iter()
+        .filter_map(|(name, samples)| Some(format!("{name} {:+.0}%", 100.0 * unsteady_drift(samples)?)))
+        .collect()
 }
 
 /// The record's description of a case.

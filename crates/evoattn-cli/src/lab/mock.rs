@@ -373,15 +373,7 @@ impl Backend for MockBackend {
     /// The planned kernel packed as the GPU backend packs it (parameter bytes, tensor maps,
     /// scratch), around a stand-in CUBIN that only the fake oracle takes.
     fn launch_image(&mut self, plan: &Plan) -> evoattn::Result<LaunchImage> {
-        let compiled = CompiledKernel {
-            spec: plan.spec,
-            arch: MOCK_ARCH,
-            cubin: MOCK_CUBIN.to_vec(),
-            resources: Default::default(),
-            log: String::new(),
-            from_cache: false,
-            elapsed: std::time::Duration::ZERO,
-        };
+        let compiled = CompiledKernel::from_cubin(plan.spec, MOCK_ARCH, MOCK_CUBIN.to_vec());
         LaunchImage::new(&compiled, &plan.problem, MOCK_SM_COUNT, MOCK_L2_BYTES)
     }
 

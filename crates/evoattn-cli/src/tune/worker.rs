@@ -13,7 +13,6 @@ use crate::lab::open::open_on;
 use anyhow::Context;
 use evoattn::plan::plan;
 use evoattn::runtime::compile::CompiledKernel;
-use evoattn::runtime::resources::ResourceReport;
 use evoattn::{Arch, Causal, Dtype, Impl, KernelSpec, Layout, Problem, Shape, TensorName};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -117,15 +116,7 @@ fn job(request: &Request) -> anyhow::Result<Job> {
             let arch = Arch::parse(&v.arch).with_context(|| format!("arch '{}'", v.arch))?;
             let cubin = std::fs::read(&v.cubin).with_context(|| format!("reading {}", v.cubin.display()))?;
             // The tuner already judged its resources; the load needs only the CUBIN and spec.
-            let compiled = CompiledKernel {
-                spec,
-                arch,
-                cubin,
-                resources: ResourceReport::default(),
-                log: String::new(),
-                from_cache: true,
-                elapsed: std::time::Duration::ZERO,
-            };
+            let compiled = CompiledKernel::from_cubin(spec, arch, cubin);
             Some(Variant { source: v.source.clone(), compiled })
         }
     };
@@ -300,15 +291,7 @@ mod tests {
         let mut job = job(&request).unwrap();
         job.variant = source.map(|text| Variant {
             source: text.to_string(),
-            compiled: CompiledKernel {
-                spec: job.spec,
-                arch: TARGET.0,
-                cubin: Vec::new(),
-                resources: ResourceReport::default(),
-                log: String::new(),
-                from_cache: true,
-                elapsed: std::time::Duration::ZERO,
-            },
+            compiled: CompiledKernel::from_cubin(job.spec, TARGET.0, Vec::new()),
         });
         let mut backend = MockBackend::default();
         run_gates(&mut backend, TARGET, &job, &request, &mut WorkerInputs::default(), &mut Vec::new()).unwrap()

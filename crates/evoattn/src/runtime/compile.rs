@@ -27,6 +27,21 @@ pub struct CompiledKernel {
 }
 
 impl CompiledKernel {
+    /// `spec`'s kernel for `arch` from a CUBIN made elsewhere (a tuner's variant file, a
+    /// stand-in): no compile here, so no log and no resources measured (the resource gate has
+    /// judged it where it was compiled, if anywhere).
+    pub fn from_cubin(spec: KernelSpec, arch: Arch, cubin: Vec<u8>) -> Self {
+        CompiledKernel {
+            spec,
+            arch,
+            cubin,
+            resources: ResourceReport::default(),
+            log: String::new(),
+            from_cache: true,
+            elapsed: Duration::ZERO,
+        }
+    }
+
     /// The resource gate: no spills or stack, shared memory and registers within the arch's
     /// limits, and no `wgmma` serialised by ptxas. Every failed condition, joined.
     pub fn gate_verdict(&self) -> std::result::Result<(), String> {

@@ -501,16 +501,7 @@ impl LaunchImage {
         if problem.with_lse {
             return Err(unsupported("a launch image carries no LSE buffer".into()));
         }
-        let tensor_maps = match kernel.spec.tensor_map_rows() {
-            Some(_) if problem.shape.sk == 0 => {
-                return Err(unsupported(format!(
-                    "{} loads K and V by TMA, and a tensor map cannot describe 0 keys",
-                    kernel.spec.name()
-                )))
-            }
-            Some(rows) => tma::kernel_maps(problem, kernel.spec.imp(), rows, false)?,
-            None => Vec::new(),
-        };
+        let tensor_maps = tma::kernel_maps(problem, &kernel.spec, false)?;
         Ok(LaunchImage {
             kernel: kernel.spec.name(),
             cubin: kernel.cubin.clone(),
@@ -643,35 +634,22 @@ mod tests {
             crate::problem::Dtype::Bf16,
             crate::problem::Layout::Bhsd,
         );
-        let kernel = |overrides: &str| CompiledKernel {
-            spec: KernelSpec {
-                config: crate::defaults::config(
-                    crate::config::Impl::Wgmma,
-                    Arch::Sm90a,
-                    crate::problem::Dtype::Bf16,
-                    128,
-                )
-                .with_overrides(overrides)
-                .unwrap(),
-                dtype: crate::problem::Dtype::Bf16,
-                head_dim: 128,
-            },
-            arch: Arch::Sm90a,
-            cubin: Vec::new(),
-            resources: Default::default(),
-            log: String::new(),
-            from_cache: false,
-            elapsed: std::time::Duration::ZERO,
+        let kernel = |overrides: &str| {
+            let config =
+                crate::defaults::config(crate::config::Impl::Wgmma, Arch::Sm90a, crate::problem::Dtype::Bf16, 128)
+                    .with_overrides(overrides)
+                    .unwrap();
+            let spec = KernelSpec { config, dtype: crate::problem::Dtype::Bf16, head_dim: 128 };
+            CompiledKernel::from_cubin(spec, Arch::Sm90a, Vec::new())
         };
         let plain = LaunchImage::new(&kernel("pipeline=cp-async,o_staging=registers"), &p, 132, H100_L2).unwrap();
         assert!(plain.tensor_maps.is_empty());
         // As the kernel's parameters: K's and V's maps (and O's with its tile store), each the
         // geometry our own launch encodes.
-        let spec = kernel("pipeline=tma,schedule=grid,o_staging=tile").spec;
-        let image = LaunchImage::new(&kernel("pipeline=tma,schedule=grid,o_staging=tile"), &p, 132, H100_L2).unwrap();
+        let tile_store = kernel("pipeline=tma,schedule=grid,o_staging=tile");
+        let image = LaunchImage::new(&tile_store, &p, 132, H100_L2).unwrap();
         let names: Vec<TensorName> = image.tensor_maps.iter().map(|(t, _)| *t).collect();
-        let rows = spec.tensor_map_rows().unwrap();
-        let want = tma::kernel_maps(&p, spec.imp(), rows, false).unwrap();
+        let want = tma::kernel_maps(&p, &tile_store.spec, false).unwrap();
         assert_eq!(image.tensor_maps, want);
         assert_eq!(names, [TensorName::Q, TensorName::K, TensorName::V, TensorName::O]);
         assert!(image.scratch.is_none());

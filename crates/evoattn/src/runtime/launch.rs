@@ -4,7 +4,7 @@
 //! `cuLaunchKernel`: no allocation, no synchronisation, no compile.
 
 use crate::buffers::{validate_buffers, BufferSpan};
-use crate::config::{Impl, KernelSpec, TensorMapRows};
+use crate::config::{Impl, KernelSpec};
 use crate::error::{Error, Result};
 use crate::kernels::wgmma::{VT_BLOCK_KEYS, VT_BLOCK_THREADS};
 use crate::problem::{Problem, TensorName};
@@ -49,14 +49,14 @@ struct MapCache {
 impl MapCache {
     /// `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`), whose address the
     /// launch passes in V's place.
-    fn new(problem: &Problem, imp: Impl, rows: TensorMapRows, v_transposed: bool) -> Result<Self> {
+    fn new(problem: &Problem, spec: &KernelSpec, v_transposed: bool) -> Result<Self> {
         const ORDER: [TensorName; 4] = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
-        let geometry = tma::kernel_maps(problem, imp, rows, v_transposed)?
+        let geometry = tma::kernel_maps(problem, spec, v_transposed)?
             .into_iter()
             .map(|(tensor, g)| (g, ORDER.iter().position(|&t| t == tensor).expect("maps are over Q, K, V or O")))
             .collect();
         let empty = TensorMap(cudarc::driver::sys::CUtensorMap { opaque: [0; 16] });
-        Ok(MapCache { geometry, imp, encoded_for: [None; 4], maps: [empty; 4] })
+        Ok(MapCache { geometry, imp: spec.imp(), encoded_for: [None; 4], maps: [empty; 4] })
     }
 
     /// The maps over tensors at `addrs` (Q, K, V, O), as many as the kernel takes.
@@ -183,13 +183,7 @@ impl PreparedLaunch {
             _ => (need, None),
         };
         let maps = match spec.tensor_map_rows() {
-            Some(_) if !empty && problem.shape.sk == 0 => {
-                return Err(unsupported(format!(
-                    "{} loads K and V by TMA, and a tensor map cannot describe 0 keys (impl=auto runs Sk = 0)",
-                    spec.name()
-                )))
-            }
-            Some(rows) if !empty => Some(MapCache::new(problem, spec.imp(), rows, transpose.is_some())?),
+            Some(_) if !empty => Some(MapCache::new(problem, &spec, transpose.is_some())?),
             _ => None,
         };
         let combine = kernel

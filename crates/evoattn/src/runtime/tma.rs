@@ -11,7 +11,7 @@
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 
-use crate::config::{Impl, TensorMapRows, SWIZZLE_ROW_BYTES};
+use crate::config::{Impl, KernelSpec, SWIZZLE_ROW_BYTES};
 use crate::error::{Error, Result};
 use crate::problem::{Dtype, Problem, TensorName};
 use cudarc::driver::sys::{
@@ -182,14 +182,25 @@ impl TensorMapGeometry {
     }
 }
 
-/// The tensor maps a kernel takes, in its parameter order (Q, K, V, O, each where `rows` names
-/// it), with their geometries; `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`).
+/// The tensor maps `spec`'s kernel takes, in its parameter order (Q, K, V, O, each where its
+/// `tensor_map_rows` names it; none for a kernel without TMA), with their geometries;
+/// `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`).
 pub fn kernel_maps(
     problem: &Problem,
-    imp: Impl,
-    rows: TensorMapRows,
+    spec: &KernelSpec,
     v_transposed: bool,
 ) -> Result<Vec<(TensorName, TensorMapGeometry)>> {
+    let Some(rows) = spec.tensor_map_rows() else { return Ok(Vec::new()) };
+    let imp = spec.imp();
+    if problem.shape.sk == 0 {
+        return Err(Error::Unsupported {
+            imp: imp.to_string(),
+            reason: format!(
+                "{} loads K and V by TMA, and a tensor map cannot describe 0 keys (impl=auto runs Sk = 0)",
+                spec.name()
+            ),
+        });
+    }
     let tensors = [
         (TensorName::Q, rows.q),
         (TensorName::K, Some(rows.kv)),
