@@ -3,7 +3,7 @@
 # each step reports on its own and a slow one does not hide the others; memcheck over the whole
 # preset after. Carry: [".gpu"].
 set -u
-BUDGET_S=580
+BUDGET_S=${BUDGET_S:-580}
 source scripts/lib-step.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv > $OUT/gpu.txt 2>&1
 RACE=("$SANITIZER" --tool racecheck --racecheck-report all --error-exitcode 9)
