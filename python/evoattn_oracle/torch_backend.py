@@ -59,8 +59,9 @@ US_PER_MS = 1e3
 # kernel), so rounds double the budget until a block's samples are in: 8 cover 255 times.
 DO_BENCH_ROUNDS = 8
 # Profiler sessions per block of samples at most: a session that lost its kernel records (CUPTI
-# torn down or re-registered between sessions) is run again once.
-PROFILER_SESSIONS = 2
+# torn down or re-registered between sessions) is run again; on an H100 two sessions in a row
+# lost all 16 records once in 65 blocks (session 35), so twice.
+PROFILER_SESSIONS = 3
 # Launches each profiler session makes before the timed ones, at least: CUPTI may drop a
 # session's first kernel records, more as sessions accumulate (pytorch#192021; on the H200,
 # sessions of one launch recorded none), so the samples are the session's last records.

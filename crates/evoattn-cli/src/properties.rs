@@ -292,12 +292,15 @@ fn measurement() -> BoxedStrategy<Measurement> {
     ];
     let status = select(vec![Status::Ok, Status::Refused, Status::Missing]);
     let error = prop::option::of(prop_oneof![0.0f64..1.0, any::<f64>().prop_filter("finite", |x| x.is_finite())]);
-    (name, status, prop::option::of(".{0,10}"), samples(), error.clone(), error, prop::option::of(any::<bool>()))
-        .prop_map(|(name, status, reason, samples_us, max_abs, rel_l2, correct)| Measurement {
+    let clocks = prop::collection::vec(1.0f64..3000.0, 0..40);
+    let text = (name, prop::option::of(".{0,10}"));
+    (text, status, samples(), clocks, error.clone(), error, prop::option::of(any::<bool>()))
+        .prop_map(|((name, reason), status, samples_us, sm_clock_mhz, max_abs, rel_l2, correct)| Measurement {
             name,
             status,
             reason,
             samples_us,
+            sm_clock_mhz,
             max_abs,
             rel_l2,
             correct,

@@ -221,6 +221,19 @@ fn peers_tables(record: &BenchRecord) -> Vec<Table> {
 type Missed = (String, Vec<usize>);
 
 /// The peers that did not run, said once per reason: which peers, in which cases.
+/// The range of SM clocks the timed blocks ran at, when they were read (NVML): a power cap shows
+/// here as a range, and the timer controls are compared at equal clocks.
+fn clock_range(record: &BenchRecord) -> Option<String> {
+    let clocks = record.results.iter().flat_map(|r| std::iter::once(&r.ours).chain(&r.peers));
+    let (lo, hi) = clocks
+        .flat_map(|m| m.sm_clock_mhz.iter().copied())
+        .fold(None, |range: Option<(f64, f64)>, c| Some(range.map_or((c, c), |(lo, hi)| (lo.min(c), hi.max(c)))))?;
+    Some(format!(
+        "SM clock while the blocks ran (NVML, read every ms): {lo:.0}-{hi:.0} MHz; the timer controls are compared \
+         with our timer at equal clocks"
+    ))
+}
+
 fn not_measured(record: &BenchRecord) -> Vec<String> {
     let total = record.results.len();
     // By reason, in order of first coming: each peer and the cases it missed for that reason.
@@ -328,6 +341,9 @@ fn print_table(record: &BenchRecord, configs: &[CaseConfig], verbose: bool) -> a
         }
     }
     for line in not_measured(record) {
+        out.push_str(&text::paragraph(&line));
+    }
+    if let Some(line) = clock_range(record) {
         out.push_str(&text::paragraph(&line));
     }
     for r in &record.results {

@@ -130,6 +130,12 @@ pub trait Backend {
         Err(evoattn::Error::NoGpu(format!("the {} backend cannot {what}", self.info().gpu)))
     }
 
+    /// A reader of the GPU's SM clock, for the lab to note the clock each timed block ran at
+    /// (`crate::lab::clock`); `None` where there is none (the mock; NVML missing, said once).
+    fn sm_clock(&mut self) -> Option<std::sync::Arc<dyn crate::lab::clock::ClockSource>> {
+        None
+    }
+
     /// Host (CPU) time in microseconds of each call of the library's launch path
     /// (`Attention::forward_on`) of `plan`, in `rounds` (inputs uploaded and the launch
     /// prepared once): what a caller's thread pays per call, GPU time excluded. One vector of

@@ -4,11 +4,13 @@ use crate::lab::backend::{
     Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
 use crate::lab::inputs::{Draw, HostInputs, Inputs};
+use crate::out::errln;
 use crate::stores::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
 use evoattn::runtime::device::LoadedKernel;
 use evoattn::runtime::launch::PreparedLaunch;
+use evoattn::runtime::nvml::SmClock;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, Impl, InputViews, Plan, Problem, Request, TensorName};
 use std::sync::Arc;
@@ -30,6 +32,8 @@ pub struct GpuBackend {
     /// its launches and misbehaves once timed must meet the same module in the tuner's
     /// recheck).
     variant: Option<(u64, Arc<LoadedKernel>)>,
+    /// The SM clock's reader, opened on first use (`None` inside: NVML could not open it).
+    clock: Option<Option<Arc<SmClock>>>,
 }
 
 /// Q, K and V on the device (and an E4M3 problem's descales, `[3, B, Hkv]`).
@@ -111,7 +115,7 @@ impl DeviceInputs {
 
 impl GpuBackend {
     pub fn new(ordinal: usize) -> anyhow::Result<Self> {
-        Ok(GpuBackend { attention: Attention::new(ordinal)?, drawn: None, variant: None })
+        Ok(GpuBackend { attention: Attention::new(ordinal)?, drawn: None, variant: None, clock: None })
     }
 
     /// `inputs` on the device: drawn there (kept for the next call on the same problem and
@@ -390,6 +394,18 @@ impl Backend for GpuBackend {
                 })
             }
         }
+    }
+
+    fn sm_clock(&mut self) -> Option<Arc<dyn crate::lab::clock::ClockSource>> {
+        let gpu = self.attention.gpu();
+        let clock = self.clock.get_or_insert_with(|| {
+            let opened = gpu.pci_bus_id().map_err(|e| e.to_string()).and_then(|bus| SmClock::open(&bus));
+            opened
+                .map_err(|why| errln!("evoattn: the SM clock is not read ({why}): timer controls compare raw times"))
+                .ok()
+                .map(Arc::new)
+        });
+        clock.clone().map(|c| c as Arc<dyn crate::lab::clock::ClockSource>)
     }
 
     fn time(

@@ -3,6 +3,7 @@
 //! drift hits both sides; record raw samples. `bench` prints the record, `gate` judges it.
 
 use crate::lab::backend::{flush_bytes, Backend, BackendInfo, Kernel, TimingOptions};
+use crate::lab::clock::{clocked, ClockSampler};
 use crate::lab::correctness::expected_o;
 use crate::lab::inputs::{DescaleGrain, Distribution, Draw, Inputs};
 use crate::lab::kernel_args::KernelArgs;
@@ -46,7 +47,8 @@ pub struct LabArgs {
     /// check); `self-torch-events`, `self-do-bench`, `self-torch-profiler` (our kernel launched
     /// by the oracle and timed with PyTorch's events, Triton's do_bench, PyTorch's profiler: the
     /// cross-checks of our timer, the last two eager only; a case where one is more than 3% and
-    /// 0.5 µs from ours is flagged, and gate does not judge it); `evoattn-torch` (ours through the Python
+    /// 0.5 µs from ours, at equal SM clocks when NVML reads them, is flagged, and gate does not
+    /// judge it); `evoattn-torch` (ours through the Python
     /// package evoattn, what a PyTorch caller sees; needs its wheel in the oracle's Python); or
     /// `none`. Those five are controls, never the best peer a speedup is claimed against. Default: sdpa-cudnn and
     /// sdpa-flash for f16/bf16 cases, cudnn-fp8 for E4M3 ones (both sets when a run has both).
@@ -365,6 +367,7 @@ fn measure_case(
         status: Status::Missing,
         reason: oracle_error.map(str::to_string),
         samples_us: Vec::with_capacity(args.reps),
+        sm_clock_mhz: Vec::new(),
         max_abs: None,
         rel_l2: None,
         correct: None,
@@ -503,6 +506,7 @@ fn time_interleaved(
 ) -> anyhow::Result<()> {
     let p = case.problem;
     let inputs = Inputs::Drawn(case.draw);
+    let sampler = backend.sm_clock().map(ClockSampler::start);
     for attempt in 1..=MEASURE_ATTEMPTS {
         let mut remaining = args.reps;
         for block in 0.. {
@@ -520,31 +524,37 @@ fn time_interleaved(
                 if row.status != Status::Ok {
                     continue;
                 }
-                match (index, row.name.as_str(), oracle.as_deref_mut(), torch_timed) {
-                    (0, _, _, _) | (_, SELF_PEER, _, _) => {
-                        row.samples_us.extend(backend.time(p, Kernel::Planned(case.plan), inputs, options)?.samples_us)
-                    }
-                    (_, name, Some(o), Some(t)) if Timer::of_peer(name).is_some() => {
-                        let timer = Timer::of_peer(name).expect("matched");
-                        // A control that fails (an outside harness losing its records) leaves
-                        // the case without that cross-check, said in its row; the bench goes on.
-                        match o.time_kernel(id, &t.launch(timer, None), args.mode, args.warmup, n, flush_bytes) {
-                            Ok(samples) => row.samples_us.extend(samples),
-                            Err(e) => {
-                                row.samples_us.clear();
-                                set_status(row, Status::Missing, Some(format!("{e:#}")))
+                let taken = row.samples_us.len();
+                let (timed, mhz) = clocked(sampler.as_ref(), || -> anyhow::Result<()> {
+                    match (index, row.name.as_str(), oracle.as_deref_mut(), torch_timed) {
+                        (0, _, _, _) | (_, SELF_PEER, _, _) => row
+                            .samples_us
+                            .extend(backend.time(p, Kernel::Planned(case.plan), inputs, options)?.samples_us),
+                        (_, name, Some(o), Some(t)) if Timer::of_peer(name).is_some() => {
+                            let timer = Timer::of_peer(name).expect("matched");
+                            // A control that fails (an outside harness losing its records) leaves
+                            // the case without that cross-check, said in its row; the bench goes on.
+                            match o.time_kernel(id, &t.launch(timer, None), args.mode, args.warmup, n, flush_bytes) {
+                                Ok(samples) => row.samples_us.extend(samples),
+                                Err(e) => {
+                                    row.samples_us.clear();
+                                    set_status(row, Status::Missing, Some(format!("{e:#}")))
+                                }
                             }
                         }
-                    }
-                    (_, name, Some(o), _) if is_oracle_peer(name) => {
-                        match o.time(id, name, args.mode, args.warmup, n, flush_bytes)? {
-                            PeerTiming::Samples(s) => row.samples_us.extend(s),
-                            PeerTiming::Refused(reason) => set_status(row, Status::Refused, Some(reason)),
-                            PeerTiming::Missing(reason) => set_status(row, Status::Missing, Some(reason)),
+                        (_, name, Some(o), _) if is_oracle_peer(name) => {
+                            match o.time(id, name, args.mode, args.warmup, n, flush_bytes)? {
+                                PeerTiming::Samples(s) => row.samples_us.extend(s),
+                                PeerTiming::Refused(reason) => set_status(row, Status::Refused, Some(reason)),
+                                PeerTiming::Missing(reason) => set_status(row, Status::Missing, Some(reason)),
+                            }
                         }
+                        _ => {}
                     }
-                    _ => {}
-                }
+                    Ok(())
+                });
+                timed?;
+                note_clock(row, taken, mhz);
             }
             remaining -= n;
         }
@@ -568,9 +578,21 @@ fn time_interleaved(
         );
         for row in sides.iter_mut() {
             row.samples_us.clear();
+            row.sm_clock_mhz.clear();
         }
     }
     Ok(())
+}
+
+/// Notes the clock a block ran at on each sample it added to `row` (which held `taken` before
+/// it): the clocks stay one per sample, or none at all once a block went without one.
+fn note_clock(row: &mut Measurement, taken: usize, mhz: Option<f64>) {
+    match mhz {
+        Some(mhz) if row.sm_clock_mhz.len() == taken && row.samples_us.len() >= taken => {
+            row.sm_clock_mhz.extend(std::iter::repeat_n(mhz, row.samples_us.len() - taken))
+        }
+        _ => row.sm_clock_mhz.clear(),
+    }
 }
 
 /// "NAME +D%" for each named sample set that drifts from its first third to its last
@@ -605,4 +627,35 @@ fn sm_clock() -> Option<u32> {
         .output()
         .ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stores::record::tests::ok_measurement;
+
+    #[test]
+    fn each_sample_carries_its_blocks_clock_or_the_side_carries_none() {
+        let mut row = ok_measurement("ours", &[], None);
+        row.samples_us.extend([1.0, 1.0]);
+        note_clock(&mut row, 0, Some(1980.0));
+        row.samples_us.extend([1.1, 1.1]);
+        note_clock(&mut row, 2, Some(1800.0));
+        assert_eq!(row.sm_clock_mhz, [1980.0, 1980.0, 1800.0, 1800.0]);
+        // A block without a reading leaves the side without clocks: partial ones would pair
+        // samples with the wrong blocks.
+        row.samples_us.push(1.0);
+        note_clock(&mut row, 4, None);
+        assert!(row.sm_clock_mhz.is_empty());
+        row.samples_us.push(1.0);
+        note_clock(&mut row, 5, Some(1980.0));
+        assert!(row.sm_clock_mhz.is_empty());
+        // A control that failed cleared its samples; its clocks go with them.
+        let mut failed = ok_measurement("self-do-bench", &[], None);
+        failed.samples_us.extend([1.0, 1.0]);
+        note_clock(&mut failed, 0, Some(1980.0));
+        failed.samples_us.clear();
+        note_clock(&mut failed, 2, Some(1980.0));
+        assert!(failed.sm_clock_mhz.is_empty());
+    }
 }

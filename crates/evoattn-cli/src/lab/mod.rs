@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod ceilings;
+pub mod clock;
 pub mod correctness;
 pub mod gpu;
 pub mod inputs;

@@ -82,6 +82,10 @@ pub struct Measurement {
     pub reason: Option<String>,
     /// Raw per-launch times in microseconds, in the order taken.
     pub samples_us: Vec<f64>,
+    /// The SM clock (MHz) each sample's block ran at, one per sample, read by NVML while the
+    /// block ran (`lab::clock`); empty when it was not read for every block.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sm_clock_mhz: Vec<f64>,
     /// Output error against the oracle of the same inputs (float64 or the reference kernel).
     pub max_abs: Option<f64>,
     pub rel_l2: Option<f64>,
@@ -275,6 +279,7 @@ pub(crate) mod tests {
             status: Status::Ok,
             reason: None,
             samples_us: samples_us.to_vec(),
+            sm_clock_mhz: Vec::new(),
             max_abs: None,
             rel_l2: None,
             correct,

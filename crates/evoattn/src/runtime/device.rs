@@ -121,6 +121,20 @@ impl Gpu {
         self.l2_bytes
     }
 
+    /// The GPU's PCI bus id as the driver writes it ("0000:19:00.0"): how NVML finds the same GPU.
+    pub fn pci_bus_id(&self) -> Result<String> {
+        let mut buf = [0 as std::ffi::c_char; 32];
+        // Safety: the buffer is live and its length is passed; the device is the context's.
+        let status = unsafe {
+            cudarc::driver::sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, self.ctx.cu_device())
+        };
+        if status != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::driver("cuDeviceGetPCIBusId", format!("{status:?}")));
+        }
+        // Safety: the driver wrote a NUL-terminated string into the buffer (it succeeded).
+        Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    }
+
     /// The CUDA version the driver supports, e.g. "13.0".
     pub fn driver_version(&self) -> String {
         format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)

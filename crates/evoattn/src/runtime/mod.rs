@@ -8,6 +8,7 @@ pub mod cubin;
 pub mod device;
 pub mod dlpack;
 pub mod launch;
+pub mod nvml;
 pub mod nvrtc;
 pub mod resources;
 pub mod scratch;
