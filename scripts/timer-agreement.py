@@ -5,7 +5,7 @@ records (`--peers ...,self-torch-events,self-do-bench,self-torch-profiler --json
 Usage: scripts/timer-agreement.py RECORD.json...
 Prints one line a case (shape, mask, our median, each control's difference or its status) and
 a summary: the worst difference and how many exceed what `gate` allows (3% or 0.5 µs, whichever
-is larger), at equal SM clocks where the record carries them, as `gate` compares."""
+is larger)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,6 @@ CONTROLS = ("self-torch-events", "self-do-bench", "self-torch-profiler")
 # TIMER_TOLERANCE and TIMER_FLOOR_US in crates/evoattn-cli/src/stores/record.rs
 TOLERANCE = 0.03
 FLOOR_US = 0.5
-
-
-def at_equal_clocks(ours: dict, control: dict) -> tuple[float, float] | None:
-    """Both medians with each sample scaled to our median SM clock, as `gate` compares them
-    (timer_medians in crates/evoattn-cli/src/verdicts/gate.rs); None unless both sides carry
-    the clock of every sample."""
-    sides = [(m["samples_us"], m.get("sm_clock_mhz") or []) for m in (ours, control)]
-    if any(not t or len(c) != len(t) for t, c in sides):
-        return None
-    ref = statistics.median(sides[0][1])
-    o, c = (statistics.median(x * mhz / ref for x, mhz in zip(t, cl)) for t, cl in sides)
-    return o, c
 
 
 def main(paths: list[str]) -> int:
@@ -46,8 +34,7 @@ def main(paths: list[str]) -> int:
             for name in CONTROLS:
                 p = peers.get(name)
                 if o and p and p.get("samples_us"):
-                    ours_at, theirs_at = at_equal_clocks(ours, p) or (o, statistics.median(p["samples_us"]))
-                    d = theirs_at / ours_at - 1
+                    d = statistics.median(p["samples_us"]) / o - 1
                     row.append(f"{name[5:]} {100 * d:+.1f}%")
                     worst.append((abs(d), case, name))
                     over += abs(d) * o > max(TOLERANCE * o, FLOOR_US)

@@ -221,17 +221,15 @@ fn peers_tables(record: &BenchRecord) -> Vec<Table> {
 type Missed = (String, Vec<usize>);
 
 /// The peers that did not run, said once per reason: which peers, in which cases.
-/// The range of SM clocks the timed blocks ran at, when they were read (NVML): a power cap shows
-/// here as a range, and the timer controls are compared at equal clocks.
+/// The range of SM clocks NVML read while the timed blocks ran: a GPU at its power cap shows a
+/// range here, and block medians that move with it (the timer controls' medians then differ by
+/// chance more often; docs/perf-log.md, session 35).
 fn clock_range(record: &BenchRecord) -> Option<String> {
     let clocks = record.results.iter().flat_map(|r| std::iter::once(&r.ours).chain(&r.peers));
     let (lo, hi) = clocks
         .flat_map(|m| m.sm_clock_mhz.iter().copied())
         .fold(None, |range: Option<(f64, f64)>, c| Some(range.map_or((c, c), |(lo, hi)| (lo.min(c), hi.max(c)))))?;
-    Some(format!(
-        "SM clock while the blocks ran (NVML, read every ms): {lo:.0}-{hi:.0} MHz; the timer controls are compared \
-         with our timer at equal clocks"
-    ))
+    Some(format!("SM clock while the blocks ran (NVML, read every ms): {lo:.0}-{hi:.0} MHz"))
 }
 
 fn not_measured(record: &BenchRecord) -> Vec<String> {

@@ -1,8 +1,8 @@
 //! The SM clock while timed blocks run: a thread reads it every [`POLL`] while the lab times a
-//! block (ours or an oracle's), so each sample carries the clock its block ran at. At a power
-//! cap the clock moves from block to block (an H100 between 1770 and 1980 MHz on the 8k-16k
-//! rows, session 35); two timers compared at equal clocks then measure the timers, not the
-//! GPU's power state.
+//! block (ours or an oracle's), so each sample carries the clock its block ran at and a record
+//! shows the GPU's power state. A block's time does not follow the clock NVML reports (an H100
+//! at its power cap, session 35: a block at 1240 MHz took 14% longer than one at 1980, not
+//! 60%), so the clocks explain a spread and correct nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

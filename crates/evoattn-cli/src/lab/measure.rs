@@ -47,8 +47,7 @@ pub struct LabArgs {
     /// check); `self-torch-events`, `self-do-bench`, `self-torch-profiler` (our kernel launched
     /// by the oracle and timed with PyTorch's events, Triton's do_bench, PyTorch's profiler: the
     /// cross-checks of our timer, the last two eager only; a case where one is more than 3% and
-    /// 0.5 µs from ours, at equal SM clocks when NVML reads them, is flagged, and gate does not
-    /// judge it); `evoattn-torch` (ours through the Python
+    /// 0.5 µs from ours is flagged, and gate does not judge it); `evoattn-torch` (ours through the Python
     /// package evoattn, what a PyTorch caller sees; needs its wheel in the oracle's Python); or
     /// `none`. Those five are controls, never the best peer a speedup is claimed against. Default: sdpa-cudnn and
     /// sdpa-flash for f16/bf16 cases, cudnn-fp8 for E4M3 ones (both sets when a run has both).

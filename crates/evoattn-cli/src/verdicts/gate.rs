@@ -308,53 +308,29 @@ fn pick_peer<'a>(result: &'a ResultRecord, against: &Against) -> Result<&'a Meas
 }
 
 /// Each timer control ([`Timer`]) whose median of our kernel is more than [`TIMER_TOLERANCE`]
-/// (and [`TIMER_FLOOR_US`]) from our timer's, at equal SM clocks where both carry them
-/// ([`timer_medians`]), as a sentence: `bench` flags the case, `gate` does not judge it.
+/// from our timer's, as a sentence: `bench` flags the case, `gate` does not judge it.
 pub fn timer_disagreements(result: &ResultRecord) -> Vec<String> {
+    let Some(ours) = summarize(&result.ours.samples_us) else { return Vec::new() };
     result
         .peers
         .iter()
         .filter(|p| p.is_ok() && Timer::of_peer(&p.name).is_some())
         .filter_map(|p| {
-            let (ours, theirs, clock) = timer_medians(&result.ours, p)?;
-            let allowed = (TIMER_TOLERANCE * ours).max(TIMER_FLOOR_US);
-            ((theirs - ours).abs() > allowed).then(|| {
-                let at = clock.map(|mhz| format!(" at equal SM clocks ({mhz:.0} MHz)")).unwrap_or_default();
+            let theirs = summarize(&p.samples_us)?.median;
+            let off = theirs / ours.median - 1.0;
+            let allowed = (TIMER_TOLERANCE * ours.median).max(TIMER_FLOOR_US);
+            ((theirs - ours.median).abs() > allowed).then(|| {
                 format!(
-                    "{}'s median of our kernel {theirs:.2} µs is {:+.1}% from our timer's {ours:.2} µs{at} (more than \
-                     ±{:.0}% and {TIMER_FLOOR_US} µs): the timers disagree, not judged",
+                    "{}'s median of our kernel {theirs:.2} µs is {:+.1}% from our timer's {:.2} µs (more than ±{:.0}% \
+                     and {TIMER_FLOOR_US} µs): the timers disagree, not judged",
                     p.name,
-                    (theirs / ours - 1.0) * 100.0,
+                    off * 100.0,
+                    ours.median,
                     TIMER_TOLERANCE * 100.0
                 )
             })
         })
         .collect()
-}
-
-/// The SM clock of each of `m`'s samples, when it has one for every sample.
-fn sample_clocks(m: &Measurement) -> Option<&[f64]> {
-    (!m.samples_us.is_empty() && m.sm_clock_mhz.len() == m.samples_us.len()).then_some(&m.sm_clock_mhz[..])
-}
-
-/// Our timer's and a control's medians of our kernel in µs, and the clock they are taken at:
-/// where both carry the SM clock of every sample, each sample is scaled to our median clock
-/// (time × its clock ÷ that clock), so that a clock that moved between blocks (a GPU at its
-/// power cap) does not read as the timers disagreeing; else the medians as measured and `None`.
-/// The scaling is exact for work bound by the SM clock and overcorrects memory-bound work,
-/// which is why it applies only when clocks were read.
-pub fn timer_medians(ours: &Measurement, control: &Measurement) -> Option<(f64, f64, Option<f64>)> {
-    match (sample_clocks(ours), sample_clocks(control)) {
-        (Some(ours_mhz), Some(control_mhz)) => {
-            let reference = summarize(ours_mhz)?.median;
-            let scaled = |m: &Measurement, mhz: &[f64]| {
-                let at: Vec<f64> = m.samples_us.iter().zip(mhz).map(|(t, c)| t * c / reference).collect();
-                summarize(&at).map(|s| s.median)
-            };
-            Some((scaled(ours, ours_mhz)?, scaled(control, control_mhz)?, Some(reference)))
-        }
-        _ => Some((summarize(&ours.samples_us)?.median, summarize(&control.samples_us)?.median, None)),
-    }
 }
 
 fn evaluate_case(result: &ResultRecord, env: &Environment, opts: &GateOptions) -> CaseReport {
@@ -912,37 +888,6 @@ mod tests {
         let mut wrong = with(84.0);
         wrong.results[0].ours.correct = Some(false);
         assert_eq!(evaluate(&wrong, &GateOptions::default()).outcome, Outcome::Fail);
-    }
-
-    #[test]
-    fn timers_are_compared_at_equal_sm_clocks_when_both_carry_them() {
-        // Our blocks ran at 1980 MHz, the control's at 1800 (a power cap moved the clock): its
-        // 88 µs is 80 µs of work at ours' clock, and the timers agree.
-        let clocked = |median_us: f64, mhz: f64, seed: u64| {
-            let mut m = measurement(TORCH_TIMED_PEER, median_us, seed);
-            m.sm_clock_mhz = vec![mhz; m.samples_us.len()];
-            m
-        };
-        let mut ours = clocked(80.0, 1980.0, 1);
-        ours.name = "wgmma".into();
-        let control = clocked(88.0, 1800.0, 2);
-        let rec = record(vec![result(ours.clone(), vec![measurement("fa4", 100.0, 3), control.clone()])]);
-        assert!(timer_disagreements(&rec.results[0]).is_empty(), "{:?}", timer_disagreements(&rec.results[0]));
-        let (o, c, mhz) = timer_medians(&ours, &control).expect("samples");
-        assert_eq!(mhz, Some(1980.0));
-        assert!((c / o - 1.0).abs() < 0.01, "{o} {c}");
-        // A side without the clock of every sample is compared as measured: 10% apart.
-        let mut partial = control.clone();
-        partial.sm_clock_mhz.pop();
-        let rec = record(vec![result(ours.clone(), vec![measurement("fa4", 100.0, 3), partial])]);
-        let flagged = timer_disagreements(&rec.results[0]);
-        assert_eq!(flagged.len(), 1);
-        assert!(!flagged[0].contains("SM clocks"), "{}", flagged[0]);
-        // At equal clocks a real disagreement stays one, and says at which clock.
-        let slow = clocked(88.0, 1980.0, 4);
-        let rec = record(vec![result(ours, vec![measurement("fa4", 100.0, 3), slow])]);
-        let flagged = timer_disagreements(&rec.results[0]);
-        assert!(flagged[0].contains("at equal SM clocks (1980 MHz)"), "{}", flagged[0]);
     }
 
     #[test]
