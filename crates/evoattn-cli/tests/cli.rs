@@ -748,3 +748,34 @@ fn every_timer_control_times_a_tma_kernel_with_scratch_through_the_oracle() {
         assert_eq!(row["samples_us"].as_array().unwrap().len(), 10, "{control}");
     }
 }
+
+#[test]
+fn blocks_spread_by_a_power_cap_give_the_timer_controls_four_times_the_samples() {
+    // The `power-cap` mock's every other block is 12% slower: with a timer control asked for,
+    // the case takes 4 x 10 samples a side and says why; without one it keeps 10.
+    let cache = tempfile::tempdir().unwrap();
+    let env = [
+        ("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap()),
+        ("EVOATTN_ORACLE_FAKE", "1"),
+        ("EVOATTN_MOCK_FAULT", "power-cap"),
+    ];
+    let samples = |peers: &str| {
+        let json = cache.path().join(format!("{peers}.json"));
+        let args = ["bench", "--shape", "2,16,1024,128", "--reps", "10", "--block", "5", "--peers", peers, "--no-history"];
+        let out = evoattn(&[&args[..], &["--json", json.to_str().unwrap()]].concat(), &env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let result = &record["results"][0];
+        let counts: Vec<usize> = std::iter::once(&result["ours"])
+            .chain(result["peers"].as_array().unwrap())
+            .map(|m| m["samples_us"].as_array().unwrap().len())
+            .collect();
+        (counts, stderr(&out))
+    };
+    let (counts, err) = samples("sdpa-cudnn,self-torch-events");
+    assert_eq!(counts, [40, 40, 40], "{err}");
+    assert!(err.contains("our block medians spread 12%") && err.contains("40 samples a side"), "{err}");
+    let (counts, err) = samples("sdpa-cudnn");
+    assert_eq!(counts, [10, 10], "{err}");
+    assert!(!err.contains("spread"), "{err}");
+}

@@ -15,7 +15,7 @@ use crate::stores::record::{git_commit, utc_now};
 use crate::stores::record::{
     BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, Timer, SCHEMA, SELF_PEER,
 };
-use crate::verdicts::stats::unsteady_drift;
+use crate::verdicts::stats::{block_spread, unsteady_drift};
 use anyhow::{bail, Context};
 use evoattn::plan::ConfigOrigin;
 use evoattn::reference::{compare, dense_o, tolerance};
@@ -30,6 +30,12 @@ const DEFAULT_BLOCK: usize = 20;
 /// Timing passes over a case at most: a second when some side's samples drift
 /// (`stats::drift`), whose samples then replace the first's for every side.
 pub(crate) const MEASURE_ATTEMPTS: usize = 2;
+/// How far apart our block medians may be (largest over smallest, less one) before a case with
+/// timer controls takes [`SPREAD_SAMPLES_FACTOR`] times the samples: on an H100 at its power cap
+/// block medians were 4-22% apart, and with 6 blocks a side the controls' medians differed from
+/// ours by up to 8.5% by chance; with 24, by 3.6% at most (perf log, session 35).
+const BLOCK_SPREAD: f64 = 0.05;
+const SPREAD_SAMPLES_FACTOR: usize = 4;
 /// Mixed into a case's seed for its wide-range correctness inputs, so they differ from the
 /// timed (std 1) ones.
 const WIDE_SEED: u64 = 0x57_1DE;
@@ -56,7 +62,9 @@ pub struct LabArgs {
     /// eager: launches as a caller sees them; graph: CUDA-graph replays (kernel time).
     #[arg(long, value_enum, default_value_t = Mode::Eager)]
     pub mode: Mode,
-    /// Timed launches per implementation and case, each after an L2 flush (at most 10^6).
+    /// Timed launches per implementation and case, each after an L2 flush (at most 10^6); four
+    /// times as many in a case with timer controls whose block medians spread more than 5% (a
+    /// GPU at its power cap), said on stderr.
     #[arg(long, default_value_t = 100)]
     pub reps: usize,
     /// Untimed launches before each side's block of samples.
@@ -506,13 +514,29 @@ fn time_interleaved(
     let p = case.problem;
     let inputs = Inputs::Drawn(case.draw);
     let sampler = backend.sm_clock().map(ClockSampler::start);
+    let controls = sides.iter().any(|s| Timer::of_peer(&s.name).is_some());
     for attempt in 1..=MEASURE_ATTEMPTS {
-        let mut remaining = args.reps;
+        let mut target = args.reps;
+        let mut taken = 0;
         for block in 0.. {
-            if remaining == 0 {
-                break;
+            if taken == target {
+                let spread = block_spread(&sides[0].samples_us, args.block);
+                match spread {
+                    Some(spread) if controls && target == args.reps && spread > BLOCK_SPREAD => {
+                        target *= SPREAD_SAMPLES_FACTOR;
+                        errln!(
+                            "evoattn: {} {} {}: our block medians spread {:.0}% (the GPU's clock moving, as at a power \
+                             cap); {target} samples a side, so that the timer controls compare medians over more blocks",
+                            p.shape,
+                            p.dtype,
+                            p.causal,
+                            100.0 * spread
+                        );
+                    }
+                    _ => break,
+                }
             }
-            let n = remaining.min(args.block);
+            let n = (target - taken).min(args.block);
             let options = TimingOptions { warmup: args.warmup, samples: n, mode: args.mode };
             let mut order: Vec<usize> = (0..sides.len()).collect();
             if block % 2 == 1 {
@@ -555,7 +579,7 @@ fn time_interleaved(
                 timed?;
                 note_clock(row, taken, mhz);
             }
-            remaining -= n;
+            taken += n;
         }
         // Samples still moving (a warm-up under way, a disturbance that fades) would make the gate
         // refuse the case: measure every side again, once, so the interleaving stays fair.

@@ -106,6 +106,8 @@ fn mock_trace_words(spec: &KernelSpec) -> Vec<u64> {
 const WRONG_SHIFT: f64 = 0.25;
 /// How much slower the `warming` fault's first timing call is: a warm-up still under way.
 const WARMING_SLOWDOWN: f64 = 4.0;
+/// How much slower the `power-cap` mock's every other timing call is.
+const POWER_CAP_SLOWDOWN: f64 = 1.12;
 
 /// A source variant holding this line hangs in the mock, as an infinite loop hangs on a GPU.
 pub const PLANTED_HANG: &str = "EVOATTN_PLANTED_FAULT: hang";
@@ -217,16 +219,20 @@ enum Fault {
     Wrong,
     /// The process's first timing call is [`WARMING_SLOWDOWN`] times slower: its samples drift.
     Warming,
+    /// Every other timing call is [`POWER_CAP_SLOWDOWN`] times slower, as blocks are on a GPU
+    /// whose clock moves at its power cap: block medians spread without drifting.
+    PowerCap,
 }
 
 impl Fault {
-    const ALL: [Fault; 3] = [Fault::Unwritten, Fault::Wrong, Fault::Warming];
+    const ALL: [Fault; 4] = [Fault::Unwritten, Fault::Wrong, Fault::Warming, Fault::PowerCap];
 
     fn name(self) -> &'static str {
         match self {
             Fault::Unwritten => "unwritten",
             Fault::Wrong => "wrong",
             Fault::Warming => "warming",
+            Fault::PowerCap => "power-cap",
         }
     }
 }
@@ -365,7 +371,12 @@ impl Backend for MockBackend {
         }
         self.timing_calls += 1;
         let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
-        let base = if warming { base * WARMING_SLOWDOWN } else { base };
+        let capped = self.fault == Some(Fault::PowerCap) && self.timing_calls % 2 == 0;
+        let base = match (warming, capped) {
+            (true, _) => base * WARMING_SLOWDOWN,
+            (_, true) => base * POWER_CAP_SLOWDOWN,
+            _ => base,
+        };
         let samples_us = (0..options.samples).map(|i| base * (1.0 + jitter(i))).collect();
         Ok(Timing { samples_us })
     }

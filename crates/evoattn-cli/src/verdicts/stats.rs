@@ -46,6 +46,16 @@ pub const DRIFT_TOLERANCE: f64 = 0.10;
 /// Fewest samples in each third for its median to say anything.
 const DRIFT_MIN_THIRD: usize = 3;
 
+/// How far apart the medians of `samples`' consecutive blocks of `block` are: the largest over
+/// the smallest, less one. `None` for fewer than two blocks. A GPU whose clock moves from block
+/// to block (at its power cap) spreads them without drifting.
+pub fn block_spread(samples: &[f64], block: usize) -> Option<f64> {
+    let medians: Vec<f64> = samples.chunks(block.max(1)).filter_map(|b| summarize(b).map(|s| s.median)).collect();
+    let lo = medians.iter().copied().reduce(f64::min)?;
+    let hi = medians.iter().copied().reduce(f64::max)?;
+    (medians.len() >= 2 && lo > 0.0).then(|| hi / lo - 1.0)
+}
+
 /// The drift of `samples`, taken in this order: the median of the last third over the median
 /// of the first third, minus 1 (the middle third, and the remainder of n/3, in neither).
 /// `None` with fewer than three samples a third.
@@ -253,6 +263,22 @@ pub(crate) mod tests {
         let dist = LogNormal::new(median_us.ln(), sigma).expect("valid lognormal");
         let mut rng = SmallRng::seed_from_u64(seed);
         (0..n).map(|_| dist.sample(&mut rng)).collect()
+    }
+
+    #[test]
+    fn block_spread_compares_the_slowest_blocks_median_with_the_fastest() {
+        // Blocks of 3: medians 10, 12, 11: the slowest 20% above the fastest.
+        let capped = [9.0, 10.0, 11.0, 12.0, 12.0, 50.0, 11.0, 11.0, 1.0];
+        assert!((block_spread(&capped, 3).unwrap() - 0.2).abs() < 1e-12);
+        // A last, short block counts with its own median.
+        assert!((block_spread(&[10.0, 10.0, 15.0], 2).unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(block_spread(&[5.0; 12], 4), Some(0.0));
+        assert_eq!(block_spread(&[5.0; 4], 4), None, "one block says nothing");
+        assert_eq!(block_spread(&[], 4), None);
+        // Block levels alternating 12% apart spread without drifting (the power cap's mark).
+        let alternating: Vec<f64> = (0..30).map(|i| if (i / 5) % 2 == 0 { 100.0 } else { 112.0 }).collect();
+        assert!((block_spread(&alternating, 5).unwrap() - 0.12).abs() < 1e-12);
+        assert_eq!(unsteady_drift(&alternating), None);
     }
 
     #[test]
