@@ -371,7 +371,7 @@ impl Backend for MockBackend {
         }
         self.timing_calls += 1;
         let warming = self.fault == Some(Fault::Warming) && self.timing_calls == 1;
-        let capped = self.fault == Some(Fault::PowerCap) && self.timing_calls % 2 == 0;
+        let capped = self.fault == Some(Fault::PowerCap) && self.timing_calls.is_multiple_of(2);
         let base = match (warming, capped) {
             (true, _) => base * WARMING_SLOWDOWN,
             (_, true) => base * POWER_CAP_SLOWDOWN,
