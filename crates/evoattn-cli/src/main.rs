@@ -102,7 +102,7 @@ const ENVIRONMENT: [(&str, &str); 11] = [
     (lab::oracle::TIMEOUT_ENV, "seconds an oracle request may take (default 300)"),
     (lab::oracle::FAKE_ENV, "=1: synthetic peers without PyTorch or a GPU (tests)"),
     (lab::open::BACKEND_ENV, "=mock: a CPU backend with synthetic timings (tests)"),
-    (lab::mock::FAULT_ENV, "the mock misbehaves: unwritten, wrong or warming (tests)"),
+    (lab::mock::FAULT_ENV, "the mock misbehaves: unwritten, wrong, warming or power-cap (tests)"),
     (kernel_invariant_env::WRITE_ENV, "=1: the kernel-invariant test rewrites its lists (development)"),
 ];
 

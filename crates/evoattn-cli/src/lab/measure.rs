@@ -525,8 +525,8 @@ fn time_interleaved(
                     Some(spread) if controls && target == args.reps && spread > BLOCK_SPREAD => {
                         target *= SPREAD_SAMPLES_FACTOR;
                         errln!(
-                            "evoattn: {} {} {}: our block medians spread {:.0}% (the GPU's clock moving, as at a power \
-                             cap); {target} samples a side, so that the timer controls compare medians over more blocks",
+                            "evoattn: {} {} {}: our block medians spread {:.0}%; {target} samples a side, so that the \
+                             timer controls compare medians over more blocks",
                             p.shape,
                             p.dtype,
                             p.causal,
