@@ -67,8 +67,11 @@ PROFILER_SESSIONS = 3
 # sessions of one launch recorded none), so the samples are the session's last records.
 PROFILER_LEAD = 3
 PROFILER_MAX_LEAD = 64
-# Empty launches timed by events and by CUPTI to measure the event pair's latency.
-LATENCY_SAMPLES = 50
+# Empty launches at the end of each profiler session, each timed by an event pair and by CUPTI:
+# that session's latency of an event pair beyond a kernel's duration. Measured once per process
+# on 50 launches instead, it was off by a constant -0.1 to +0.6 µs from one process to the next
+# (the seed rows, H100, session 35: every profiler sample of a process shifted alike).
+LATENCY_PROBES = 16
 # PyTorch's warnings carry a C++ source location; the reason is clearer without it.
 SOURCE_NOTE = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
@@ -239,8 +242,6 @@ class TorchBackend:
         # Launches before the timed ones in each profiler session: CUPTI loses more of a
         # session's first records as sessions accumulate, so it grows with the losses seen.
         self._profiler_lead = PROFILER_LEAD
-        # The event pair's latency beyond a kernel's CUPTI duration, measured on first use.
-        self._latency_us: float | None = None
         self._memset = _driver_memset()
 
     def hello(self) -> dict[str, Any]:
@@ -553,33 +554,22 @@ class TorchBackend:
 
     def _profile_calls(self, call: Callable[[], Any], timing: Timing, kernel: str) -> list[float]:
         """PyTorch's profiler (CUPTI's activity records): each sample the kernel's own duration on
-        the GPU plus the latency an event pair adds around any launch (`_event_latency_us`), so
-        that it reads as the other timers' samples do while its kernel time is CUPTI's."""
+        the GPU plus the latency an event pair adds around any launch, measured in the same
+        session on empty launches, so that it reads as the other timers' samples do while its
+        kernel time is CUPTI's."""
         if timing.mode != "eager":
             raise RequestError("the profiler timer times eager calls (graph mode has no twin in it)")
-        latency = self._event_latency_us(timing.flush_bytes)
-        durations, _ = self._cupti_session(call, timing, lambda name: name == kernel)
+        durations, latency = self._cupti_session(call, timing, lambda name: name == kernel)
         return [d + latency for d in durations]
 
-    def _event_latency_us(self, flush_bytes: int) -> float:
-        """What an event pair around a launch reads beyond the kernel's CUPTI duration: an empty
-        launch (`torch.cuda._sleep(0)`), each after the flush, timed both ways in one profiler
-        session; the difference of the medians, measured once per process (a property of the
-        GPU and driver, not of the kernel)."""
-        if self._latency_us is None:
-            timing = Timing("eager", CEILING_WARMUP, LATENCY_SAMPLES, flush_bytes)
-            durations, intervals = self._cupti_session(
-                lambda: torch.cuda._sleep(0), timing, lambda name: "spin_kernel" in name, events=True
-            )
-            self._latency_us = max(statistics.median(intervals) - statistics.median(durations), 0.0)
-        return self._latency_us
-
     def _cupti_session(
-        self, call: Callable[[], Any], timing: Timing, matches: Callable[[str], bool], events: bool = False
-    ) -> tuple[list[float], list[float]]:
+        self, call: Callable[[], Any], timing: Timing, matches: Callable[[str], bool]
+    ) -> tuple[list[float], float]:
         """`timing.warmup` eager calls, then in a profiler session the lead's and `timing.samples`
-        calls, each after the flush: the last `timing.samples` CUPTI kernel durations (records
-        named as `matches` says), and with `events` the event intervals around those calls (µs)."""
+        calls and `LATENCY_PROBES` empty launches (`torch.cuda._sleep(0)`) in event pairs, each
+        after the flush: the last `timing.samples` CUPTI durations of the records named as
+        `matches` says (records lost are a session's first), and the median over the empty
+        launches of event interval less CUPTI duration (µs)."""
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
@@ -587,35 +577,41 @@ class TorchBackend:
         stream = self._stream
         stream.wait_stream(torch.cuda.current_stream())
         launches: list[Any] = []
+        probes: list[Any] = []
         for _ in range(PROFILER_SESSIONS):
             calls = self._profiler_lead + timing.samples
             new_event = functools.partial(torch.cuda.Event, enable_timing=True)
-            pairs = [(new_event(), new_event()) for _ in range(calls)] if events else []
+            pairs = [(new_event(), new_event()) for _ in range(LATENCY_PROBES)]
             with torch.cuda.stream(stream):
                 for _ in range(timing.warmup):
                     call()
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for i in range(calls):
+                    for _ in range(calls):
                         if flush is not None:
                             self._memset(flush, stream)
-                        if events:
-                            pairs[i][0].record(stream)
                         call()
-                        if events:
-                            pairs[i][1].record(stream)
+                    for start, end in pairs:
+                        if flush is not None:
+                            self._memset(flush, stream)
+                        start.record(stream)
+                        torch.cuda._sleep(0)
+                        end.record(stream)
                     torch.cuda.synchronize()
-            launches = [e for e in prof.events() if e.device_type == DeviceType.CUDA and matches(e.name)]
+            records = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+            launches = [e for e in records if matches(e.name)]
+            probes = [e for e in records if "spin_kernel" in e.name]
             # Lost records are the session's first: lead the next sessions past as many again.
             lost = calls - len(launches)
             self._profiler_lead = min(max(self._profiler_lead, lost + PROFILER_LEAD), PROFILER_MAX_LEAD)
-            if len(launches) >= timing.samples:
+            if len(launches) >= timing.samples and len(probes) >= LATENCY_PROBES:
                 durations = [e.time_range.elapsed_us() for e in launches[-timing.samples :]]
-                intervals = [a.elapsed_time(b) * US_PER_MS for a, b in pairs[-timing.samples :]] if events else []
-                return durations, intervals
+                last = probes[-LATENCY_PROBES:]
+                gaps = [a.elapsed_time(b) * US_PER_MS - e.time_range.elapsed_us() for (a, b), e in zip(pairs, last)]
+                return durations, max(statistics.median(gaps), 0.0)
         raise RuntimeError(
-            f"the profiler recorded {len(launches)} launches, fewer than the {timing.samples} samples, in each of "
-            f"{PROFILER_SESSIONS} sessions (the last of {calls} launches)"
+            f"the profiler recorded {len(launches)} of {calls} launches (at least {timing.samples} needed) and "
+            f"{len(probes)} of {LATENCY_PROBES} empty ones, in each of {PROFILER_SESSIONS} sessions"
         )
 
     def _flush_buffer(self, nbytes: int) -> torch.Tensor | None:
