@@ -11,9 +11,11 @@ from .protocol import RequestError
 # safetensors dtype names -> evoattn's (what `load` reads)
 DTYPES = {"F16": "f16", "BF16": "bf16"}
 # What `draw` makes: E4M3 cases come with their descales.
-DRAW_DTYPES = ("f16", "bf16", "e4m3")
-# The output's dtype per input dtype: E4M3 attention writes bf16 (evoattn's and the peers').
-OUTPUT_DTYPES = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16"}
+DRAW_DTYPES = ("f16", "bf16", "e4m3", "e4m3f16")
+# The E4M3 dtypes (the same inputs and descales; O in bf16, or f16 for e4m3f16).
+FP8_DTYPES = ("e4m3", "e4m3f16")
+# The output's dtype per dtype: E4M3 attention writes bf16 (evoattn's and the peers'), or f16.
+OUTPUT_DTYPES = {"f16": "f16", "bf16": "bf16", "e4m3": "bf16", "e4m3f16": "f16"}
 LAYOUTS = ("bhsd", "bshd")
 CAUSAL = ("none", "top-left", "bottom-right")
 # The peers that take E4M3 inputs; every other peer takes f16 and bf16 ones.
@@ -128,9 +130,9 @@ PER_TENSOR_ONLY = (
 
 def dtype_refusal(spec: CaseSpec, peer: str, descales: Descales | None) -> str | None:
     """Why `peer` does not run this case for its dtype or its descales, or None when it does."""
-    if spec.dtype == "e4m3" and peer not in FP8_PEERS:
+    if spec.dtype in FP8_DTYPES and peer not in FP8_PEERS:
         return f"{peer} takes f16 or bf16 inputs; this case is E4M3 (FP8 peers: {', '.join(FP8_PEERS)})"
-    if spec.dtype != "e4m3" and peer in FP8_PEERS:
+    if spec.dtype not in FP8_DTYPES and peer in FP8_PEERS:
         return f"{peer} takes E4M3 inputs; this case is {spec.dtype}"
     if peer == "cudnn-fp8" and descales is not None and descales.per_tensor() is None:
         return PER_TENSOR_ONLY

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TextIO
 
 from . import PEERS, PROTOCOL_VERSION
-from .case import CAUSAL, DRAW_DTYPES, LAYOUTS, CaseSpec, Descales
+from .case import CAUSAL, DRAW_DTYPES, FP8_DTYPES, LAYOUTS, CaseSpec, Descales
 from .draw import DrawStream
 from .protocol import TIMERS, KernelLaunch, Request, RequestError, Timing
 
@@ -166,7 +166,7 @@ class Server:
     def _descales(req: Request, spec: CaseSpec) -> Descales | None:
         """An E4M3 draw's descales: q, k and v each B * Hkv positive finite numbers; none for
         16-bit draws."""
-        if spec.dtype != "e4m3":
+        if spec.dtype not in FP8_DTYPES:
             if "descales" in req.fields:
                 raise RequestError(f"'descales' belong to E4M3 draws, not {spec.dtype} ones")
             return None

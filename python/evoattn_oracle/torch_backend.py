@@ -31,7 +31,8 @@ from .protocol import KernelLaunch, RequestError, Timing, missing, ran, refused
 # GPU cycles the graph-mode hold lasts per sample: 200k cycles is 100 µs at the H100's 2 GHz
 # boost clock (longer at lower clocks), well above the host's ~30 µs to enqueue one sample.
 GRAPH_HOLD_CYCLES_PER_SAMPLE = 200_000
-TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
+# Torch dtypes by evoattn's names: the inputs' for the E4M3 dtypes (e4m3f16 differs in O only).
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn, "e4m3f16": torch.float8_e4m3fn}
 SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16"}
 SDPA_BACKENDS = {
     "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -384,7 +385,10 @@ class TorchBackend:
             align = cudnn.diagonal_alignment.TOP_LEFT if spec.causal == "top-left" else cudnn.diagonal_alignment.BOTTOM_RIGHT
             mask = {"diagonal_alignment": align, "right_bound": 0}
         errors = []
-        for o_dtype, scale_o in ((torch.bfloat16, 1.0), (torch.float8_e4m3fn, 1.0 / dv)):
+        # O as evoattn writes it when cuDNN builds that plan, else in E4M3 (on Hopper cuDNN 9.19
+        # builds none for a 16-bit O).
+        ours = TORCH_DTYPES[spec.output_dtype]
+        for o_dtype, scale_o in ((ours, 1.0), (torch.float8_e4m3fn, 1.0 / dv)):
             stored = torch.empty(spec.dims(spec.h, spec.sq), dtype=o_dtype, device=self.device)
             o = stored if spec.layout == "bhsd" else stored.transpose(1, 2)
             outputs = {"o": o, "amax_s": one(0.0), "amax_o": one(0.0)}

@@ -343,13 +343,16 @@ PER_TENSOR = {"q": [0.01] * 4, "k": [0.02] * 4, "v": [0.03] * 4}
 PER_GROUP = {**PER_TENSOR, "k": [0.02, 0.025, 0.03, 0.035]}
 
 
-def test_e4m3_draws_are_run_by_the_fp8_peers_and_refused_by_the_others(server: Server, tmp_path: Path) -> None:
-    assert server.handle(draw_request(dtype="e4m3", descales=PER_TENSOR))["ok"]
+@pytest.mark.parametrize(("dtype", "o_dtype"), [("e4m3", "BF16"), ("e4m3f16", "F16")])
+def test_e4m3_draws_are_run_by_the_fp8_peers_and_refused_by_the_others(
+    server: Server, tmp_path: Path, dtype: str, o_dtype: str
+) -> None:
+    assert server.handle(draw_request(dtype=dtype, descales=PER_TENSOR))["ok"]
     out = tmp_path / "o.safetensors"
     reply = server.handle({"op": "output", "id": "d", "peer": "cudnn-fp8", "path": str(out)})
     assert reply["status"] == "ok", reply
-    # E4M3 attention writes bf16.
-    assert safetensors_io.read(out)["o"].dtype == "BF16"
+    # E4M3 attention writes bf16, or f16 when asked (e4m3f16).
+    assert safetensors_io.read(out)["o"].dtype == o_dtype
     assert server.handle({"op": "time", "id": "d", "peer": "cudnn-fp8", "mode": "eager", **TIMING})["status"] == "ok"
     for peer in ("sdpa-cudnn", "sdpa-math", "evoattn-torch"):
         reply = server.handle({"op": "time", "id": "d", "peer": peer, "mode": "eager", **TIMING})

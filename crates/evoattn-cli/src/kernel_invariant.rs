@@ -92,7 +92,9 @@ fn space_samples() -> Vec<(KernelSpec, Arch)> {
     for imp in Impl::ALL {
         let mut valid = Vec::new();
         for (arch, _) in TARGETS.into_iter().filter(|(a, _)| imp.archs().contains(a)) {
-            for &dtype in imp.dtypes() {
+            // Not e4m3f16: the samples are spread over a fixed list, which it would reshuffle; its
+            // kernels differ from e4m3's in O's conversion only.
+            for &dtype in imp.dtypes().iter().filter(|&&d| d != Dtype::E4m3F16) {
                 for head_dim in HEAD_DIMS {
                     valid.extend(
                         KernelSpec::space(imp, dtype, head_dim).filter(|s| s.validate(arch).is_ok()).map(|s| (s, arch)),

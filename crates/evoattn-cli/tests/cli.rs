@@ -761,7 +761,8 @@ fn blocks_spread_by_a_power_cap_give_the_timer_controls_four_times_the_samples()
     ];
     let samples = |peers: &str| {
         let json = cache.path().join(format!("{peers}.json"));
-        let args = ["bench", "--shape", "2,16,1024,128", "--reps", "10", "--block", "5", "--peers", peers, "--no-history"];
+        let args =
+            ["bench", "--shape", "2,16,1024,128", "--reps", "10", "--block", "5", "--peers", peers, "--no-history"];
         let out = evoattn(&[&args[..], &["--json", json.to_str().unwrap()]].concat(), &env);
         assert!(out.status.success(), "{}", stderr(&out));
         let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();

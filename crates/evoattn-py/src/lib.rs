@@ -125,17 +125,21 @@ fn describe_parts(
 ) -> PyResult<Call> {
     let layout = Layout::parse(layout).ok_or_else(|| value_err(format!("unknown layout '{layout}'")))?;
     let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
-    let dtype = Dtype::parse(tensors[0].dtype).ok_or_else(|| {
+    let mut dtype = Dtype::parse(tensors[0].dtype).ok_or_else(|| {
         problem_err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: tensors[0].dtype.into() })
     })?;
+    // E4M3 inputs write O in the dtype of the O given when it is f16 (on request), else bf16.
+    if dtype.is_fp8() && Dtype::parse(tensors[3].dtype) == Some(Dtype::F16) {
+        dtype = Dtype::E4m3F16;
+    }
     for (t, desc) in names.into_iter().zip(&tensors).skip(1) {
-        // O is the output's dtype: q's, bf16 for E4M3 inputs.
-        let want = if t == TensorName::O { dtype.output() } else { dtype };
+        // O is the output's dtype: q's, bf16 (or f16) for E4M3 inputs.
+        let want = if t == TensorName::O { dtype.output() } else { dtype.element() };
         if Dtype::parse(desc.dtype) != Some(want) {
-            let expected = if want == dtype {
-                format!("q's {dtype}")
-            } else {
-                format!("{want}, the output dtype of {dtype} inputs")
+            let expected = match t {
+                TensorName::O if dtype.is_fp8() => "bf16 or f16, the output dtypes of e4m3 inputs".to_string(),
+                TensorName::O if want != dtype => format!("{want}, the output dtype of {dtype} inputs"),
+                _ => format!("q's {}", dtype.element()),
             };
             return Err(problem_err(ProblemError::DtypeMismatch { tensor: t, expected, got: desc.dtype.into() }));
         }

@@ -61,7 +61,7 @@ def test_the_same_memory_in_flash_attentions_layout_is_the_same_problem():
         ({"config": "block_n=64"}, ValueError, "config= needs a named impl="),
         ({"impl": "wgmma", "config": "warp_speed=9"}, ValueError, "warp_speed"),
         ({"layout": "sbhd"}, ValueError, "unknown layout"),
-        ({"dtypes": ("e4m3",) * 4}, TypeError, "tensor o: dtype e4m3 does not match bf16, the output dtype of e4m3"),
+        ({"dtypes": ("e4m3",) * 4}, TypeError, "tensor o: dtype e4m3 does not match bf16 or f16, the output dtypes"),
         ({"dtypes": ("e4m3", "e4m3", "bf16", "bf16")}, TypeError, "tensor v: dtype bf16 does not match q's e4m3"),
     ],
 )

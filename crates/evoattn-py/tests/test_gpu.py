@@ -351,8 +351,8 @@ def dequantize(x, descale, heads_per_group):
     return x.double() * per_head[:, :, None, None]
 
 
-def assert_fp8_close(o, lse, ref_o, ref_lse, what):
-    assert o.dtype == torch.bfloat16, f"{what}: o is {o.dtype}"
+def assert_fp8_close(o, lse, ref_o, ref_lse, what, dtype=torch.bfloat16):
+    assert o.dtype == dtype, f"{what}: o is {o.dtype}"
     diff = o.double() - ref_o
     err, scale = diff.abs().max().item(), max(1.0, ref_o.abs().max().item())
     assert err <= FP8_MAX_ABS * scale, f"{what}: max |o - ref| = {err:.3g} (|ref| <= {scale:.3g})"
@@ -397,6 +397,21 @@ def test_e4m3_per_tensor_descales_broadcast_and_none_is_one():
 
 
 @needs_fp8
+@pytest.mark.parametrize("d", HEAD_DIMS)
+def test_e4m3_writes_o_in_float16_into_a_float16_out(d):
+    q, k, v = e4m3(2, 8, 200, d), e4m3(2, 2, 300, d), e4m3(2, 2, 300, d)
+    descales = {"q_descale": 0.01, "k_descale": 0.02, "v_descale": 0.5}
+    out = torch.empty(q.shape, device=DEV, dtype=torch.float16)
+    o, lse = evoattn.attention(q, k, v, causal=True, return_lse=True, out=out, **descales)
+    assert o is out
+    ref_o, ref_lse = reference(q.double() * 0.01, k.double() * 0.02, v.double() * 0.5, "top-left")
+    assert_fp8_close(out, lse, ref_o, ref_lse, f"f16 o, hd{d}", dtype=torch.float16)
+    # The same kernel's bf16 O differs from it by O's last rounding only (bf16's 2^-8, f16's 2^-11).
+    bf16 = evoattn.attention(q, k, v, causal=True, **descales).double()
+    assert ((out.double() - bf16).abs() <= (2**-8 + 2**-11) * bf16.abs() + 1e-6).all()
+
+
+@needs_fp8
 def test_e4m3_through_flash_attn_func_cuda_graphs_and_torch_compile():
     b, h, hkv, s, d = 2, 8, 2, 256, 128
     q, k, v = (e4m3(b, heads, s, d).transpose(1, 2).contiguous() for heads in (h, hkv, hkv))  # [B, S, H, D]
@@ -434,8 +449,8 @@ def test_e4m3_bad_inputs_raise_before_any_launch():
         ((q, k, v), {"v_descale": torch.ones(1, 2).cuda(1) if torch.cuda.device_count() > 1 else torch.ones(1, 2)},
          ValueError, "v_descale is on"),
         ((q, x, v), {}, TypeError, "descales come with float8_e4m3fn q, k and v"),
-        ((q, k, v), {"out": torch.empty(1, 2, 64, 64, device=DEV, dtype=torch.float16)}, TypeError,
-         "does not match bf16, the output dtype of e4m3 inputs"),
+        ((q, k, v), {"out": torch.empty(1, 2, 64, 64, device=DEV, dtype=torch.float32)}, TypeError,
+         "does not match bf16 or f16, the output dtypes of e4m3 inputs"),
     ]
     for args, kwargs, error, words in cases:
         with pytest.raises(error) as caught:

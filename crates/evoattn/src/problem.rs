@@ -16,17 +16,20 @@ pub enum Dtype {
     /// FP8 E4M3 ([`crate::fp8`]): inputs dequantized by one float32 descale per (batch, KV
     /// head) and tensor; O in bf16, FlashAttention-3's choice.
     E4m3,
+    /// E4M3 inputs as [`Dtype::E4m3`], O in f16 (on request: f16's 10-bit mantissa keeps 3
+    /// more bits of O than bf16's 7, where O's range fits f16's).
+    E4m3F16,
 }
 
 impl Dtype {
-    pub const ALL: [Dtype; 3] = [Dtype::F16, Dtype::Bf16, Dtype::E4m3];
+    pub const ALL: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::E4m3, Dtype::E4m3F16];
     /// The 16-bit dtypes, whose O has the inputs' dtype and no descales.
     pub const SIXTEEN_BIT: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 
     pub fn size_bytes(self) -> usize {
         match self {
             Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::E4m3 => 1,
+            Dtype::E4m3 | Dtype::E4m3F16 => 1,
         }
     }
 
@@ -34,13 +37,34 @@ impl Dtype {
     pub fn output(self) -> Dtype {
         match self {
             Dtype::E4m3 => Dtype::Bf16,
+            Dtype::E4m3F16 => Dtype::F16,
             d => d,
         }
     }
 
-    /// True for E4M3, whose inputs come with descales.
+    /// The dtype of these inputs with O in `out`: E4M3 inputs take bf16 or f16; 16-bit inputs
+    /// only their own dtype. The error says what may be asked.
+    pub fn with_output(self, out: Dtype) -> Result<Dtype, String> {
+        match (self.element(), out) {
+            (Dtype::E4m3, Dtype::Bf16) => Ok(Dtype::E4m3),
+            (Dtype::E4m3, Dtype::F16) => Ok(Dtype::E4m3F16),
+            (Dtype::E4m3, _) => Err(format!("O of E4M3 inputs is bf16 or f16, not {out}")),
+            (d, o) if d == o => Ok(d),
+            (d, _) => Err(format!("O of {d} inputs is {d}; only E4M3 inputs choose O's dtype (bf16 or f16)")),
+        }
+    }
+
+    /// True for E4M3 inputs (either O), which come with descales.
     pub fn is_fp8(self) -> bool {
-        self == Dtype::E4m3
+        matches!(self, Dtype::E4m3 | Dtype::E4m3F16)
+    }
+
+    /// The dtype of the inputs' elements: E4M3 for both FP8 dtypes.
+    pub fn element(self) -> Dtype {
+        match self {
+            Dtype::E4m3F16 => Dtype::E4m3,
+            d => d,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -48,6 +72,7 @@ impl Dtype {
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
             Dtype::E4m3 => "e4m3",
+            Dtype::E4m3F16 => "e4m3f16",
         }
     }
 
@@ -56,6 +81,7 @@ impl Dtype {
             "f16" | "fp16" | "half" | "float16" => Some(Dtype::F16),
             "bf16" | "bfloat16" => Some(Dtype::Bf16),
             "e4m3" | "fp8" | "fp8_e4m3" | "float8_e4m3fn" => Some(Dtype::E4m3),
+            "e4m3f16" | "e4m3-f16" => Some(Dtype::E4m3F16),
             _ => None,
         }
     }
@@ -71,7 +97,7 @@ impl Dtype {
         match self {
             Dtype::F16 => half::f16::from_f64(x).to_bits(),
             Dtype::Bf16 => half::bf16::from_f64(x).to_bits(),
-            Dtype::E4m3 => u16::from(crate::fp8::e4m3_from_f32(x as f32)),
+            Dtype::E4m3 | Dtype::E4m3F16 => u16::from(crate::fp8::e4m3_from_f32(x as f32)),
         }
     }
 
@@ -80,7 +106,7 @@ impl Dtype {
         match self {
             Dtype::F16 => half::f16::from_f32(x).to_bits(),
             Dtype::Bf16 => half::bf16::from_f32(x).to_bits(),
-            Dtype::E4m3 => u16::from(crate::fp8::e4m3_from_f32(x)),
+            Dtype::E4m3 | Dtype::E4m3F16 => u16::from(crate::fp8::e4m3_from_f32(x)),
         }
     }
 
@@ -89,7 +115,7 @@ impl Dtype {
             Dtype::F16 => half::f16::from_bits(bits).to_f64(),
             Dtype::Bf16 => half::bf16::from_bits(bits).to_f64(),
             // The low byte; the high one is ignored.
-            Dtype::E4m3 => f64::from(crate::fp8::e4m3_to_f32(bits as u8)),
+            Dtype::E4m3 | Dtype::E4m3F16 => f64::from(crate::fp8::e4m3_to_f32(bits as u8)),
         }
     }
 }
@@ -681,6 +707,25 @@ mod tests {
         assert_eq!(q, [[0; 6], [1; 6], [2; 6], [3; 6]].concat(), "query heads 0-1 read KV head 0, 2-3 head 1");
         let k: Vec<usize> = (0..20).map(|row| p.kv_group(TensorName::K, row)).collect();
         assert_eq!(k, [[0; 5], [1; 5], [2; 5], [3; 5]].concat());
+    }
+
+    #[test]
+    fn e4m3_inputs_write_o_in_bf16_or_on_request_f16_and_16_bit_inputs_in_their_own_dtype() {
+        assert_eq!(Dtype::E4m3.output(), Dtype::Bf16);
+        assert_eq!(Dtype::E4m3F16.output(), Dtype::F16);
+        assert_eq!(Dtype::E4m3.with_output(Dtype::F16), Ok(Dtype::E4m3F16));
+        assert_eq!(Dtype::E4m3F16.with_output(Dtype::Bf16), Ok(Dtype::E4m3));
+        assert!(Dtype::E4m3.with_output(Dtype::E4m3).unwrap_err().contains("bf16 or f16"));
+        assert_eq!(Dtype::Bf16.with_output(Dtype::Bf16), Ok(Dtype::Bf16));
+        assert!(Dtype::Bf16.with_output(Dtype::F16).unwrap_err().contains("only E4M3 inputs choose"));
+        // Both FP8 dtypes hold the same E4M3 input bytes and descales.
+        for d in [Dtype::E4m3, Dtype::E4m3F16] {
+            assert!(d.is_fp8());
+            assert_eq!((d.element(), d.size_bytes()), (Dtype::E4m3, 1));
+            assert_eq!(d.to_bits(448.0), Dtype::E4m3.to_bits(448.0));
+            assert_eq!(Dtype::parse(d.name()), Some(d));
+        }
+        assert_eq!(Dtype::parse("e4m3-f16"), Some(Dtype::E4m3F16));
     }
 
     #[test]

@@ -278,7 +278,7 @@ pub fn unit_roundoff(dtype: Dtype) -> f64 {
     match dtype {
         Dtype::F16 => F16_UNIT_ROUNDOFF,
         Dtype::Bf16 => BF16_UNIT_ROUNDOFF,
-        Dtype::E4m3 => E4M3_UNIT_ROUNDOFF,
+        Dtype::E4m3 | Dtype::E4m3F16 => E4M3_UNIT_ROUNDOFF,
     }
 }
 

@@ -70,14 +70,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         outln!("  {:<10} {}", imp.name(), imp.describe())?;
         outln!("  {:<10} head dims {:?}; archs {}", "", imp.head_dims(), archs.join(", "))?;
         if let Some(arch) = arch {
-            // The first dtype's default, and another dtype's where it differs (wgmma's E4M3).
+            // The first dtype's default, and each other dtype's where it differs (wgmma's E4M3).
             let (first, others) = imp.dtypes().split_first().expect("every family takes a dtype");
             for &d in imp.head_dims() {
                 let base = evoattn::defaults::config(imp, arch, *first, d);
                 outln!("  {:<10} default on {arch}, D={d}: {base}", "")?;
-                for &dtype in others {
+                for (i, &dtype) in others.iter().enumerate() {
                     let config = evoattn::defaults::config(imp, arch, dtype, d);
-                    if config != base {
+                    // Listed once per distinct default (e4m3f16 shares e4m3's).
+                    let listed = std::iter::once(*first).chain(others[..i].iter().copied());
+                    if !listed.into_iter().any(|l| evoattn::defaults::config(imp, arch, l, d) == config) {
                         outln!("  {:<10} default on {arch}, D={d}, {dtype}: {config}", "")?;
                     }
                 }

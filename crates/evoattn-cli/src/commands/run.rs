@@ -10,7 +10,7 @@ use crate::lab::tensors_io::{le_bytes, safetensors_dtype, QkvFile};
 use crate::out::errln;
 use anyhow::{anyhow, Context};
 use evoattn::plan::plan;
-use evoattn::{Arch, Causal, Layout, Problem, Request};
+use evoattn::{Arch, Causal, Dtype, Layout, Problem, Request};
 use safetensors::tensor::TensorView;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -32,7 +32,8 @@ pub struct Args {
     /// divide H (GQA/MQA), D 64, 128 or 256; Sq and Sk may differ.
     #[arg(long, value_name = "IN.safetensors")]
     input: PathBuf,
-    /// File to write: o with q's shape and dtype (bf16 for E4M3 inputs), plus lse with --lse.
+    /// File to write: o with q's shape and dtype (for E4M3 inputs, --o-dtype's), plus lse with
+    /// --lse.
     #[arg(long, value_name = "OUT.safetensors")]
     output: PathBuf,
     /// Causal mask: top-left, bottom-right or none (no --causal: none). Bare --causal is
@@ -57,10 +58,20 @@ pub struct Args {
     /// block_m=64,stages=3; `evoattn compile --levers` lists each family's levers.
     #[arg(long, value_name = "KEY=VALUE,...")]
     config: Option<String>,
+    /// O's dtype for E4M3 inputs: bf16 (FlashAttention-3's) or f16 (3 more mantissa bits where
+    /// O fits f16's range) [default: bf16]; 16-bit inputs write O in their own dtype.
+    #[arg(long, value_name = "DTYPE", value_parser = parse_o_dtype)]
+    o_dtype: Option<Dtype>,
     /// Also write lse: the natural-log log-sum-exp of each row's scaled scores, f32
     /// [B, H, Sq] in any layout; -inf for a row that sees no key (its o row is 0).
     #[arg(long)]
     lse: bool,
+}
+
+fn parse_o_dtype(text: &str) -> Result<Dtype, String> {
+    Dtype::parse(text)
+        .filter(|d| Dtype::SIXTEEN_BIT.contains(d))
+        .ok_or_else(|| format!("'{text}': expected bf16 or f16"))
 }
 
 fn parse_causal(text: &str) -> Result<Causal, String> {
@@ -72,7 +83,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let request =
         Request::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
     let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
-    let inputs = QkvFile::parse(&bytes, &args.input, args.layout)?;
+    let mut inputs = QkvFile::parse(&bytes, &args.input, args.layout)?;
+    if let Some(out) = args.o_dtype {
+        inputs.dtype = inputs.dtype.with_output(out).map_err(|e| anyhow!("--o-dtype: {e}"))?;
+    }
     let problem = inputs
         .problem(args.layout)
         .with_causal(args.causal.unwrap_or(Causal::None))

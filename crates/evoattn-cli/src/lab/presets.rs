@@ -188,9 +188,9 @@ pub struct ProblemArgs {
     /// A shape B,H,S,D[,HKV][,SK] (repeatable). HKV divides H (GQA); SK defaults to S.
     #[arg(long = "shape", value_name = "B,H,S,D[,HKV][,SK]")]
     pub shapes: Vec<String>,
-    /// Element types, comma-separated: f16, bf16, e4m3 or all (all: f16 and bf16; e4m3 by name,
-    /// drawn as E4M3 with a descale per batch and KV head). Default: each preset's (or workload
-    /// case's) own, else f16.
+    /// Element types, comma-separated: f16, bf16, e4m3, e4m3f16 or all (all: f16 and bf16; the
+    /// E4M3 ones by name, drawn as E4M3 with a descale per batch and KV head, O in bf16, or in
+    /// f16 for e4m3f16). Default: each preset's (or workload case's) own, else f16.
     #[arg(long, value_delimiter = ',')]
     pub dtype: Vec<String>,
     /// Masks, comma-separated: none, top-left, bottom-right or all. `--causal` alone means

@@ -14,7 +14,7 @@ pub fn safetensors_dtype(dtype: Dtype) -> safetensors::Dtype {
     match dtype {
         Dtype::F16 => safetensors::Dtype::F16,
         Dtype::Bf16 => safetensors::Dtype::BF16,
-        Dtype::E4m3 => safetensors::Dtype::F8_E4M3,
+        Dtype::E4m3 | Dtype::E4m3F16 => safetensors::Dtype::F8_E4M3,
     }
 }
 

@@ -103,7 +103,8 @@ def attention(
     scale: the softmax scale, default 1/sqrt(D). impl: "auto" (the planner's choice), or
     "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "reference";
     config: lever overrides for a
-    named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into.
+    named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into
+    (for float8_e4m3fn inputs bfloat16, or float16 to have o in float16).
 
     Runs on PyTorch's current stream; the first call of a shape compiles or loads its kernel,
     later calls only launch (make one before capturing a CUDA graph). Bad input raises

@@ -12,7 +12,8 @@ typedef long long i64;
 #ifndef EVOATTN_BF16
 #error "EVOATTN_BF16 must be defined by the host"
 #endif
-// E4M3 inputs (O in bf16): the host defines EVOATTN_FP8=1 for those kernels only.
+// E4M3 inputs (O in bf16, or f16 as EVOATTN_BF16 says): the host defines EVOATTN_FP8=1 for
+// those kernels only.
 #ifndef EVOATTN_FP8
 #define EVOATTN_FP8 0
 #endif

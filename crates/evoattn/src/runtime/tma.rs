@@ -81,7 +81,7 @@ impl TensorMapGeometry {
                 )));
             }
         }
-        let dtype = if t == TensorName::O { problem.dtype.output() } else { problem.dtype };
+        let dtype = if t == TensorName::O { problem.dtype.output() } else { problem.dtype.element() };
         Ok(TensorMapGeometry {
             dims: [s.d as u64, seq as u64, heads as u64, s.b as u64],
             strides_bytes,
@@ -164,7 +164,7 @@ impl TensorMapGeometry {
         let data_type = match self.dtype {
             Dtype::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
             Dtype::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            Dtype::E4m3 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            Dtype::E4m3 | Dtype::E4m3F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
         };
         let swizzle = if self.box_dims[0] as usize * self.dtype.size_bytes() == SWIZZLE_ROW_BYTES {
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B

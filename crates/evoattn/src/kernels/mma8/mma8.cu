@@ -1,12 +1,11 @@
 // The `mma8` kernel: FP8 E4M3 attention on mma.sync m16n8k32 (sm_89+), the portable FP8 path.
 // One block owns BM query rows of one (batch, head); its warps own 16 rows each and stream the
 // visible keys in BN-key tiles through a STAGES-deep cp.async ring: S = Q·Kᵀ on E4M3, mask,
-// online softmax with P scaled into E4M3's range, O += P·V on E4M3, epilogue to bf16.
+// online softmax with P scaled into E4M3's range, O += P·V on E4M3, epilogue to bf16 (f16 for
+// e4m3f16: EVOATTN_BF16 names O's type).
 // Dequantization is folded in: q_descale · k_descale into the scores' scale, v_descale into O's
 // normalisation (FlashAttention-3's convention, one descale per batch and KV head).
 #include "mma8_epilogue.cuh"
-
-static_assert(EVOATTN_BF16, "FP8 kernels write O in bf16");
 
 // `descale`: float32 [3, B, Hkv], q's, k's then v's.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)

@@ -59,7 +59,7 @@ impl Family for Mma8Config {
     const ABOUT: &'static str = "FP8 E4M3: mma.sync m16n8k32, ldmatrix, cp.async pipeline, O in bf16 (sm_89+)";
     const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
     const ARCHS: &'static [Arch] = &[Arch::Sm89, Arch::Sm90, Arch::Sm90a];
-    const DTYPES: &'static [Dtype] = &[Dtype::E4m3];
+    const DTYPES: &'static [Dtype] = &[Dtype::E4m3, Dtype::E4m3F16];
     const SOURCE: SourceFile = SourceFile { name: "mma8.cu", text: include_str!("mma8.cu") };
 
     fn default_for(arch: Arch, _dtype: Dtype, head_dim: usize) -> Self {
