@@ -42,7 +42,7 @@ impl Tensor {
         let dtype = match dtype {
             Dtype::F16 => safetensors::Dtype::F16,
             Dtype::Bf16 => safetensors::Dtype::BF16,
-            Dtype::E4m3 => panic!("the pattern is 16-bit"),
+            Dtype::E4m3 | Dtype::E4m3F16 => panic!("the pattern is 16-bit"),
         };
         Tensor { name, dtype, shape: shape.to_vec(), data }
     }
