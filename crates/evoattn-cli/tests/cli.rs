@@ -613,7 +613,7 @@ fn quantize_names_a_non_finite_element_and_writes_nothing() {
 }
 
 #[test]
-fn quantized_inputs_run_with_their_descales() {
+fn quantized_inputs_run_with_their_descales_writing_o_in_bf16_or_on_request_f16() {
     let shape = Shape { b: 1, h: 4, hkv: 2, sq: 9, sk: 33, d: 64 };
     let tensors = qkv(shape, Dtype::Bf16, Layout::Bhsd);
     let (out, quantized) = quantize_on(&tensors, &[]);
@@ -622,27 +622,49 @@ fn quantized_inputs_run_with_their_descales() {
     let input = dir.path().join("e4m3.safetensors");
     std::fs::write(&input, &quantized).expect("writable temp dir");
     let output = dir.path().join("o.safetensors");
-    let out =
-        evoattn(&["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--causal"], &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    // The mock is an H100: E4M3 runs on wgmma's E4M3 path (the planner's fp8-hopper rule).
-    assert!(stderr(&out).contains("wgmma_e4m3"), "E4M3 runs on Hopper's FP8 kernel: {}", stderr(&out));
-    // O is bf16 and equals the float64 reference on the dequantized inputs (the mock's output).
-    let file = std::fs::read(&output).expect("an output file");
-    let st = SafeTensors::deserialize(&file).expect("a safetensors output");
-    let o = st.tensor("o").expect("an o tensor");
-    assert_eq!((o.dtype(), o.shape()), (safetensors::Dtype::BF16, &[1, 4, 9, 64][..]));
     let q8 = SafeTensors::deserialize(&quantized).unwrap();
     let bytes = |name: &str| -> Vec<u16> { q8.tensor(name).unwrap().data().iter().map(|&b| u16::from(b)).collect() };
     let floats = |name: &str| -> Vec<f32> {
         q8.tensor(name).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
     };
     let descales = evoattn::fp8::Descales { q: floats("q_descale"), k: floats("k_descale"), v: floats("v_descale") };
-    let problem = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd).with_causal(Causal::TopLeft);
-    let want =
-        evoattn::reference::attention_f64_descaled(&problem, &bytes("q"), &bytes("k"), &bytes("v"), Some(&descales));
-    let want: Vec<f64> = want.o.iter().map(|&x| Dtype::Bf16.round(x)).collect();
-    assert_eq!(dense_o(&problem, &u16s(o.data())), want);
+    let run = |extra: &[&str]| {
+        let args = ["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--causal"];
+        evoattn(&[&args[..], extra].concat(), &[])
+    };
+    for (extra, o_dtype, stored) in
+        [(&[][..], Dtype::Bf16, safetensors::Dtype::BF16), (&["--o-dtype", "f16"][..], Dtype::F16, safetensors::Dtype::F16)]
+    {
+        let out = run(extra);
+        assert!(out.status.success(), "{}", stderr(&out));
+        // The mock is an H100: E4M3 runs on wgmma's E4M3 path (the planner's fp8-hopper rule).
+        assert!(stderr(&out).contains("wgmma_e4m3"), "E4M3 runs on Hopper's FP8 kernel: {}", stderr(&out));
+        // O is in the dtype asked for and equals the float64 reference on the dequantized inputs
+        // (the mock's output), rounded to it.
+        let file = std::fs::read(&output).expect("an output file");
+        let st = SafeTensors::deserialize(&file).expect("a safetensors output");
+        let o = st.tensor("o").expect("an o tensor");
+        assert_eq!((o.dtype(), o.shape()), (stored, &[1, 4, 9, 64][..]));
+        let problem =
+            Problem::dense(shape, Dtype::E4m3.with_output(o_dtype).unwrap(), Layout::Bhsd).with_causal(Causal::TopLeft);
+        let want = evoattn::reference::attention_f64_descaled(
+            &problem,
+            &bytes("q"),
+            &bytes("k"),
+            &bytes("v"),
+            Some(&descales),
+        );
+        let want: Vec<f64> = want.o.iter().map(|&x| o_dtype.round(x)).collect();
+        assert_eq!(dense_o(&problem, &u16s(o.data())), want);
+    }
+    // 16-bit inputs write O in their own dtype; E4M3 ones in bf16 or f16 only.
+    let (out, file) = run_on(&tensors, &["--o-dtype", "f16"], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(file.is_empty());
+    assert!(stderr(&out).contains("--o-dtype: O of bf16 inputs is bf16"), "{}", stderr(&out));
+    let out = run(&["--o-dtype", "e4m3"]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("'e4m3': expected bf16 or f16"), "{}", stderr(&out));
 }
 
 #[test]

@@ -36,8 +36,8 @@ pub struct Args {
     /// Target arch (sm_80, sm_86, sm_89, sm_90, sm_90a), or `all`: every arch each kernel runs on.
     #[arg(long, default_value = ALL)]
     arch: String,
-    /// Element type (f16, bf16, e4m3, e4m3f16: E4M3 inputs with O in f16), or `all`: every
-    /// dtype the kernel takes.
+    /// Input element type (f16, bf16, e4m3, e4m3f16), or `all`: every dtype the kernel takes
+    /// (e4m3f16: E4M3 inputs with O in f16).
     #[arg(long, default_value = ALL)]
     dtype: String,
     /// Head dim (64, 128, 256), or `all`: every head dim the kernel supports.

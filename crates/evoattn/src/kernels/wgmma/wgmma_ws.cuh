@@ -342,7 +342,9 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[stage(0)]);
         if (t.n_blocks == 1) release_q(b);
+        turns.softmax_begin();
         softmax_cols(half, s, p, t, row0, 0, st, correction, scale_log2);
+        turns.softmax_end();
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         pack_p_cols(half, pf, s);
         trace.mark(TRACE_PACKED);
@@ -373,7 +375,9 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
+        turns.softmax_begin();
         const bool rescale = softmax_cols(half, s, p, t, row0, j, st, correction, scale_log2);
+        turns.softmax_end();
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         k_landed = test_k(j + 1);
         v_landed = test_v(j + 1);
