@@ -17,54 +17,41 @@ static_assert(PINGPONG_BARRIER + CONSUMERS <= 16, "a block has 16 named barriers
 static_assert(!EVOATTN_SOFTMAX_TURNS || (EVOATTN_PINGPONG && SOFTMAX_BARRIER + CONSUMERS <= 16),
               "softmax turns follow the ping-pong turns' barriers");
 
-// Ping-pong turns, round robin: consumer c waits for its turn (barrier PINGPONG_BARRIER + c)
-// before issuing GEMMs and hands it to consumer c + 1 (mod CONSUMERS) after. Every consumer
-// takes the same number of turns (`wgmma`'s share the tile, so its key blocks; `resident`'s pad
-// theirs with empty turns). The last consumer
-// opens, before its first turn, by handing the first turn to consumer 0; after the last turn,
-// consumer 0 takes the turn the last consumer handed over last, so each barrier phase gets
-// exactly its 256 threads and none is left open when the block exits.
-//
-// softmax_turns=1: the same protocol on the softmax barriers around each softmax, so that no
-// two consumers' softmaxes share an SMSP's MUFU (the GEMM turns alone let the next consumer's
-// S land inside the last one's softmax). Every consumer runs one softmax per key block of the
-// tile they share, so every consumer takes the same number of these turns too.
-struct Turns {
+// Turns, round robin, on CONSUMERS named barriers from BASE (nothing when not ON): consumer c
+// waits for its turn (barrier BASE + c) and hands it to consumer c + 1 (mod CONSUMERS) after.
+// Every consumer takes the same number of turns. The last consumer opens, before its first
+// turn, by handing the first turn to consumer 0; after the last turn, consumer 0 takes the turn
+// the last consumer handed over last, so each barrier phase gets exactly its 256 threads and
+// none is left open when the block exits.
+template <int BASE, bool ON>
+struct RoundRobin {
     int c;
     bool started;
-#if EVOATTN_SOFTMAX_TURNS
-    bool softmax_started;
-#endif
     __device__ __forceinline__ void begin() {
-#if EVOATTN_PINGPONG
-        if (!started && c == CONSUMERS - 1) named_barrier_arrive(PINGPONG_BARRIER, 2 * WG_THREADS);
+        if (!ON) return;
+        if (!started && c == CONSUMERS - 1) named_barrier_arrive(BASE, 2 * WG_THREADS);
         started = true;
-        named_barrier_sync(PINGPONG_BARRIER + c, 2 * WG_THREADS);
-#endif
+        named_barrier_sync(BASE + c, 2 * WG_THREADS);
     }
     __device__ __forceinline__ void end() const {
-#if EVOATTN_PINGPONG
-        named_barrier_arrive(PINGPONG_BARRIER + (c + 1) % CONSUMERS, 2 * WG_THREADS);
-#endif
-    }
-    __device__ __forceinline__ void softmax_begin() {
-#if EVOATTN_SOFTMAX_TURNS
-        if (!softmax_started && c == CONSUMERS - 1) named_barrier_arrive(SOFTMAX_BARRIER, 2 * WG_THREADS);
-        softmax_started = true;
-        named_barrier_sync(SOFTMAX_BARRIER + c, 2 * WG_THREADS);
-#endif
-    }
-    __device__ __forceinline__ void softmax_end() const {
-#if EVOATTN_SOFTMAX_TURNS
-        named_barrier_arrive(SOFTMAX_BARRIER + (c + 1) % CONSUMERS, 2 * WG_THREADS);
-#endif
+        if (ON) named_barrier_arrive(BASE + (c + 1) % CONSUMERS, 2 * WG_THREADS);
     }
     __device__ __forceinline__ void close() const {
-#if EVOATTN_PINGPONG
-        if (started && c == 0) named_barrier_sync(PINGPONG_BARRIER, 2 * WG_THREADS);
-#endif
-#if EVOATTN_SOFTMAX_TURNS
-        if (softmax_started && c == 0) named_barrier_sync(SOFTMAX_BARRIER, 2 * WG_THREADS);
-#endif
+        if (ON && started && c == 0) named_barrier_sync(BASE, 2 * WG_THREADS);
+    }
+};
+
+// The consumers' turns: at issuing GEMMs (pingpong=1; `wgmma`'s consumers of one tile share its
+// key blocks, so their turns; `resident`'s pad theirs with empty turns), and with
+// softmax_turns=1 at their softmax, so that no two consumers' softmaxes share an SMSP's MUFU
+// (the GEMM turns alone let the next consumer's S land inside the last one's softmax). Every
+// consumer runs one softmax per key block of the tile they share.
+struct Turns {
+    RoundRobin<PINGPONG_BARRIER, EVOATTN_PINGPONG> gemm;
+    RoundRobin<SOFTMAX_BARRIER, EVOATTN_SOFTMAX_TURNS> softmax;
+    __device__ explicit Turns(int c) : gemm{c, false}, softmax{c, false} {}
+    __device__ __forceinline__ void close() const {
+        gemm.close();
+        softmax.close();
     }
 };
