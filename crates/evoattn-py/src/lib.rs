@@ -196,10 +196,11 @@ fn check(args: &Bound<'_, PyTuple>) -> PyResult<(usize, usize, usize, usize, usi
     Ok((s.b, s.h, s.hkv, s.sq, s.sk, s.d))
 }
 
-/// Adds Python site-packages directories to NVRTC's search (the package passes `sys.path`).
+/// Adds Python site-packages directories to the search for NVRTC and cuBLAS (the package
+/// passes `sys.path`).
 #[pyfunction]
 fn add_site_dirs(dirs: Vec<String>) {
-    evoattn::runtime::nvrtc::add_site_dirs(dirs.into_iter().map(Into::into));
+    evoattn::runtime::culib::add_site_dirs(dirs.into_iter().map(Into::into));
 }
 
 /// NVRTC's version and where it was loaded from; `UnavailableError` when none is found.

@@ -1,5 +1,5 @@
 //! Typed errors. Every bad input is named before any launch; environment problems (no GPU,
-//! no driver, no NVRTC) are one sentence a user can act on.
+//! no driver, no NVRTC or cuBLAS) are one sentence a user can act on.
 
 use crate::problem::TensorName;
 use crate::runtime::nvrtc::CompileFailure;
@@ -68,6 +68,10 @@ pub enum Error {
     NoGpu(String),
     #[error("{0}")]
     NoNvrtc(String),
+    /// cuBLAS or cuBLASLt is missing or unusable: one sentence saying what was searched and
+    /// how to install it.
+    #[error("{0}")]
+    NoCublas(String),
     #[error("CUDA call {call} failed: {detail}")]
     Driver { call: &'static str, detail: String },
     #[error("{0}")]
@@ -86,8 +90,9 @@ impl Error {
         Error::Driver { call, detail: err.to_string() }
     }
 
-    /// True for errors that mean "this machine cannot run kernels at all" (exit 2 in the CLI).
+    /// True for errors that mean "this machine lacks what the call needs" (exit 2 in the CLI):
+    /// a GPU, the driver, NVRTC or cuBLAS.
     pub fn is_environment(&self) -> bool {
-        matches!(self, Error::NoDriver | Error::NoGpu(_) | Error::NoNvrtc(_))
+        matches!(self, Error::NoDriver | Error::NoGpu(_) | Error::NoNvrtc(_) | Error::NoCublas(_))
     }
 }

@@ -1,10 +1,13 @@
-//! The run-time layer: NVRTC (find, load, compile to CUBIN), the compiler's resource report
-//! and the gate on it, the on-disk CUBIN cache, and the driver (context, module, launch).
+//! The run-time layer: finding and loading the CUDA libraries (NVRTC, cuBLAS), compiling to
+//! CUBIN, the compiler's resource report and the gate on it, the on-disk CUBIN cache, and the
+//! driver (context, module, launch).
 //! All `unsafe` in the crate lives here, each block with a `# Safety` note.
 
 pub mod cache;
 pub mod compile;
 pub mod cubin;
+pub mod cublas;
+pub mod culib;
 pub mod device;
 pub mod dlpack;
 pub mod launch;
