@@ -294,7 +294,8 @@ mod tests {
         }
         let input = arg_help("run", "input");
         // A file holds element types: e4m3f16 is e4m3 tensors with O in f16 (`run --o-dtype`).
-        let stored: Vec<String> = Dtype::ALL.iter().filter(|d| d.element() == **d).map(|d| format!("all {d}")).collect();
+        let stored: Vec<String> =
+            Dtype::ALL.iter().filter(|d| d.element() == **d).map(|d| format!("all {d}")).collect();
         let phrase = lab::presets::one_of(&stored.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(input.contains(&phrase), "run --input should say '{phrase}': {input}");
         assert_eq!(sorted(listed(&arg_help("run", "causal"), "Causal mask: ")), masks);

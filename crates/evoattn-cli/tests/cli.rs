@@ -417,7 +417,7 @@ fn check_names_an_unsupported_dtype_mask_or_layout_before_asking_for_problems() 
         (&["check", "--dtype", "f32"][..], "dtype 'f32' is not supported: expected f16, bf16, e4m3 or all"),
         (
             &["check", "--shape", "1,2,33,64", "--dtype", "f32"][..],
-            "dtype 'f32' is not supported: expected f16, bf16, e4m3 or all",
+            "dtype 'f32' is not supported: expected f16, bf16, e4m3, e4m3f16 or all",
         ),
         (
             &["bench", "--causal", "diagonal"][..],
@@ -632,9 +632,10 @@ fn quantized_inputs_run_with_their_descales_writing_o_in_bf16_or_on_request_f16(
         let args = ["run", "--input", input.to_str().unwrap(), "--output", output.to_str().unwrap(), "--causal"];
         evoattn(&[&args[..], extra].concat(), &[])
     };
-    for (extra, o_dtype, stored) in
-        [(&[][..], Dtype::Bf16, safetensors::Dtype::BF16), (&["--o-dtype", "f16"][..], Dtype::F16, safetensors::Dtype::F16)]
-    {
+    for (extra, o_dtype, stored) in [
+        (&[][..], Dtype::Bf16, safetensors::Dtype::BF16),
+        (&["--o-dtype", "f16"][..], Dtype::F16, safetensors::Dtype::F16),
+    ] {
         let out = run(extra);
         assert!(out.status.success(), "{}", stderr(&out));
         // The mock is an H100: E4M3 runs on wgmma's E4M3 path (the planner's fp8-hopper rule).

@@ -44,9 +44,10 @@ fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
     let lines: Vec<&str> = stdout.lines().collect();
     // A two-line header: the column names on its second line.
     assert!(lines[1].starts_with("arch") && lines[1].contains("kernel") && lines[1].contains("gate"), "{stdout}");
-    // Three dtypes (the oracle takes E4M3 too) times three head dims, then the summary.
-    assert_eq!(lines.len(), 2 + 9 + 1, "{stdout}");
-    for dtype in ["f16", "bf16", "e4m3"] {
+    // Four dtypes (the oracle takes E4M3 too, with O in bf16 or f16) times three head dims, then
+    // the summary.
+    assert_eq!(lines.len(), 2 + 12 + 1, "{stdout}");
+    for dtype in ["f16", "bf16", "e4m3", "e4m3f16"] {
         for d in [64, 128, 256] {
             let name = format!("evoattn_reference_{dtype}_d{d}_t128");
             let row = row_of(&verbose, &name);
@@ -55,7 +56,7 @@ fn reference_for_sm80_compiles_passes_the_gate_and_is_cached_the_second_time() {
         }
     }
     let summary = lines[lines.len() - 1];
-    assert!(summary.starts_with("9 variants: 9 compiled (0 from cache), 9 pass the gate"), "{summary}");
+    assert!(summary.starts_with("12 variants: 12 compiled (0 from cache), 12 pass the gate"), "{summary}");
 
     let again = compile(cache.path(), &["--impl", "reference", "--arch", "sm_80", "--dtype", "f16"]);
     let stdout = text(&again.stdout);
@@ -114,13 +115,20 @@ fn levers_lists_every_lever_config_takes_and_compiles_nothing() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
     assert!(stdout.starts_with("wgmma: Hopper"), "{stdout}");
-    // Every lever a wgmma config renders, each value of its typed axes, and the instrumentation
-    // lever it renders only when on.
-    for lever in
-        ["block_n", "pipeline", "pipeline=pingpong", "schedule=claimed", "o_staging=q-rows", "q_in_regs", "trace"]
-    {
+    // Every lever a wgmma config renders, each value of its typed axes, and the levers it renders
+    // only when on.
+    for lever in [
+        "block_n",
+        "pipeline",
+        "pipeline=pingpong",
+        "schedule=claimed",
+        "o_staging=q-rows",
+        "q_in_regs",
+        "softmax_turns",
+        "trace",
+    ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(lever)), "no {lever} in:\n{stdout}");
     }
-    assert_eq!(stdout.lines().count(), 1 + 14 + (5 + 4 + 4), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 15 + (5 + 4 + 4), "{stdout}");
     assert!(std::fs::read_dir(cache.path()).expect("cache dir").next().is_none(), "--levers compiled something");
 }

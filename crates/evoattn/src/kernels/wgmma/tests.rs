@@ -342,11 +342,10 @@ fn softmax_turns_is_named_only_when_on_and_needs_the_ping_pong_consumers() {
     for dtype in [Dtype::Bf16, Dtype::E4m3] {
         let base = WgmmaConfig::default_for(Arch::Sm90a, dtype, 128);
         let on = KernelConfig::Wgmma(base).with_overrides("softmax_turns=1").expect("a lever");
-        let (off, on) = (KernelSpec { config: KernelConfig::Wgmma(base), dtype, head_dim: 128 }, KernelSpec {
-            config: on,
-            dtype,
-            head_dim: 128,
-        });
+        let (off, on) = (
+            KernelSpec { config: KernelConfig::Wgmma(base), dtype, head_dim: 128 },
+            KernelSpec { config: on, dtype, head_dim: 128 },
+        );
         // Off, the kernel keeps the name (and so the CUBIN) it had before the lever existed.
         assert!(!off.name().contains("_sx"), "{}", off.name());
         assert!(!off.defines().iter().any(|(n, _)| n == "EVOATTN_SOFTMAX_TURNS"));
