@@ -414,7 +414,7 @@ fn a_negative_scale_reaches_run() {
 fn check_names_an_unsupported_dtype_mask_or_layout_before_asking_for_problems() {
     // Alone on the line, the bad value is what is wrong, not the missing problems.
     for (args, message) in [
-        (&["check", "--dtype", "f32"][..], "dtype 'f32' is not supported: expected f16, bf16, e4m3 or all"),
+        (&["check", "--dtype", "f32"][..], "dtype 'f32' is not supported: expected f16, bf16, e4m3, e4m3f16 or all"),
         (
             &["check", "--shape", "1,2,33,64", "--dtype", "f32"][..],
             "dtype 'f32' is not supported: expected f16, bf16, e4m3, e4m3f16 or all",
