@@ -409,6 +409,16 @@ def test_e4m3_writes_o_in_float16_into_a_float16_out(d):
     # The same kernel's bf16 O differs from it by O's last rounding only (bf16's 2^-8, f16's 2^-11).
     bf16 = evoattn.attention(q, k, v, causal=True, **descales).double()
     assert ((out.double() - bf16).abs() <= (2**-8 + 2**-11) * bf16.abs() + 1e-6).all()
+    # out_dtype= asks for the same without a tensor of one's own.
+    asked = evoattn.attention(q, k, v, causal=True, out_dtype=torch.float16, **descales)
+    assert asked.dtype == torch.float16 and torch.equal(asked, out)
+    with pytest.raises(ValueError, match="out= or out_dtype=, not both"):
+        evoattn.attention(q, k, v, out=out, out_dtype=torch.float16, **descales)
+    with pytest.raises(ValueError, match="o of torch.float8_e4m3fn inputs is torch.bfloat16 or torch.float16"):
+        evoattn.attention(q, k, v, out_dtype=torch.float32, **descales)
+    x = torch.randn(1, 2, 64, d, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="o of torch.bfloat16 inputs is torch.bfloat16"):
+        evoattn.attention(x, x, x, out_dtype=torch.float16)
 
 
 @needs_fp8

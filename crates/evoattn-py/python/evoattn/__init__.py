@@ -77,6 +77,7 @@ def attention(
     q_descale: Any = None,
     k_descale: Any = None,
     v_descale: Any = None,
+    out_dtype: Any = None,
 ) -> Any:
     """Attention in `torch.nn.functional.scaled_dot_product_attention`'s layout and mask.
 
@@ -104,7 +105,9 @@ def attention(
     "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "reference";
     config: lever overrides for a
     named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into
-    (for float8_e4m3fn inputs bfloat16, or float16 to have o in float16).
+    (for float8_e4m3fn inputs bfloat16, or float16 to have o in float16). out_dtype: o's dtype
+    for float8_e4m3fn inputs, torch.bfloat16 (None: FlashAttention-3's) or torch.float16 (3 more
+    mantissa bits where o fits float16's range); 16-bit inputs write o in their own dtype.
 
     Runs on PyTorch's current stream; the first call of a shape compiles or loads its kernel,
     later calls only launch (make one before capturing a CUDA graph). Bad input raises
@@ -115,6 +118,9 @@ def attention(
     descale = None
     if q_descale is not None or k_descale is not None or v_descale is not None or _api.is_fp8(q):
         descale = _api.descale_buffer(q, k, "bhsd", q_descale, k_descale, v_descale)
+    if out_dtype is not None:
+        # o in the dtype asked for is o written into a tensor of it: the out= path.
+        out = _api.out_of_dtype(q, out, out_dtype)
     return _call(q, k, v, "bhsd", mask, scale, return_lse, impl, config, out, descale)
 
 

@@ -90,6 +90,19 @@ def is_fp8(t: Any) -> bool:
     return _fp8 is not None and isinstance(t, torch.Tensor) and t.dtype == _fp8
 
 
+def out_of_dtype(q: Any, out: Any, out_dtype: Any) -> Any:
+    """A new o for `attention(..., out_dtype=)`: float8_e4m3fn inputs take bfloat16 or float16;
+    16-bit inputs only their own dtype; not together with out=."""
+    torch = _torch or _setup()
+    if out is not None:
+        raise ValueError("evoattn: give out= or out_dtype=, not both (out's dtype is o's)")
+    allowed = (torch.bfloat16, torch.float16) if is_fp8(q) else (q.dtype,)
+    if out_dtype not in allowed:
+        names = " or ".join(str(d) for d in allowed)
+        raise ValueError(f"evoattn: out_dtype={out_dtype}: o of {q.dtype} inputs is {names}")
+    return torch.empty_like(q, dtype=out_dtype)
+
+
 def out_like(q: Any) -> Any:
     """A fresh o for q: q's sizes and strides, q's dtype, bf16 for E4M3 inputs."""
     torch = _torch or _setup()
