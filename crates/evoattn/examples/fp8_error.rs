@@ -1,7 +1,7 @@
-//! What FP8 costs in accuracy: attention on bf16 inputs computed three ways on the GPU, each
+//! What FP8 costs in accuracy: attention on bf16 inputs computed four ways on the GPU, each
 //! against float64 on those bf16 inputs (what the user has): the bf16 kernel; E4M3 inputs from
-//! `fp8::quantize` on the FP8 kernel; and the same with Q and K rotated by the Hadamard matrix
-//! first. Normal inputs, and inputs with outliers (0.1% of the entries of q, k and v times 10).
+//! `fp8::quantize` on the FP8 kernel (O in bf16, and O in f16: `e4m3f16`); and the former with Q
+//! and K rotated by the Hadamard matrix first. Normal inputs, and inputs with outliers (0.1% of the entries of q, k and v times 10).
 //! Prints a markdown table (docs/fp8-error.md keeps the measured one).
 //!
 //! cargo run --release --example fp8_error   (needs an sm_89+ GPU; says why and exits otherwise)
@@ -42,9 +42,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stream = attention.gpu().stream().clone();
     println!("GPU: {}", attention.gpu().name());
     println!(
-        "| shape | inputs | bf16 kernel rel_l2 | max_abs | E4M3 rel_l2 | max_abs | E4M3 + Hadamard rel_l2 | max_abs |"
+        "| shape | inputs | bf16 kernel rel_l2 | max_abs | E4M3 rel_l2 | max_abs | E4M3, f16 O rel_l2 | max_abs | \
+         E4M3 + Hadamard rel_l2 | max_abs |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for shape in [Shape::new(2, 8, 1024, 64), Shape::new(2, 8, 1024, 128), Shape::new(1, 8, 2048, 128)] {
         for outliers in [false, true] {
             let bf16 = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd);
@@ -61,13 +62,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             attention.forward_on(&stream, &plan, DeviceTensors { inputs: views, o: o.slice_mut(..), lse: None })?;
             let sixteen = compare(&dense_o(&bf16, &stream.clone_dtoh(&o)?), &truth);
 
-            let mut fp8 = |rotation: Rotation| -> Result<Comparison, Box<dyn std::error::Error>> {
+            let mut fp8 = |dtype: Dtype, rotation: Rotation| -> Result<Comparison, Box<dyn std::error::Error>> {
                 let rotate = |t: TensorName| if t == TensorName::V { Rotation::None } else { rotation };
                 let [qq, qk, qv] = [(TensorName::Q, &q), (TensorName::K, &k), (TensorName::V, &v)]
                     .map(|(t, x)| quantize_with(&bf16, t, x, rotate(t)));
                 let (qq, qk, qv) = (qq?, qk?, qv?);
                 let descales = Descales { q: qq.descale, k: qk.descale, v: qv.descale };
-                let problem = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd);
+                let problem = Problem::dense(shape, dtype, Layout::Bhsd);
                 let plan = attention.plan(&problem, Request::Auto)?;
                 let (bq, bk, bv, bd) = (
                     stream.clone_htod(&qq.bits)?,
@@ -81,14 +82,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 attention.forward_on(&stream, &plan, DeviceTensors { inputs: views, o: o.slice_mut(..), lse: None })?;
                 Ok(compare(&dense_o(&problem, &stream.clone_dtoh(&o)?), &truth))
             };
-            let (plain, rotated) = (fp8(Rotation::None)?, fp8(Rotation::Hadamard)?);
+            let plain = fp8(Dtype::E4m3, Rotation::None)?;
+            let f16_o = fp8(Dtype::E4m3F16, Rotation::None)?;
+            let rotated = fp8(Dtype::E4m3, Rotation::Hadamard)?;
             println!(
-                "| {shape} | {} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.2e} |",
+                "| {shape} | {} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.2e} | {:.2e} |",
                 if outliers { "0.1% outliers x10" } else { "normal" },
                 sixteen.rel_l2,
                 sixteen.max_abs,
                 plain.rel_l2,
                 plain.max_abs,
+                f16_o.rel_l2,
+                f16_o.max_abs,
                 rotated.rel_l2,
                 rotated.max_abs
             );
