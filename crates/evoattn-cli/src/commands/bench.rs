@@ -217,10 +217,6 @@ fn peers_tables(record: &BenchRecord) -> Vec<Table> {
     tables
 }
 
-/// A peer and the cases (their indices in the record) it did not run.
-type Missed = (String, Vec<usize>);
-
-/// The peers that did not run, said once per reason: which peers, in which cases.
 /// The range of SM clocks NVML read while the timed blocks ran: a GPU at its power cap shows a
 /// range here, and block medians that move with it (the timer controls' medians then differ by
 /// chance more often; docs/perf-log.md, session 35).
@@ -232,6 +228,10 @@ fn clock_range(record: &BenchRecord) -> Option<String> {
     Some(format!("SM clock while the blocks ran (NVML, read every ms): {lo:.0}-{hi:.0} MHz"))
 }
 
+/// A peer and the cases (their indices in the record) it did not run.
+type Missed = (String, Vec<usize>);
+
+/// The peers that did not run, said once per reason: which peers, in which cases.
 fn not_measured(record: &BenchRecord) -> Vec<String> {
     let total = record.results.len();
     // By reason, in order of first coming: each peer and the cases it missed for that reason.
@@ -443,5 +443,17 @@ mod tests {
         assert_eq!((c.median, c.round_min, c.round_max), (3.0, 2.0, 20.0));
         assert!((c.p90 - 16.0).abs() < 1e-9, "{c:?}");
         assert_eq!(host_cost_figure(&[]), None);
+    }
+
+    #[test]
+    fn the_clock_range_spans_every_sides_blocks_and_is_absent_without_clocks() {
+        let mut record = crate::exporters::tests::record().record;
+        assert_eq!(clock_range(&record), None);
+        record.results[0].ours.sm_clock_mhz = vec![1980.0, 1755.0, 1980.0];
+        record.results[2].peers[1].sm_clock_mhz = vec![1155.0; 3];
+        assert_eq!(
+            clock_range(&record).as_deref(),
+            Some("SM clock while the blocks ran (NVML, read every ms): 1155-1980 MHz")
+        );
     }
 }

@@ -547,7 +547,7 @@ fn time_interleaved(
                 if row.status != Status::Ok {
                     continue;
                 }
-                let taken = row.samples_us.len();
+                let before = row.samples_us.len();
                 let (timed, mhz) = clocked(sampler.as_ref(), || -> anyhow::Result<()> {
                     match (index, row.name.as_str(), oracle.as_deref_mut(), torch_timed) {
                         (0, _, _, _) | (_, SELF_PEER, _, _) => row
@@ -577,7 +577,7 @@ fn time_interleaved(
                     Ok(())
                 });
                 timed?;
-                note_clock(row, taken, mhz);
+                note_clock(row, before, mhz);
             }
             taken += n;
         }
