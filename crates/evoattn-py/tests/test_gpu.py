@@ -412,6 +412,8 @@ def test_e4m3_writes_o_in_float16_into_a_float16_out(d):
     # out_dtype= asks for the same without a tensor of one's own.
     asked = evoattn.attention(q, k, v, causal=True, out_dtype=torch.float16, **descales)
     assert asked.dtype == torch.float16 and torch.equal(asked, out)
+    assert "_e4m3f16_" in evoattn.kernel(q, k, v, out_dtype=torch.float16)
+    assert "_e4m3_" in evoattn.kernel(q, k, v)
     with pytest.raises(ValueError, match="out= or out_dtype=, not both"):
         evoattn.attention(q, k, v, out=out, out_dtype=torch.float16, **descales)
     with pytest.raises(ValueError, match="o of torch.float8_e4m3fn inputs is torch.bfloat16 or torch.float16"):

@@ -220,12 +220,14 @@ def forward(
 
 
 def kernel(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhsd", impl: str = "auto",
-           config: Optional[str] = None) -> str:
-    """The kernel (name with its levers) evoattn.attention would launch for these tensors."""
+           config: Optional[str] = None, out_dtype: Any = None) -> str:
+    """The kernel (name with its levers) evoattn.attention would launch for these tensors (and
+    `out_dtype`, as `attention` takes it)."""
     torch = _torch or _setup()
     device = _check_tensors(torch, (("q", q), ("k", k), ("v", v)))
     lib = library(device)
-    call = _prepare(lib, q, k, v, out_like(q), layout, causal_name(causal, "top-left"), None, False, impl, config)
+    o = out_like(q) if out_dtype is None else out_of_dtype(q, None, out_dtype)
+    call = _prepare(lib, q, k, v, o, layout, causal_name(causal, "top-left"), None, False, impl, config)
     return lib.kernel(call)
 
 
