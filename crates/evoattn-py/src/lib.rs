@@ -128,9 +128,10 @@ fn describe_parts(
     let mut dtype = Dtype::parse(tensors[0].dtype).ok_or_else(|| {
         problem_err(ProblemError::UnsupportedDtype { tensor: TensorName::Q, got: tensors[0].dtype.into() })
     })?;
-    // E4M3 inputs write O in the dtype of the O given when it is f16 (on request), else bf16.
-    if dtype.is_fp8() && Dtype::parse(tensors[3].dtype) == Some(Dtype::F16) {
-        dtype = Dtype::E4m3F16;
+    // E4M3 inputs write O in the given O's dtype where it is one of theirs (bf16, or f16 on
+    // request); any other O is refused below.
+    if let Some(Ok(chosen)) = Dtype::parse(tensors[3].dtype).map(|o| dtype.with_output(o)) {
+        dtype = chosen;
     }
     for (t, desc) in names.into_iter().zip(&tensors).skip(1) {
         // O is the output's dtype: q's, bf16 (or f16) for E4M3 inputs.
@@ -138,7 +139,6 @@ fn describe_parts(
         if Dtype::parse(desc.dtype) != Some(want) {
             let expected = match t {
                 TensorName::O if dtype.is_fp8() => "bf16 or f16, the output dtypes of e4m3 inputs".to_string(),
-                TensorName::O if want != dtype => format!("{want}, the output dtype of {dtype} inputs"),
                 _ => format!("q's {}", dtype.element()),
             };
             return Err(problem_err(ProblemError::DtypeMismatch { tensor: t, expected, got: desc.dtype.into() }));
