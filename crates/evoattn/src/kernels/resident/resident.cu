@@ -178,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         }
         pad_turns = most - own;
     }
-    Turns turns(c);
+    Turns turns{c, false};
     // Every barrier completes once (phase 0) and stays complete: each wait is on parity 0.
     for (int r = 0; r < ROUNDS; ++r) {
         const int tile = tile_of(r, grp);
@@ -207,9 +207,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #if EVOATTN_OVERLAP
             // The first block: S alone, then its softmax (O is still zero: no rescale).
             mbarrier_wait(&bars.k_full[j0], 0);
-            turns.gemm.begin();
+            turns.begin();
             issue_qk(s, q, sm, j0);
-            turns.gemm.end();
+            turns.end();
             wgmma_wait<0>();
             fence_operand(s);
             softmax(j0);
@@ -218,10 +218,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             for (int j = j0 + 1; j < j1; ++j) {
                 mbarrier_wait(&bars.k_full[j], 0);
                 mbarrier_wait(&bars.v_full[j - 1], 0);
-                turns.gemm.begin();
+                turns.begin();
                 issue_qk(s, q, sm, j);
                 issue_pv(o, pf, sm, j - 1);
-                turns.gemm.end();
+                turns.end();
                 wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
                 fence_operand(s);
                 const bool rescale = softmax(j);
@@ -232,9 +232,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
                 pack_p(pf, s);
             }
             mbarrier_wait(&bars.v_full[j1 - 1], 0);
-            turns.gemm.begin();
+            turns.begin();
             issue_pv(o, pf, sm, j1 - 1);
-            turns.gemm.end();
+            turns.end();
             wgmma_wait<0>();
             fence_operand(o);
             fence_operand(pf);
@@ -243,17 +243,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
             // consumers have 128 registers a thread); the other consumers fill the gaps.
             for (int j = j0; j < j1; ++j) {
                 mbarrier_wait(&bars.k_full[j], 0);
-                turns.gemm.begin();
+                turns.begin();
                 issue_qk(s, q, sm, j);
-                turns.gemm.end();
+                turns.end();
                 wgmma_wait<0>();
                 fence_operand(s);
                 if (softmax(j)) rescale_output(o, correction);
                 pack_p(pf, s);
                 mbarrier_wait(&bars.v_full[j], 0);
-                turns.gemm.begin();
+                turns.begin();
                 issue_pv(o, pf, sm, j);
-                turns.gemm.end();
+                turns.end();
                 wgmma_wait<0>();
                 fence_operand(o);
                 fence_operand(pf);
@@ -263,8 +263,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #if KEY_SPLIT == 2
         if (EVOATTN_PINGPONG) {
             for (int k = block_turns(j1 - j0); k < tile_turns(n); ++k) {
-                turns.gemm.begin();
-                turns.gemm.end();
+                turns.begin();
+                turns.end();
             }
         }
         // The pair's second consumer hands its partial to the first, thread by thread (the
@@ -301,8 +301,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         epilogue(p, o, st, group, o_out, o_gmem, m0 - grp * WG_ROWS, batch, head, grp, 1.f);
     }
     for (int k = 0; k < pad_turns; ++k) {
-        turns.gemm.begin();
-        turns.gemm.end();
+        turns.begin();
+        turns.end();
     }
     turns.close();
     epilogue_finish();

@@ -70,12 +70,6 @@ pub struct WgmmaConfig {
     /// between the wgmmas, for head dim / 4 more registers a consumer thread. Needs the overlap
     /// pipeline (the pipelined consumer).
     pub q_in_regs: bool,
-    /// Ping-pong consumers also take turns at their softmax (named barriers of their own, round
-    /// robin like the GEMM turns), so two consumers' softmaxes never share an SMSP's MUFU and
-    /// issue slots: in a trace of hd128 16k E4M3 (session 32) the second consumer's S landed
-    /// inside the first's softmax, which then took 1452 cycles against ~530 alone. Rendered only
-    /// when on (it came after the kernel invariant's names). Needs pipeline=pingpong.
-    pub softmax_turns: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/wgmma/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -337,7 +331,6 @@ impl WgmmaConfig {
         half_last: false,
         multicast: false,
         q_in_regs: false,
-        softmax_turns: false,
         trace: false,
     };
     pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
@@ -500,16 +493,6 @@ impl Family for WgmmaConfig {
         flag!("half_last", "hl", half_last, "compute only the seen half of a tile's last key block"),
         flag!("multicast", "mc", multicast, "clusters of two multicast K and V"),
         flag!("q_in_regs", "qr", q_in_regs, "Q·Kᵀ reads Q from registers (an RS wgmma)"),
-        // Rendered only when on: every kernel built before it keeps its name and CUBIN. Out of
-        // the tuner's space until an A/B on the GPU says where it pays.
-        Lever {
-            name: "softmax_turns",
-            short: "sx",
-            about: "ping-pong consumers take turns at their softmax too, so two never share the MUFU",
-            shown_only_when_on: true,
-            tuned_at: |_, _| false,
-            kind: Kind::Flag { get: |c| c.softmax_turns, set: |c, v| c.softmax_turns = v },
-        },
         Lever {
             name: "trace",
             short: "tr",
@@ -658,9 +641,6 @@ impl Family for WgmmaConfig {
             return Err("q_in_regs=1 needs pipeline=overlap or pingpong (the pipelined consumer loads Q's \
                         fragments); or set q_in_regs=0"
                 .into());
-        }
-        if c.softmax_turns && c.pipeline != Pipeline::PingPong {
-            return Err("softmax_turns=1 needs pipeline=pingpong (the consumers' turns); or set softmax_turns=0".into());
         }
         if c.trace && !specialized {
             return Err("trace=1 needs a warp-specialised pipeline (the marks are in that pipeline)".into());

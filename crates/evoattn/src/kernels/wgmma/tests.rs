@@ -336,27 +336,3 @@ fn e4m3_takes_128_key_blocks_the_pipelined_consumers_and_o_from_registers() {
     let sixteen = KernelConfig::Wgmma(plan::default(128)).with_overrides("block_n=256").expect("levers");
     assert!(KernelSpec { config: sixteen, dtype: Dtype::Bf16, head_dim: 128 }.validate(Arch::Sm90a).is_err());
 }
-
-#[test]
-fn softmax_turns_is_named_only_when_on_and_needs_the_ping_pong_consumers() {
-    for dtype in [Dtype::Bf16, Dtype::E4m3] {
-        let base = WgmmaConfig::default_for(Arch::Sm90a, dtype, 128);
-        let on = KernelConfig::Wgmma(base).with_overrides("softmax_turns=1").expect("a lever");
-        let (off, on) = (
-            KernelSpec { config: KernelConfig::Wgmma(base), dtype, head_dim: 128 },
-            KernelSpec { config: on, dtype, head_dim: 128 },
-        );
-        // Off, the kernel keeps the name (and so the CUBIN) it had before the lever existed.
-        assert!(!off.name().contains("_sx"), "{}", off.name());
-        assert!(!off.defines().iter().any(|(n, _)| n == "EVOATTN_SOFTMAX_TURNS"));
-        assert_eq!(on.name(), format!("{}_sx1", off.name()));
-        assert!(on.defines().contains(&("EVOATTN_SOFTMAX_TURNS".to_string(), "1".to_string())));
-        assert_eq!(KernelSpec::from_name(&on.name()), Some(on));
-        assert_eq!(on.validate(Arch::Sm90a), Ok(()));
-        let overlap = on.config.with_overrides("pipeline=overlap").expect("a lever");
-        let err = KernelSpec { config: overlap, ..on }.validate(Arch::Sm90a).unwrap_err();
-        assert!(err.contains("softmax_turns=1 needs pipeline=pingpong"), "{err}");
-    }
-    // Not in the tuner's space until measured.
-    assert!(KernelSpec::space(Impl::Wgmma, Dtype::Bf16, 128).all(|s| !s.name().contains("_sx1")));
-}

@@ -331,10 +331,10 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
     auto first_block = [&](bool half) {
         mbarrier_wait(&b.k_full[stage(0)], round_parity(g0));
         trace.mark(TRACE_KV_READY);
-        turns.gemm.begin();
+        turns.begin();
         trace.mark(TRACE_TURN);
         issue_qk_cols(half, s, q, sm, stage(0));
-        turns.gemm.end();
+        turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<0>();
         fence_operand(s);
@@ -342,9 +342,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[stage(0)]);
         if (t.n_blocks == 1) release_q(b);
-        turns.softmax.begin();
         softmax_cols(half, s, p, t, row0, 0, st, correction, scale_log2);
-        turns.softmax.end();
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         pack_p_cols(half, pf, s);
         trace.mark(TRACE_PACKED);
@@ -363,11 +361,11 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         if (!k_landed) mbarrier_wait(&b.k_full[ks], round_parity(g0 + j));
         if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + j - 1));
         trace.mark(TRACE_KV_READY);
-        turns.gemm.begin();
+        turns.begin();
         trace.mark(TRACE_TURN);
         issue_qk_cols(half, s, q, sm, ks);
         issue_pv<BN>(o, pf, sm, vs);
-        turns.gemm.end();
+        turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<1>();  // S(j) is done; P(j-1)·V(j-1) may still run
         fence_operand(s);
@@ -375,9 +373,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         trace.mark(TRACE_S_DONE);
         release_kv(&b.k_empty[ks]);
         if (j + 1 == t.n_blocks) release_q(b);  // the tile's last read of Q
-        turns.softmax.begin();
         const bool rescale = softmax_cols(half, s, p, t, row0, j, st, correction, scale_log2);
-        turns.softmax.end();
         trace.mark_after(TRACE_SOFTMAX_DONE, st.l[1]);
         k_landed = test_k(j + 1);
         v_landed = test_v(j + 1);
@@ -395,10 +391,10 @@ __device__ __forceinline__ void consume(const AttnParams& p, PipelineBarriers& b
         const int vs = stage(t.n_blocks - 1);
         if (!v_landed) mbarrier_wait(&b.v_full[vs], round_parity(g0 + t.n_blocks - 1));
         trace.mark(TRACE_KV_READY);
-        turns.gemm.begin();
+        turns.begin();
         trace.mark(TRACE_TURN);
         issue_pv_cols(half, o, pf, sm, vs);
-        turns.gemm.end();
+        turns.end();
         trace.mark(TRACE_ISSUED);
         wgmma_wait<0>();
         fence_operand(o);
@@ -512,7 +508,7 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const floa
     setmaxnreg_inc<CONSUMER_REGS>();
 #endif
     const int c = __shfl_sync(0xffffffffu, wg - 1, 0);  // warp-uniform to ptxas: Q's descriptor stays in uniform registers
-    Turns turns(c);
+    Turns turns{c, false};
     // The dynamic scheduler's consumers never call `next` (it claims): their tile comes from
     // the producer (the barrier wait orders the reads after its writes).
     for (int index = tiles.first(), tile_iter = 0, g0 = 0;; ++tile_iter) {
