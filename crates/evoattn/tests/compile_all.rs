@@ -311,8 +311,9 @@ fn the_wgmma_e4m3_space_compiles_for_sm90a() {
     if nvrtc_or_skip().is_none() {
         return;
     }
-    // E4M3 takes 128-key blocks, the pipelined consumers and O from registers (validate_fp8):
-    // every pipeline, consumer count, schedule and head dim, at 2 stages with the MUFU
+    // E4M3 takes 128-key blocks, the pipelined consumers and O from registers or a staging tile
+    // of its own (validate_fp8): every pipeline, consumer count, schedule, O staging and head
+    // dim, at 2 stages with the MUFU
     // exponentials, with at most one of the switches that change the consumer's loop (ring
     // tests, Q in registers), leaving out what spills (session 31): three consumers at hd128
     // (160 registers for S, P and O), Q in registers at hd256. Lazy rescale changes only the

@@ -250,7 +250,7 @@ impl OStaging {
         Variant {
             name: "tile",
             key: "tl",
-            about: "TMA stores from a tile: Q's on grid blocks, its own on persistent ones",
+            about: "TMA stores from a tile: Q's on grid blocks (E4M3: its own), its own on persistent ones",
             defines: &[("tma_store", 1), ("o_passes", 1), ("o_in_q", 0)],
         },
         Variant {
@@ -402,15 +402,16 @@ pub const VT_BLOCK_THREADS: u32 = 256;
 pub const FP8_KEY_ROW: u32 = 128;
 
 /// The levers E4M3 inputs take beside [`WgmmaConfig::FP8_BLOCK_N`]
-/// (kernels/wgmma/wgmma_mainloop.cuh's `static_assert`s): the pipelined consumer, O stored from registers (its staging assumes 16-bit tiles), no ones tile,
-/// no multicast (V's tiles are Vᵀ's), no lazy rescale (P is already scaled by 2^8).
+/// (kernels/wgmma/wgmma_mainloop.cuh's `static_assert`s): the pipelined consumer, O not staged
+/// in the Q rows (they hold half of O's bytes), no ones tile, no multicast (V's tiles are Vᵀ's),
+/// no half block (ptxas serialises its wgmma).
 fn validate_fp8(c: &WgmmaConfig) -> Result<(), String> {
     let refuse = |what: &str, why: &str| Err(format!("with E4M3 inputs, {what}: {why}"));
     if !c.pipeline.overlap() {
         return refuse("pipeline must be overlap or pingpong", "the E4M3 path is the pipelined consumer's");
     }
-    if c.o_staging != OStaging::Registers {
-        return refuse("o_staging must be registers", "O's staging tiles are laid out for 16-bit inputs");
+    if c.o_staging == OStaging::QRows {
+        return refuse("o_staging cannot be q-rows", "the Q tile's E4M3 rows hold half of O's 16-bit bytes");
     }
     if c.rowsum_mma || c.multicast {
         return refuse(
@@ -544,11 +545,14 @@ impl Family for WgmmaConfig {
 
     /// Q tile + K and V rings, unpadded (the 128-byte swizzle spreads the banks), plus the
     /// slack that lets the kernel align its base to the swizzle atom; persistent blocks with TMA
-    /// stores stage O in a tile of their own. The mbarriers are static shared memory.
+    /// stores, and E4M3's on any schedule, stage O in a tile of their own, of O's 16-bit rows.
+    /// The mbarriers are static shared memory.
     fn dynamic_smem_bytes(&self, dtype: Dtype, head_dim: usize) -> usize {
         let row = head_dim * dtype.size_bytes();
-        let own_tile = self.schedule.persistent() && matches!(self.o_staging, OStaging::Tile | OStaging::HalfTile);
-        let o_stage = if own_tile { self.block_m() as usize * row / self.o_staging.passes() as usize } else { 0 };
+        let own_tile = (self.schedule.persistent() || dtype.is_fp8())
+            && matches!(self.o_staging, OStaging::Tile | OStaging::HalfTile);
+        let o_row = head_dim * dtype.output().size_bytes();
+        let o_stage = if own_tile { self.block_m() as usize * o_row / self.o_staging.passes() as usize } else { 0 };
         // rowsum_mma's ones tile: one V stage's worth.
         let ones = if self.rowsum_mma { self.block_n as usize * row } else { 0 };
         SWIZZLE_ATOM_BYTES

@@ -25,17 +25,17 @@ pub fn default(head_dim: usize) -> WgmmaConfig {
 }
 
 /// The `wgmma` default for E4M3 inputs at a head dim: 128-key blocks (Vᵀ's rows), two ping-pong
-/// consumers (three at hd64, where the exponentials take as long as the GEMMs), O stored from
-/// registers, at hd128 Q in registers, and up to hd128 O rescaled only when a row's max moves
-/// (lazy_rescale); the levers E4M3 takes are in `validate_fp8`.
-/// Evidence: docs/decisions/wgmma.md#fp8-default
+/// consumers (three at hd64, where the exponentials take as long as the GEMMs), O stored by
+/// TMA from a staging tile of its own, at hd128 Q in registers, and up to hd128 O rescaled
+/// only when a row's max moves (lazy_rescale); the levers E4M3 takes are in `validate_fp8`.
+/// Evidence: docs/decisions/wgmma.md#fp8-default, docs/decisions/wgmma.md#fp8-o-staging
 pub fn fp8_default(head_dim: usize) -> WgmmaConfig {
     WgmmaConfig {
         block_n: super::FP8_KEY_ROW,
         stages: 2,
         consumer_warpgroups: if head_dim <= 64 { 3 } else { 2 },
         pipeline: Pipeline::PingPong,
-        o_staging: OStaging::Registers,
+        o_staging: OStaging::Tile,
         q_in_regs: head_dim == FP8_Q_IN_REGS_HEAD_DIM,
         lazy_rescale: head_dim <= FP8_LAZY_RESCALE_MAX_HEAD_DIM,
         ..WgmmaConfig::BASE

@@ -310,7 +310,7 @@ fn each_axis_value_sets_the_switches_its_methods_read() {
 }
 
 #[test]
-fn e4m3_takes_128_key_blocks_the_pipelined_consumers_and_o_from_registers() {
+fn e4m3_takes_128_key_blocks_the_pipelined_consumers_and_o_from_registers_or_its_own_tile() {
     let fp8 = |text: &str, d: usize| {
         let config = KernelConfig::Wgmma(plan::fp8_default(d)).with_overrides(text).expect("levers");
         KernelSpec { config, dtype: Dtype::E4m3, head_dim: d }.validate(Arch::Sm90a)
@@ -326,7 +326,14 @@ fn e4m3_takes_128_key_blocks_the_pipelined_consumers_and_o_from_registers() {
     refused("block_n=176", "block_n");
     refused("block_n=64", "block_n");
     refused("pipeline=specialized", "pipeline");
-    refused("o_staging=tile", "o_staging");
+    // O leaves from registers or through a staging tile of its own (16-bit rows), never through
+    // the Q rows, which hold E4M3 bytes.
+    for d in [64, 128, 256] {
+        assert_eq!(fp8("o_staging=tile", d), Ok(()));
+        assert_eq!(fp8("o_staging=tile,schedule=persistent", d), Ok(()));
+    }
+    assert_eq!(fp8("o_staging=half-tile,schedule=persistent", 128), Ok(()));
+    refused("o_staging=q-rows,schedule=persistent", "o_staging");
     // E4M3's lazy rescale keeps a slack of its own (P already scaled by 2^8).
     assert_eq!(fp8("lazy_rescale=1", 128), Ok(()));
     refused("multicast=1", "multicast");

@@ -58,16 +58,24 @@ static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 K/V stages");
 // and those rows load the next tile's Q only once the stores have read them (wgmma_ws.cuh).
 #define O_IN_Q EVOATTN_O_IN_Q
 static_assert(!O_IN_Q || (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT), "O in the Q rows is a persistent TMA-store layout");
-#define O_STAGE_OWN_TILE (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT && !O_IN_Q)
+// E4M3's Q tile holds half of O's bytes, so E4M3 stages O in a tile of its own on grid blocks
+// too.
+#define O_STAGE_OWN_TILE (EVOATTN_TMA_STORE && (EVOATTN_PERSISTENT || EVOATTN_FP8) && !O_IN_Q)
 #define O_PASSES EVOATTN_O_PASSES
 #define O_PASS_COLS (D / O_PASSES)
+// O is 16-bit whatever the inputs: its staging rows are 128-byte swizzled rows of 64 elements
+// (the 16-bit inputs' own rows, from hd64 up), and a tile of `rows` rows O_TILE_BYTES.
+#define O_ROW_BYTES 128
+#define O_ATOM_ELEMS 64
+#define O_TILE_BYTES(rows) ((rows) * D * 2)
+static_assert(D * 2 >= O_ROW_BYTES && (EVOATTN_FP8 || ATOM_ELEMS == O_ATOM_ELEMS), "O's rows are whole 128-byte rows");
 static_assert(O_PASSES == 1 || O_STAGE_OWN_TILE, "only O's own staging tile is cut into column passes");
-static_assert(O_PASS_COLS % ATOM_ELEMS == 0, "a pass stores whole 64-column blocks");
+static_assert(O_PASS_COLS % O_ATOM_ELEMS == 0, "a pass stores whole 64-column blocks");
 #define O_STAGE_OFFSET (V_OFFSET + STAGES * TILE_BYTES(BN))
 // 1.0 as the element type's bits.
 #define ELEM_ONE_BITS (EVOATTN_BF16 ? 0x3F80u : 0x3C00u)
 // rowsum_mma's ones tile, [BN][64] like a V stage, with ones in column 0.
-#define ONES_OFFSET (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? TILE_BYTES(BM) / O_PASSES : 0))
+#define ONES_OFFSET (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? O_TILE_BYTES(BM) / O_PASSES : 0))
 #define SMEM_LAYOUT_BYTES (ONES_OFFSET + (ROWSUM_MMA ? TILE_BYTES(BN) : 0))
 static_assert(!ROWSUM_MMA || D == 64, "the ones tile is one 64-column block beside V's one");
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
@@ -75,12 +83,12 @@ static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host 
 
 // E4M3 inputs: Q and K tiles of bytes (64-byte swizzled rows at hd64), and V as Vᵀ tiles of
 // [D][BN] bytes (issue_pv). What the 16-bit levers add around the GEMMs that assumes 16-bit
-// tiles (the ones tile, O staged in shared memory, the multicast's halves of V's rows) is off.
+// tiles (the ones tile, O staged in the Q rows, the multicast's halves of V's rows) is off.
 #if EVOATTN_FP8
 #include "ptx_fp8.cuh"
 static_assert(BN % 128 == 0, "E4M3: a Vᵀ tile row is whole 128-byte swizzled rows of keys");
-static_assert(!ROWSUM_MMA && !EVOATTN_TMA_STORE && !EVOATTN_MULTICAST,
-              "E4M3: no ones tile, no O staging, no multicast");
+static_assert(!ROWSUM_MMA && !O_IN_Q && !EVOATTN_MULTICAST,
+              "E4M3: no ones tile, no O staged in the Q rows, no multicast");
 static_assert(EVOATTN_OVERLAP, "E4M3 runs the pipelined warp-specialised consumer");
 #endif
 
@@ -95,7 +103,7 @@ struct SmemTiles {
     // Where this warpgroup stages its 64 rows of O for the epilogue, in a BM-row tile like Q's
     // (its own tile: O_PASS_COLS columns).
     __device__ __forceinline__ unsigned char* o_rows(int wg) const {
-        return O_STAGE_OWN_TILE ? base + O_STAGE_OFFSET + wg * WG_ROWS * ROW_BYTES : q_rows(wg);
+        return O_STAGE_OWN_TILE ? base + O_STAGE_OFFSET + wg * WG_ROWS * O_ROW_BYTES : q_rows(wg);
     }
     __device__ __forceinline__ unsigned char* ones() const { return base + ONES_OFFSET; }
 };
