@@ -66,18 +66,19 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
             }
         }
     }
-    // The planner adapts `wgmma` per problem (persistent blocks, key blocks, the split tail):
-    // every config it picks on the fa3 grid's lengths, both masks, on an H100's 132 SMs.
+    // The planner adapts `wgmma` per problem (persistent blocks, key blocks, the split tail; for
+    // E4M3 persistent blocks and V transposed in the kernel): every config it picks on the fa3
+    // grid's lengths, both masks, 16-bit and E4M3, on an H100's 132 SMs.
     let mut planned = Vec::new();
     for &head_dim in Impl::Wgmma.head_dims() {
         for shape in Shape::fa3_grid(head_dim) {
-            for causal in [Causal::None, Causal::TopLeft] {
-                let problem = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd).with_causal(causal);
+            for (causal, dtype) in
+                [Causal::None, Causal::TopLeft].into_iter().flat_map(|c| [(c, Dtype::Bf16), (c, Dtype::E4m3)])
+            {
+                let problem = Problem::dense(shape, dtype, Layout::Bhsd).with_causal(causal);
                 let config = defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, H100_SMS);
-                let spec = KernelSpec { config, dtype: Dtype::Bf16, head_dim };
-                if config != defaults::config(Impl::Wgmma, Arch::Sm90a, Dtype::Bf16, head_dim)
-                    && !planned.contains(&spec)
-                {
+                let spec = KernelSpec { config, dtype, head_dim };
+                if config != defaults::config(Impl::Wgmma, Arch::Sm90a, dtype, head_dim) && !planned.contains(&spec) {
                     planned.push(spec);
                 }
             }

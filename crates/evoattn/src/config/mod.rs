@@ -326,10 +326,11 @@ impl KernelSpec {
 
     /// The symbol of the V transpose kernel that runs before an E4M3 `wgmma` kernel
     /// (kernels/wgmma/wgmma_vt.cuh: FP8 `wgmma` reads V transposed), derived from
-    /// [`KernelSpec::name`]; `None` for every other.
+    /// [`KernelSpec::name`]; `None` for every other, and with `vt_producer` (the kernel
+    /// transposes V itself).
     pub fn transpose_kernel_name(&self) -> Option<String> {
         match self.config {
-            KernelConfig::Wgmma(_) if self.dtype.is_fp8() => Some(format!("{}_vt", self.name())),
+            KernelConfig::Wgmma(c) if self.dtype.is_fp8() && !c.vt_producer => Some(format!("{}_vt", self.name())),
             _ => None,
         }
     }

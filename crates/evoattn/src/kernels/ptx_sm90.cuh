@@ -215,6 +215,14 @@ __device__ __forceinline__ void mbarrier_wait(u64* bar, u32 parity) {
 // Proxies and TMA.
 // ---------------------------------------------------------------------------------------------
 
+// Four 8x8 b16 matrices stored (sm_90): lanes 8i..8i+7 give the row addresses of matrix i,
+// and lane 4g + t's r[i] is row g's elements 2t, 2t+1 of matrix i (ldmatrix_x4's layout).
+__device__ __forceinline__ void stmatrix_x4(void* row_addr, const u32 (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_addr(row_addr)),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 // Orders this thread's generic-proxy shared-memory accesses (ordinary stores, cp.async) with
 // later async-proxy accesses (wgmma operand reads, TMA) once a barrier has been crossed.
 __device__ __forceinline__ void fence_proxy_async_shared() {
@@ -295,11 +303,15 @@ __device__ __forceinline__ void tma_store_wait_read() {
 #define ATOM_BYTES 1024  // 8 rows of 128 bytes: the 128-byte pattern's period, the alignment a tile needs
 
 // Byte offset, inside a swizzled tile of `rows` rows, of the 16-byte chunk holding elements
-// [col, col + CHUNK_ELEMS) of row `row` (col a multiple of CHUNK_ELEMS).
+// [col, col + 16 / EB) of row `row` (col a multiple of 16 / EB). The row's bytes ROW_B and
+// the element's bytes EB are the inputs' unless given (O's 16-bit rows under E4M3 inputs).
+template <int ROW_B = ROW_BYTES, int EB = ELEM_BYTES>
 __device__ __forceinline__ u32 swizzled_offset(int rows, int row, int col) {
-    const int block = col / ATOM_ELEMS, chunk = (col % ATOM_ELEMS) / CHUNK_ELEMS;
-    const int pattern = ROW_BYTES == 128 ? row % 8 : (row / 2) % 4;
-    return block * rows * ROW_BYTES + row * ROW_BYTES + ((chunk ^ pattern) << 4);
+    static_assert(ROW_B == 128 || ROW_B == 64, "the 128- and 64-byte swizzle patterns");
+    constexpr int ATOM = ROW_B / EB, CHUNK = 16 / EB;
+    const int block = col / ATOM, chunk = (col % ATOM) / CHUNK;
+    const int pattern = ROW_B == 128 ? row % 8 : (row / 2) % 4;
+    return block * rows * ROW_B + row * ROW_B + ((chunk ^ pattern) << 4);
 }
 
 // `smem` rounded up to the next ATOM_BYTES boundary: the swizzle pattern is a function of
@@ -333,15 +345,17 @@ __device__ __forceinline__ void tma_load_tile(unsigned char* rows, const TmaMap*
 // Stores BOX_ROWS rows of a swizzled tile of TILE_ROWS rows and COLS columns, starting at
 // `rows` (inside the first column block; column blocks lie TILE_ROWS rows apart), to global
 // rows row0.. and columns col0.. of (head, batch): one box per column block, in one committed
-// group. Rows past the tensor's end are dropped by the TMA unit.
-template <int TILE_ROWS, int BOX_ROWS, int COLS>
+// group. Rows past the tensor's end are dropped by the TMA unit. ROW_B and EB as in
+// swizzled_offset.
+template <int TILE_ROWS, int BOX_ROWS, int COLS, int ROW_B = ROW_BYTES, int EB = ELEM_BYTES>
 __device__ __forceinline__ void tma_store_rows(const TmaMap* map, const unsigned char* rows, int col0, int row0,
                                                int head, int batch) {
+    constexpr int ATOM = ROW_B / EB;
     static_assert(BOX_ROWS <= TILE_ROWS && BOX_ROWS <= 256, "a TMA box has at most 256 rows, inside the tile");
-    static_assert(COLS % ATOM_ELEMS == 0 && COLS <= EVOATTN_HEAD_DIM, "whole column blocks of the row");
+    static_assert(COLS % ATOM == 0 && COLS <= EVOATTN_HEAD_DIM, "whole column blocks of the row");
 #pragma unroll
-    for (int b = 0; b < COLS / ATOM_ELEMS; ++b) {
-        tma_store_4d(map, rows + b * TILE_ROWS * ROW_BYTES, col0 + b * ATOM_ELEMS, row0, head, batch);
+    for (int b = 0; b < COLS / ATOM; ++b) {
+        tma_store_4d(map, rows + b * TILE_ROWS * ROW_B, col0 + b * ATOM, row0, head, batch);
     }
     tma_store_commit();
 }

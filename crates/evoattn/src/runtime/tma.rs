@@ -7,7 +7,8 @@
 //! `rows` rows of S, one head, one batch; the kernel moves a tile as D / (box width) such boxes.
 //! Rows past S are outside the tensor: loads get zeros, stores drop them, so sequence tails need
 //! no masking. E4M3 `wgmma` reads V transposed (`TensorMapGeometry::transposed_v`), from the
-//! copy its transpose kernel wrote.
+//! copy its transpose kernel wrote, unless it transposes V's tiles itself (`vt_producer`: V's
+//! own map).
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 

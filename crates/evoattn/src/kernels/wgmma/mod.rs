@@ -70,6 +70,13 @@ pub struct WgmmaConfig {
     /// between the wgmmas, for head dim / 4 more registers a consumer thread. Needs the overlap
     /// pipeline (the pipelined consumer).
     pub q_in_regs: bool,
+    /// E4M3: the producer warpgroup's three idle warps transpose V in shared memory (ldmatrix,
+    /// byte permutes, stmatrix) from a ring of V's tiles as loaded, instead of a transpose
+    /// kernel that reads and writes all of V before the launch (about 22 µs for 32 MB of V on
+    /// an H100, a sixth of a 512-key fa3-grid row). Costs a V stage's shared memory per stage.
+    /// Rendered only when on, so every kernel recorded before it keeps its name; out of the
+    /// tuner's space until measured (the planner's E4M3 defaults decide).
+    pub vt_producer: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/wgmma/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -331,6 +338,7 @@ impl WgmmaConfig {
         half_last: false,
         multicast: false,
         q_in_regs: false,
+        vt_producer: false,
         trace: false,
     };
     pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
@@ -436,7 +444,8 @@ impl Family for WgmmaConfig {
     const HEAD_DIMS: &'static [usize] = &[64, 128, 256];
     // `wgmma` and `setmaxnreg` exist only on the arch-specific Hopper target.
     const ARCHS: &'static [Arch] = &[Arch::Sm90a];
-    // E4M3 with V transposed by a kernel of its own first (`wgmma_vt.cuh`).
+    // E4M3 with V transposed by a kernel of its own first (`wgmma_vt.cuh`) or, `vt_producer`,
+    // by the producer warpgroup.
     const DTYPES: &'static [Dtype] = &Dtype::ALL;
     const SOURCE: SourceFile = SourceFile { name: "wgmma.cu", text: include_str!("wgmma.cu") };
 
@@ -494,6 +503,14 @@ impl Family for WgmmaConfig {
         flag!("half_last", "hl", half_last, "compute only the seen half of a tile's last key block"),
         flag!("multicast", "mc", multicast, "clusters of two multicast K and V"),
         flag!("q_in_regs", "qr", q_in_regs, "Q·Kᵀ reads Q from registers (an RS wgmma)"),
+        Lever {
+            name: "vt_producer",
+            short: "vp",
+            about: "E4M3: the producer warpgroup transposes V in shared memory (no transpose kernel)",
+            shown_only_when_on: true,
+            tuned_at: |_, _| true,
+            kind: Kind::Flag { get: |c| c.vt_producer, set: |c, v| c.vt_producer = v },
+        },
         Lever {
             name: "trace",
             short: "tr",
@@ -555,8 +572,10 @@ impl Family for WgmmaConfig {
         let o_stage = if own_tile { self.block_m() as usize * o_row / self.o_staging.passes() as usize } else { 0 };
         // rowsum_mma's ones tile: one V stage's worth.
         let ones = if self.rowsum_mma { self.block_n as usize * row } else { 0 };
+        // vt_producer's raw ring: V's tiles as loaded, one per stage beside the Vᵀ stages.
+        let kv_tiles = if self.vt_producer { 3 } else { 2 };
         SWIZZLE_ATOM_BYTES
-            + (self.block_m() as usize + 2 * (self.stages * self.block_n) as usize) * row
+            + (self.block_m() as usize + kv_tiles * (self.stages * self.block_n) as usize) * row
             + o_stage
             + ones
     }
@@ -646,6 +665,12 @@ impl Family for WgmmaConfig {
                         fragments); or set q_in_regs=0"
                 .into());
         }
+        if c.vt_producer && !dtype.is_fp8() {
+            return Err(format!(
+                "vt_producer=1 transposes E4M3's V; {dtype} inputs are read as they are (16-bit wgmma reads V \
+                 MN-major); or set vt_producer=0"
+            ));
+        }
         if c.trace && !specialized {
             return Err("trace=1 needs a warp-specialised pipeline (the marks are in that pipeline)".into());
         }
@@ -673,7 +698,7 @@ impl Family for WgmmaConfig {
         }
         // The kernel checks its own shared-memory layout against what the host reserves.
         d.push(("EVOATTN_DYNAMIC_SMEM".to_string(), self.dynamic_smem_bytes(dtype, head_dim).to_string()));
-        if dtype.is_fp8() {
+        if dtype.is_fp8() && !self.vt_producer {
             d.push(("EVOATTN_VT_KEYS".to_string(), VT_BLOCK_KEYS.to_string()));
             d.push(("EVOATTN_VT_THREADS".to_string(), VT_BLOCK_THREADS.to_string()));
         }

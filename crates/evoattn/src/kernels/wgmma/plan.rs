@@ -70,6 +70,23 @@ fn fp8_persistent_max_keys(causal: bool, head_dim: usize) -> usize {
     }
 }
 
+/// Most keys for which E4M3 problems transpose V in the kernel (`vt_producer`) instead of in a
+/// kernel of their own first: the transpose kernel reads and writes all of V once more (~20 µs
+/// a fa3-grid row), the in-kernel one costs each key block its shared-memory traffic and
+/// instructions (A/B/B/A, H100: hd128 512 -15.9%, 1k -10.0%, 2k -5.6%, 4k -1.1%, 16k +7.5%;
+/// hd64 512 -11.8%, 2k -2.4%, 16k +1.7%).
+/// Evidence: docs/decisions/wgmma.md#fp8-vt-producer
+pub const FP8_VT_PRODUCER_MAX_KEYS: usize = 4096;
+/// Largest E4M3 head dim that transposes V in the kernel: hd256's rings leave no room for the
+/// raw V stages beside O's staging tile.
+/// Evidence: docs/decisions/wgmma.md#fp8-vt-producer
+pub const FP8_VT_PRODUCER_MAX_HEAD_DIM: usize = 128;
+
+/// Whether an E4M3 problem of `sk` keys at `head_dim` transposes V in the kernel.
+fn fp8_vt_producer_pays(sk: usize, head_dim: usize) -> bool {
+    head_dim <= FP8_VT_PRODUCER_MAX_HEAD_DIM && sk <= FP8_VT_PRODUCER_MAX_KEYS
+}
+
 /// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
 /// Evidence: docs/decisions/wgmma.md#fp8-default
 const FP8_Q_IN_REGS_HEAD_DIM: usize = 128;
@@ -153,7 +170,7 @@ pub const SPLIT_TAIL_MIN_QUERY_ROWS: usize = WGMMA_TILE_ROWS;
 pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     let shape = problem.shape;
     if problem.dtype.is_fp8() {
-        let c = fp8_default(shape.d);
+        let c = WgmmaConfig { vt_producer: fp8_vt_producer_pays(shape.sk, shape.d), ..fp8_default(shape.d) };
         return if shape.sk <= fp8_persistent_max_keys(problem.causal != Causal::None, shape.d) {
             WgmmaConfig { schedule: Schedule::Persistent, ..c }
         } else {
@@ -375,6 +392,11 @@ mod tests {
         for d in [64, 128, 256] {
             let long = Problem::dense(Shape::new(1, 2048 / d, 16384, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&long), fp8_default(d));
+            // V is transposed in the kernel up to FP8_VT_PRODUCER_MAX_KEYS, by a kernel of its own past them.
+            let vt_at =
+                |sk| wgmma_for(&Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd)).vt_producer;
+            let in_kernel = d <= FP8_VT_PRODUCER_MAX_HEAD_DIM;
+            assert_eq!((vt_at(FP8_VT_PRODUCER_MAX_KEYS), vt_at(FP8_VT_PRODUCER_MAX_KEYS + 1)), (in_kernel, false));
             let past =
                 Problem::dense(Shape::new(1, 2048 / d, FP8_PERSISTENT_MAX_KEYS + 1, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&past), fp8_default(d));
@@ -392,7 +414,9 @@ mod tests {
             let short = Problem::dense(Shape::new(32, 2048 / d, 512, d), Dtype::E4m3, Layout::Bhsd)
                 .with_causal(Causal::TopLeft);
             let c = wgmma_for(&short);
-            assert_eq!(c, WgmmaConfig { schedule: Schedule::Persistent, ..fp8_default(d) });
+            // ...and up to hd128 transpose V in the kernel.
+            let vt_producer = d <= FP8_VT_PRODUCER_MAX_HEAD_DIM;
+            assert_eq!(c, WgmmaConfig { schedule: Schedule::Persistent, vt_producer, ..fp8_default(d) });
             // Every E4M3 plan is one the kernel takes.
             for config in [fp8_default(d), c] {
                 let spec = KernelSpec { config: KernelConfig::Wgmma(config), dtype: Dtype::E4m3, head_dim: d };

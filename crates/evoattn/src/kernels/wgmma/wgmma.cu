@@ -33,7 +33,7 @@ static_assert(!EVOATTN_MULTICAST || EVOATTN_WARP_SPECIALIZED, "the producer warp
 
 #if EVOATTN_LOADS_TMA
 // E4M3: the descales (float32 [3, B, Hkv]) follow the parameters, and V's tensor map is the
-// transposed V's (wgmma_vt.cuh).
+// transposed V's (wgmma_vt.cuh), or with vt_producer=1 V's own.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) CLUSTER_DIMS
     EVOATTN_KERNEL_NAME(const __grid_constant__ AttnParams p,
 #if EVOATTN_FP8
@@ -157,6 +157,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
 #endif
 }
 
-#if EVOATTN_FP8
+#if EVOATTN_FP8 && !VT_PRODUCER
 #include "wgmma_vt.cuh"
 #endif

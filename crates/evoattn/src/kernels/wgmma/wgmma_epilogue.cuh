@@ -20,17 +20,6 @@ enum class OStore { Direct, Staged, Tma };
 #define O_STORE OStore::Staged
 #endif
 
-// Byte offset of O's 16-byte chunk [col, col + 8) of row `row` in a staging tile of `rows` rows:
-// the inputs' swizzled layout for 16-bit inputs, the same layout in O's 128-byte rows for E4M3.
-__device__ __forceinline__ u32 o_staging_offset(int rows, int row, int col) {
-#if EVOATTN_FP8
-    const int block = col / O_ATOM_ELEMS, chunk = (col % O_ATOM_ELEMS) / 8;
-    return block * rows * O_ROW_BYTES + row * O_ROW_BYTES + ((chunk ^ (row % 8)) << 4);
-#else
-    return swizzled_offset(rows, row, col);
-#endif
-}
-
 // `wg` is this thread's consumer warpgroup. Unless O_STAGE_OWN_TILE, every wgmma that read its
 // Q rows has completed (they are the staging rows); `o_map` is O's tensor map under Tma. O is
 // scaled by `o_scale` (`TileScales`: E4M3's V descale).
@@ -76,7 +65,7 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
                 const int i = pass * O_PASS_COLS / 8 + c;  // the fragment's columns 8i..8i+7
                 const u32 packed = pack_float2(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
                 if (O_STORE != OStore::Direct) {
-                    *(u32*)(stage + o_staging_offset(BM, row_local, 8 * c) + 4 * t) = packed;
+                    *(u32*)(stage + swizzled_offset<O_ROW_BYTES, O_ELEM_BYTES>(BM, row_local, 8 * c) + 4 * t) = packed;
                 } else if (row < p.sq) {
                     *(u32*)(o_gmem + (i64)row * p.o_seq + 8 * i + 2 * t) = packed;
                 }
@@ -86,18 +75,8 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
             fence_proxy_async_shared();  // the staging writes, before the TMA unit reads them
             named_barrier_sync(1 + wg, WG_THREADS);
             if (wtid == 0) {
-#if EVOATTN_FP8
-                // tma_store_rows in O's rows: one box per 64-column block, BM rows apart.
-#pragma unroll
-                for (int b = 0; b < O_PASS_COLS / O_ATOM_ELEMS; ++b) {
-                    tma_store_4d(o_map, stage + b * BM * O_ROW_BYTES, pass * O_PASS_COLS + b * O_ATOM_ELEMS,
-                                 m0 + wg * WG_ROWS, head, batch);
-                }
-                tma_store_commit();
-#else
-                tma_store_rows<BM, WG_ROWS, O_PASS_COLS>(o_map, stage, pass * O_PASS_COLS, m0 + wg * WG_ROWS, head,
-                                                         batch);
-#endif
+                tma_store_rows<BM, WG_ROWS, O_PASS_COLS, O_ROW_BYTES, O_ELEM_BYTES>(o_map, stage, pass * O_PASS_COLS,
+                                                                                   m0 + wg * WG_ROWS, head, batch);
             }
         }
     }
@@ -108,7 +87,8 @@ __device__ __forceinline__ void epilogue(const AttnParams& p, float (&o)[O_REGS]
         const int r = i / CHUNKS_PER_ROW, c = (i % CHUNKS_PER_ROW) * 8;
         const int row = m0 + wg * WG_ROWS + r;
         if (row < p.sq) {
-            *(uint4*)(o_gmem + (i64)row * p.o_seq + c) = *(const uint4*)(stage + o_staging_offset(BM, r, c));
+            const u32 at = swizzled_offset<O_ROW_BYTES, O_ELEM_BYTES>(BM, r, c);
+            *(uint4*)(o_gmem + (i64)row * p.o_seq + c) = *(const uint4*)(stage + at);
         }
     }
 }

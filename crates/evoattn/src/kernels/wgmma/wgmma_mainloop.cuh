@@ -66,7 +66,8 @@ static_assert(!O_IN_Q || (EVOATTN_TMA_STORE && EVOATTN_PERSISTENT), "O in the Q 
 // O is 16-bit whatever the inputs: its staging rows are 128-byte swizzled rows of 64 elements
 // (the 16-bit inputs' own rows, from hd64 up), and a tile of `rows` rows O_TILE_BYTES.
 #define O_ROW_BYTES 128
-#define O_ATOM_ELEMS 64
+#define O_ELEM_BYTES 2
+#define O_ATOM_ELEMS (O_ROW_BYTES / O_ELEM_BYTES)
 #define O_TILE_BYTES(rows) ((rows) * D * 2)
 static_assert(D * 2 >= O_ROW_BYTES && (EVOATTN_FP8 || ATOM_ELEMS == O_ATOM_ELEMS), "O's rows are whole 128-byte rows");
 static_assert(O_PASSES == 1 || O_STAGE_OWN_TILE, "only O's own staging tile is cut into column passes");
@@ -76,7 +77,15 @@ static_assert(O_PASS_COLS % O_ATOM_ELEMS == 0, "a pass stores whole 64-column bl
 #define ELEM_ONE_BITS (EVOATTN_BF16 ? 0x3F80u : 0x3C00u)
 // rowsum_mma's ones tile, [BN][64] like a V stage, with ones in column 0.
 #define ONES_OFFSET (O_STAGE_OFFSET + (O_STAGE_OWN_TILE ? O_TILE_BYTES(BM) / O_PASSES : 0))
-#define SMEM_LAYOUT_BYTES (ONES_OFFSET + (ROWSUM_MMA ? TILE_BYTES(BN) : 0))
+// vt_producer=1 (E4M3): V's tiles land as TMA loads them, [BN keys][D] bytes in the inputs'
+// swizzled layout, in a ring of their own beside the Vᵀ stages, which the producer
+// warpgroup's other warps fill from it (`transpose_v_tile`, wgmma_ws.cuh).
+#ifndef EVOATTN_VT_PRODUCER
+#define EVOATTN_VT_PRODUCER 0
+#endif
+#define VT_PRODUCER EVOATTN_VT_PRODUCER
+#define V_RAW_OFFSET (ONES_OFFSET + (ROWSUM_MMA ? TILE_BYTES(BN) : 0))
+#define SMEM_LAYOUT_BYTES (V_RAW_OFFSET + (VT_PRODUCER ? STAGES * TILE_BYTES(BN) : 0))
 static_assert(!ROWSUM_MMA || D == 64, "the ones tile is one 64-column block beside V's one");
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
@@ -91,6 +100,7 @@ static_assert(!ROWSUM_MMA && !O_IN_Q && !EVOATTN_MULTICAST,
               "E4M3: no ones tile, no O staged in the Q rows, no multicast");
 static_assert(EVOATTN_OVERLAP, "E4M3 runs the pipelined warp-specialised consumer");
 #endif
+static_assert(!VT_PRODUCER || EVOATTN_FP8, "only E4M3 reads V transposed");
 
 // The block's shared memory: base (1024-aligned) and the tiles in it.
 struct SmemTiles {
@@ -106,6 +116,10 @@ struct SmemTiles {
         return O_STAGE_OWN_TILE ? base + O_STAGE_OFFSET + wg * WG_ROWS * O_ROW_BYTES : q_rows(wg);
     }
     __device__ __forceinline__ unsigned char* ones() const { return base + ONES_OFFSET; }
+    // vt_producer=1: V's tile as loaded, before the transpose into stage `stage` of v().
+    __device__ __forceinline__ unsigned char* v_raw(int stage) const {
+        return base + V_RAW_OFFSET + stage * TILE_BYTES(BN);
+    }
 };
 
 // Fills rowsum_mma's ones tile (all threads of the block, once) and makes it visible to the
@@ -251,11 +265,54 @@ __device__ __forceinline__ void pack_p(PFrag& a, const float (&p)[S_REGS]) {
 }
 
 // Key position `pos` of a Vᵀ tile row holds key vt_key(pos) (within each 16): P's k order.
-// The V transpose kernel (wgmma_vt.cuh) writes that order.
+// The V transpose kernel (wgmma_vt.cuh) and `transpose_v_tile` write that order.
 __device__ __forceinline__ int vt_key(int pos) {
     const int in16 = pos % 16, t = in16 / 4, i = in16 % 4;
     return pos - in16 + 2 * t + (i % 2) + 8 * (i / 2);
 }
+
+#if VT_PRODUCER
+// vt_producer=1: warp `warp` of `warps` turns its share of a V tile as loaded (`raw`: [BN keys]
+// [D] bytes, swizzled) into a Vᵀ tile (`vt`: per 128 keys D rows of 128-byte swizzled key
+// rows, each 16 keys in P's order, as `issue_pv` reads it). A unit is 16 keys by 32 head-dim
+// bytes: ldmatrix.x4.trans (b16: pairs of bytes) gives lane (g, t) keys {2t, 2t+1} and
+// {8+2t, 9+2t} at head-dim bytes {2g, 2g+1} (r[0], r[1]) and 16 on (r[2], r[3]); two byte
+// permutes a pair make the words of d = 2g and 2g + 1 in P's key order (`vt_key`), and
+// stmatrix.x4 writes each word as 4 bytes of a Vᵀ row. Lanes g >= 4 swap their even and odd
+// words, so each stored matrix's rows are d = 2i (i < 4) and 2i + 1 (i >= 4), or the other
+// parity: eight rows whose swizzle rows (d mod 8) differ.
+// A warp takes 16-key groups (every warps-th) and each group's D/32 chunks; the swizzles'
+// XORs are of lane constants with the chunk (a constant per unrolled chunk) or the group (once
+// a group), so a unit costs one address add beside its ldmatrix, permutes and stmatrix (dev2:
+// the general swizzle arithmetic per unit was 37% more instructions in the kernel).
+__device__ __forceinline__ void transpose_v_tile(const unsigned char* raw, unsigned char* vt, int warp, int warps) {
+    const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
+    const bool swap = lane / 4 >= 4;
+    const u32 sel_even = swap ? 0x7531u : 0x6420u, sel_odd = swap ? 0x6420u : 0x7531u;
+    // ldmatrix: this lane's row is key 8 (m % 2) + i of a group, at head-dim byte 16 (m / 2) of a
+    // chunk; swizzled_offset's pattern for that row is a lane constant (16 keys a group keep it).
+    const int key = 8 * (m % 2) + i;
+    const int pattern = ROW_BYTES == 128 ? key % 8 : (key / 2) % 4;
+    const int lane_x = (m / 2) ^ pattern;
+    // stmatrix: this lane's row is d = 16 (m / 2) + 2 i + ((m % 2) ^ (i >= 4)) of a chunk's 32.
+    const int d = 16 * (m / 2) + 2 * i + ((m % 2) ^ (i >= 4 ? 1 : 0));
+    for (int group = warp; group < BN / 16; group += warps) {
+        const unsigned char* src = raw + (16 * group + key) * ROW_BYTES;
+        unsigned char* dst = vt + (group / 8) * D * 128 + d * 128 + (((group % 8) ^ (d % 8)) << 4);
+#pragma unroll
+        for (int chunk = 0; chunk < D / 32; ++chunk) {
+            // The chunk's column block, and its 16-byte chunk in a swizzled row (even: the lane's
+            // m / 2 is its low bit, so the sum is an XOR).
+            const int block = 32 * chunk / ROW_BYTES, in_row = (32 * chunk % ROW_BYTES) / 16;
+            u32 r[4];
+            ldmatrix_x4_trans(r, src + block * BN * ROW_BYTES + ((in_row ^ lane_x) << 4));
+            const u32 w[4] = {__byte_perm(r[0], r[1], sel_even), __byte_perm(r[0], r[1], sel_odd),
+                              __byte_perm(r[2], r[3], sel_even), __byte_perm(r[2], r[3], sel_odd)};
+            stmatrix_x4(dst + 32 * chunk * 128, w);
+        }
+    }
+}
+#endif
 
 // Issues the TMA boxes of a Vᵀ tile (keys key0.. of (kv_head, batch) from the transposed V's
 // (Sk, D, Hkv, B) tensor map): one box of 128 keys by D rows per 128 keys, D rows apart.
@@ -267,7 +324,8 @@ __device__ __forceinline__ void tma_load_vt(unsigned char* tile, const TmaMap* m
 
 // Issues O(64 x D) += P(64 x BN) · V_tile(BN x D) as one commit group. E4M3 wgmma reads B
 // K-major only, so the tile is Vᵀ ([d][key], keys permuted as `pack_p` says) that the V
-// transpose kernel wrote and TMA loaded: rows are d (the N index), 128 bytes of keys each;
+// transpose kernel wrote and TMA loaded, or that `transpose_v_tile` wrote (vt_producer): rows
+// are d (the N index), 128 bytes of keys each;
 // k32 step kk is 32 bytes on in a row, and every 128 keys a column block of D rows.
 template <int NC = BN>
 __device__ __forceinline__ void issue_pv(float (&o)[O_REGS], PFrag& a, const SmemTiles& sm, int stage) {

@@ -65,6 +65,15 @@
 // the V transpose kernel (wgmma_vt.cuh) wrote before this kernel started; the scores' and O's
 // scales come per tile from the descales (`TileScales`).
 //
+// vt_producer=1 (E4M3): no transpose kernel. The producer's thread loads V's tiles as they are
+// into a raw ring (`vraw_full[s]`: one arrival + the bytes; `vraw_empty[s]`: one arrival per
+// transposing warp), and the producer warpgroup's warps 1..3 turn raw stage s into Vᵀ stage s
+// (`transpose_v_tile`) once the consumers released it, then arrive on `v_full[s]` (one arrival
+// per transposing warp, after a proxy fence: wgmma reads what stmatrix wrote). The transposers
+// follow the ring's order without knowing the tiles: past the producer's last V, once they
+// have released every raw stage, the thread completes `vraw_end` and then the next raw stage
+// with no bytes; a transposer that finds `vraw_end` complete after a raw stage's wait stops.
+//
 // pingpong=1 (two or three consumers, overlap=1): the consumers take turns at issuing GEMMs,
 // in a ring of named barriers, so one warpgroup's softmax runs while the others' GEMMs keep
 // the tensor cores busy. With three, each softmax has two warpgroups' GEMMs to hide under,
@@ -101,7 +110,8 @@ static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
 // spilled the producer's claimed-tile bookkeeping once its code changed). Multicast loads
 // spilled at 24 (hd256, two consumers): 32 there.
 #define REGS_PER_SM 65536
-#define PRODUCER_MIN_REGS (MULTICAST ? 32 : 24)
+// vt_producer=1's transposing warps hold a unit's 8 words and its addresses: 32.
+#define PRODUCER_MIN_REGS (VT_PRODUCER ? 40 : MULTICAST ? 32 : 24)
 #define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
 #define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_MIN_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
 #define PRODUCER_REGS ((START_REGS * THREADS - CONSUMER_REGS * CONSUMERS * WG_THREADS) / WG_THREADS / 8 * 8)
@@ -109,6 +119,8 @@ static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
 static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
 
 #define CONSUMER_WARPS (CONSUMERS * WG_THREADS / 32)
+// vt_producer=1: the producer warpgroup's warps that transpose V (all but the loading thread's).
+#define TRANSPOSE_WARPS (WG_THREADS / 32 - 1)
 
 // Q's barriers: one pair for the whole tile, or with o_in_q one per consumer's rows (each
 // consumer releases its rows once its O stores have read them).
@@ -120,6 +132,12 @@ struct PipelineBarriers {
     u64 q_full[Q_SLOTS], q_empty[Q_SLOTS];
     u64 k_full[STAGES], k_empty[STAGES];
     u64 v_full[STAGES], v_empty[STAGES];
+#if VT_PRODUCER
+    u64 vraw_full[STAGES], vraw_empty[STAGES];
+    // Completes once the transposers are done with every V: the end (a flag in shared memory
+    // would be ordered by the barriers too, which racecheck does not see).
+    u64 vraw_end;
+#endif
     // The dynamic scheduler's current tile, published in each Q slot with its q_full: its
     // index (TILE_END past the last) and the tile, which the consumers then need not work out.
     int tile_index[Q_SLOTS];
@@ -134,10 +152,17 @@ __device__ __forceinline__ void init_barriers(PipelineBarriers& b) {
     }
     for (int s = 0; s < STAGES; ++s) {
         mbarrier_init(&b.k_full[s], 1);
-        mbarrier_init(&b.v_full[s], 1);
+        mbarrier_init(&b.v_full[s], VT_PRODUCER ? TRANSPOSE_WARPS : 1);
+#if VT_PRODUCER
+        mbarrier_init(&b.vraw_full[s], 1);
+        mbarrier_init(&b.vraw_empty[s], TRANSPOSE_WARPS);
+#endif
         mbarrier_init(&b.k_empty[s], CONSUMER_WARPS * CLUSTER_BLOCKS);
         mbarrier_init(&b.v_empty[s], CONSUMER_WARPS * CLUSTER_BLOCKS);
     }
+#if VT_PRODUCER
+    mbarrier_init(&b.vraw_end, 1);
+#endif
     mbarrier_init_fence();
 }
 
@@ -227,10 +252,46 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
             load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1, TRACE_PRODUCER_K, false);
         }
         const int s = stage(j);
+#if VT_PRODUCER
+        load(&b.vraw_full[s], &b.vraw_empty[s], sm.v_raw(s), v_map, j, TRACE_PRODUCER_V, false);
+#else
         load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V, true);
+#endif
     }
     // Every load lands before the consumers, which wait for all of them, finish.
 }
+
+#if VT_PRODUCER
+// vt_producer=1, a transposing warp (`warp` of TRANSPOSE_WARPS): raw stage g % STAGES into Vᵀ
+// stage g % STAGES for every ring block g, until the producer's thread marks the end.
+__device__ __forceinline__ void transpose_loop(PipelineBarriers& b, const SmemTiles& sm, int warp) {
+    for (int g = 0;; ++g) {
+        const int s = g % STAGES;
+        mbarrier_wait(&b.vraw_full[s], round_parity(g));
+        if (mbarrier_test_wait(&b.vraw_end, 0)) return;
+        // The round before's readers of the Vᵀ stage are done.
+        if (g >= STAGES) mbarrier_wait(&b.v_empty[s], round_parity(g) ^ 1u);
+        transpose_v_tile(sm.v_raw(s), sm.v(s), warp, TRANSPOSE_WARPS);
+        fence_proxy_async_shared();  // stmatrix wrote (generic proxy); wgmma reads (async proxy)
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) {
+            mbarrier_arrive(&b.v_full[s]);
+            mbarrier_arrive(&b.vraw_empty[s]);
+        }
+    }
+}
+
+// The producer's thread past its last V (ring block g_end): once the transposers released
+// every raw stage (each stage's last phase: no transposer then waits at a block before
+// g_end), the end, and the raw stage they wait on next.
+__device__ __forceinline__ void end_transposes(PipelineBarriers& b, int g_end) {
+    for (int g = g_end - STAGES; g < g_end; ++g) {
+        if (g >= 0) mbarrier_wait(&b.vraw_empty[g % STAGES], round_parity(g));
+    }
+    mbarrier_arrive(&b.vraw_end);
+    mbarrier_arrive(&b.vraw_full[g_end % STAGES]);
+}
+#endif
 
 // One arrival per consumer warp on an empty barrier, once the warp's wgmma reading the stage
 // has completed (the wait before is warp-synchronous).
@@ -481,6 +542,9 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const floa
         setmaxnreg_dec<PRODUCER_REGS>();
 #endif
         if (threadIdx.x == 0) {
+#if VT_PRODUCER
+            int g_end = 0;  // the ring block past the last V (the loop's g0 after it)
+#endif
             for (int index = tiles.first(), tile_iter = 0, g0 = 0;; ++tile_iter) {
                 const bool end = index >= tiles.count;
                 if (end && !Tiles::dynamic) break;
@@ -497,9 +561,17 @@ __device__ __forceinline__ void warp_specialized(const AttnParams& p, const floa
                 }
                 produce(bars, sm, q_map, k_map, v_map, t, index, g0, tile_iter, trace);
                 g0 += t.n_blocks;
+#if VT_PRODUCER
+                g_end = g0;
+#endif
                 index = tiles.next(index);
             }
             tiles.finish();
+#if VT_PRODUCER
+            end_transposes(bars, g_end);
+        } else if (threadIdx.x >= 32) {
+            transpose_loop(bars, sm, threadIdx.x / 32 - 1);
+#endif
         }
         if (MULTICAST) cluster_sync();
         return;
