@@ -117,11 +117,18 @@ fn levers_lists_every_lever_config_takes_and_compiles_nothing() {
     assert!(stdout.starts_with("wgmma: Hopper"), "{stdout}");
     // Every lever a wgmma config renders, each value of its typed axes, and the levers it renders
     // only when on.
-    for lever in
-        ["block_n", "pipeline", "pipeline=pingpong", "schedule=claimed", "o_staging=q-rows", "q_in_regs", "trace"]
-    {
+    for lever in [
+        "block_n",
+        "pipeline",
+        "pipeline=pingpong",
+        "schedule=claimed",
+        "o_staging=q-rows",
+        "q_in_regs",
+        "vt_producer",
+        "trace",
+    ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(lever)), "no {lever} in:\n{stdout}");
     }
-    assert_eq!(stdout.lines().count(), 1 + 14 + (5 + 4 + 4), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 15 + (5 + 4 + 4), "{stdout}");
     assert!(std::fs::read_dir(cache.path()).expect("cache dir").next().is_none(), "--levers compiled something");
 }

@@ -41,8 +41,8 @@ pub struct Args {
     kernel: KernelArgs,
     /// Kernel launches to profile: the first N of our kernel's family (names evoattn_FAMILY_...;
     /// with auto, any family but the reference kernel the correctness check may launch). An
-    /// E4M3 `wgmma` call is two kernels, the V transpose (`..._vt`) and then the attention
-    /// kernel: 2 covers both.
+    /// E4M3 `wgmma` call that transposes V in a kernel of its own (past 4k keys, and at hd256)
+    /// is two kernels, the V transpose (`..._vt`) and then the attention kernel: 2 covers both.
     #[arg(long, default_value_t = 1)]
     launches: u32,
     /// Write profile.csv (ncu's raw output) and profile.json (parsed and classified) to this

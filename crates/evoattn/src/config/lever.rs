@@ -57,8 +57,9 @@ pub struct Lever<C> {
     pub short: &'static str,
     /// What it does, in one line (`--help`, the README's lever tables).
     pub about: &'static str,
-    /// Rendered (in `--config` text and the name) only when on: instrumentation, not tuning,
-    /// so that every other kernel keeps its name.
+    /// Rendered (in `--config` text and the name) only when on, and out of the tuner's space:
+    /// instrumentation (`trace`), or a switch added after the kernels' names were recorded
+    /// that the planner sets (`vt_producer`), so that every other kernel keeps its name.
     pub shown_only_when_on: bool,
     /// Whether the tuner's space at a head dim (the second argument) holds this lever's value
     /// in the config.
@@ -485,7 +486,19 @@ macro_rules! num {
     };
 }
 
+/// `flag!(.., shown_only_when_on)`: a switch rendered (name, `--config` text) only when on, and
+/// out of the tuner's space.
 macro_rules! flag {
+    ($name:literal, $short:literal, $field:ident, $about:literal, shown_only_when_on) => {
+        $crate::config::lever::Lever {
+            name: $name,
+            short: $short,
+            about: $about,
+            shown_only_when_on: true,
+            tuned_at: |_, _| true,
+            kind: $crate::config::lever::Kind::Flag { get: |c| c.$field, set: |c, v| c.$field = v },
+        }
+    };
     ($name:literal, $short:literal, $field:ident, $about:literal $(, tuned_at: $tuned:expr)?) => {
         $crate::config::lever::Lever {
             name: $name,

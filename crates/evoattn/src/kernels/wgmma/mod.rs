@@ -7,7 +7,7 @@ pub mod plan;
 mod tests;
 
 use crate::arch::Arch;
-use crate::config::lever::{axis, flag, num, one_of, product, Family, Kind, LaunchNeeds, Lever, Retired, Variant};
+use crate::config::lever::{axis, flag, num, one_of, product, Family, LaunchNeeds, Lever, Retired, Variant};
 use crate::config::{Impl, Loads, TensorMapRows, SWIZZLE_ATOM_BYTES, SWIZZLE_ROW_ELEMS, WARPGROUP_THREADS};
 use crate::kernels::SourceFile;
 use crate::problem::{Causal, Dtype, Problem, Shape};
@@ -503,22 +503,20 @@ impl Family for WgmmaConfig {
         flag!("half_last", "hl", half_last, "compute only the seen half of a tile's last key block"),
         flag!("multicast", "mc", multicast, "clusters of two multicast K and V"),
         flag!("q_in_regs", "qr", q_in_regs, "Q·Kᵀ reads Q from registers (an RS wgmma)"),
-        Lever {
-            name: "vt_producer",
-            short: "vp",
-            about: "E4M3: the producer warpgroup transposes V in shared memory (no transpose kernel)",
-            shown_only_when_on: true,
-            tuned_at: |_, _| true,
-            kind: Kind::Flag { get: |c| c.vt_producer, set: |c, v| c.vt_producer = v },
-        },
-        Lever {
-            name: "trace",
-            short: "tr",
-            about: "instrumentation: per-warp clock stamps of the first blocks (not a tuning lever)",
-            shown_only_when_on: true,
-            tuned_at: |_, _| true,
-            kind: Kind::Flag { get: |c| c.trace, set: |c, v| c.trace = v },
-        },
+        flag!(
+            "vt_producer",
+            "vp",
+            vt_producer,
+            "E4M3: the producer warpgroup transposes V in shared memory (no transpose kernel)",
+            shown_only_when_on
+        ),
+        flag!(
+            "trace",
+            "tr",
+            trace,
+            "instrumentation: per-warp clock stamps of the first blocks (not a tuning lever)",
+            shown_only_when_on
+        ),
     ];
 
     /// The levers the axes replaced, as older `--config` text (tuner records, scripts) writes

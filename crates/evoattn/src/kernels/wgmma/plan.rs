@@ -87,6 +87,16 @@ fn fp8_vt_producer_pays(sk: usize, head_dim: usize) -> bool {
     head_dim <= FP8_VT_PRODUCER_MAX_HEAD_DIM && sk <= FP8_VT_PRODUCER_MAX_KEYS
 }
 
+/// Most keys for which E4M3 causal problems at hd64 run persistent blocks that claim their
+/// tiles past the static tiles' limit (`fp8_persistent_max_keys`): claimed tiles balance the
+/// unequal causal lengths (A/B/B/A, H100, V transposed in the kernel: 1k -20.1%, 2k -14.0%
+/// against the grid).
+/// Evidence: docs/decisions/wgmma.md#fp8-causal-claimed
+pub const FP8_CLAIMED_CAUSAL_MAX_KEYS: usize = 2048;
+/// The E4M3 head dims whose causal problems take claimed tiles (the one measured).
+/// Evidence: docs/decisions/wgmma.md#fp8-causal-claimed
+const FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM: usize = 64;
+
 /// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
 /// Evidence: docs/decisions/wgmma.md#fp8-default
 const FP8_Q_IN_REGS_HEAD_DIM: usize = 128;
@@ -171,11 +181,15 @@ pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     let shape = problem.shape;
     if problem.dtype.is_fp8() {
         let c = WgmmaConfig { vt_producer: fp8_vt_producer_pays(shape.sk, shape.d), ..fp8_default(shape.d) };
-        return if shape.sk <= fp8_persistent_max_keys(problem.causal != Causal::None, shape.d) {
-            WgmmaConfig { schedule: Schedule::Persistent, ..c }
+        let causal = problem.causal != Causal::None;
+        let schedule = if shape.sk <= fp8_persistent_max_keys(causal, shape.d) {
+            Schedule::Persistent
+        } else if causal && shape.d <= FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM && shape.sk <= FP8_CLAIMED_CAUSAL_MAX_KEYS {
+            Schedule::Claimed
         } else {
-            c
+            c.schedule
         };
+        return WgmmaConfig { schedule, ..c };
     }
     let c = default(shape.d);
     let p = Facts {
@@ -410,7 +424,14 @@ mod tests {
                 )
                 .schedule
             };
-            assert_eq!((at(causal_limit), at(causal_limit + 1)), (Schedule::Persistent, Schedule::Grid), "hd{d}");
+            // hd64 then claims its causal tiles up to FP8_CLAIMED_CAUSAL_MAX_KEYS; the others take the grid.
+            let claimed = d <= FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM;
+            let after = if claimed { Schedule::Claimed } else { Schedule::Grid };
+            assert_eq!((at(causal_limit), at(causal_limit + 1)), (Schedule::Persistent, after), "hd{d}");
+            if claimed {
+                let (last, past) = (at(FP8_CLAIMED_CAUSAL_MAX_KEYS), at(FP8_CLAIMED_CAUSAL_MAX_KEYS + 1));
+                assert_eq!((last, past), (Schedule::Claimed, Schedule::Grid), "hd{d}");
+            }
             let short = Problem::dense(Shape::new(32, 2048 / d, 512, d), Dtype::E4m3, Layout::Bhsd)
                 .with_causal(Causal::TopLeft);
             let c = wgmma_for(&short);
