@@ -110,7 +110,9 @@ static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
 // spilled the producer's claimed-tile bookkeeping once its code changed). Multicast loads
 // spilled at 24 (hd256, two consumers): 32 there.
 #define REGS_PER_SM 65536
-// vt_producer=1's transposing warps hold a unit's 8 words and its addresses: 32.
+// vt_producer=1: the transposing warps hold a unit's 8 words and its addresses: 40 (32 spilled 4
+// bytes at hd64, 24 spilled 12 at hd128), which leaves hd128's consumers 232 (240 without) and
+// hd64's 152 (160).
 #define PRODUCER_MIN_REGS (VT_PRODUCER ? 40 : MULTICAST ? 32 : 24)
 #define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
 #define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_MIN_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
