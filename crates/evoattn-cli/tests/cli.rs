@@ -293,6 +293,43 @@ fn e4m3_bench_is_measured_against_the_fp8_peer_by_default_and_16_bit_peers_refus
 }
 
 #[test]
+fn e4m3_v_held_transposed_is_checked_and_benched_against_v_in_rows_and_refused_where_it_cannot_be() {
+    let cache = tempfile::tempdir().unwrap();
+    let json = cache.path().join("bench.json");
+    let env = [("EVOATTN_CACHE_DIR", cache.path().to_str().unwrap()), ("EVOATTN_ORACLE_FAKE", "1")];
+    // Sk = 300: V held as [B, Hkv, D, 304], the planner's wgmma reading it as it is.
+    let shape = ["--shape", "1,4,130,128,2,300", "--dtype", "e4m3", "--v-layout", "bhds"];
+    let out = evoattn(&[&["check"][..], &shape, &["--causal", "all"]].concat(), &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(table.matches("bhsd/v-bhds").count(), 3, "{table}");
+    assert!(table.contains("3 passed, 0 failed"), "{table}");
+    // The peers are given the same V in rows; the record names the layout.
+    let out = evoattn(
+        &[&["bench"][..], &shape, &["--reps", "4", "--no-history", "--json", json.to_str().unwrap()]].concat(),
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(record["results"][0]["case"]["layout"].as_str(), Some("bhsd/v-bhds"));
+    assert_eq!(record["results"][0]["peers"][0]["status"].as_str(), Some("ok"), "{record}");
+    // 16-bit inputs, a kernel that reads V's rows, and the tuner say why not.
+    for (args, message) in [
+        (&["check", "--shape", "1,4,130,128", "--dtype", "bf16", "--v-layout", "bhds"][..], "only E4M3 inputs take"),
+        (
+            &["check", "--shape", "1,4,130,128", "--dtype", "e4m3", "--v-layout", "bhds", "--impl", "mma8"][..],
+            "V is given keys-contiguous",
+        ),
+        (&["tune", "--shape", "1,4,130,128", "--dtype", "e4m3", "--v-layout", "bhds"][..], "the tuner times V in rows"),
+        (&["check", "--shape", "1,4,130,128", "--v-layout", "columns"][..], "expected rows or bhds"),
+    ] {
+        let out = evoattn(args, &env);
+        let said = format!("{}{}", stderr(&out), String::from_utf8_lossy(&out.stdout));
+        assert!(!out.status.success() && said.contains(message), "{args:?}: {said}");
+    }
+}
+
+#[test]
 fn bench_host_cost_gives_each_case_the_median_of_its_rounds() {
     let cache = tempfile::tempdir().unwrap();
     let args = ["bench", "--shape", "1,8,512,64", "--shape", "2,4,100,128,2", "--peers", "none", "--reps", "3"];

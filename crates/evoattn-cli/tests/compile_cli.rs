@@ -125,10 +125,11 @@ fn levers_lists_every_lever_config_takes_and_compiles_nothing() {
         "o_staging=q-rows",
         "q_in_regs",
         "vt_producer",
+        "vt_given",
         "trace",
     ] {
         assert!(stdout.lines().any(|l| l.trim_start().starts_with(lever)), "no {lever} in:\n{stdout}");
     }
-    assert_eq!(stdout.lines().count(), 1 + 15 + (5 + 4 + 4), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1 + 16 + (5 + 4 + 4), "{stdout}");
     assert!(std::fs::read_dir(cache.path()).expect("cache dir").next().is_none(), "--levers compiled something");
 }

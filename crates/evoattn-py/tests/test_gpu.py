@@ -382,6 +382,27 @@ def test_e4m3_matches_float64_on_the_dequantized_inputs(d, causal):
 
 
 @needs_fp8
+@pytest.mark.skipif(not HOPPER, reason="only wgmma (sm_90a) reads V held transposed; mma8 refuses it")
+@pytest.mark.parametrize("d", HEAD_DIMS)
+def test_e4m3_takes_v_held_transposed_and_gives_the_same_o(d):
+    # FP8 wgmma reads V keys-contiguous: a caller holding Vᵀ ([B, Hkv, D, Sk], keys padded to
+    # 16) passes its transposed view, and the kernel reads it with no transpose of its own.
+    for b, h, hkv, sq, sk in SHAPES:
+        q, k, v = e4m3(b, h, sq, d), e4m3(b, hkv, sk, d), e4m3(b, hkv, sk, d)
+        padded = torch.zeros(b, hkv, d, (sk + 15) // 16 * 16, device=DEV).to(FP8)
+        padded[..., :sk] = v.transpose(-1, -2)
+        v_t = padded[..., :sk].transpose(-1, -2)
+        assert v_t.stride(-2) == 1 and torch.equal(v_t.view(torch.uint8), v.view(torch.uint8))
+        for causal in ["none", "bottom-right"]:
+            want = evoattn.attention(q, k, v, causal=causal, q_descale=0.01, k_descale=0.02, v_descale=0.5)
+            got = evoattn.attention(q, k, v_t, causal=causal, q_descale=0.01, k_descale=0.02, v_descale=0.5)
+            ref_o, _ = reference(q.double() * 0.01, k.double() * 0.02, v.double() * 0.5, causal)
+            assert_fp8_close(got, None, ref_o, None, f"Vᵀ {(b, h, hkv, sq, sk, d)} {causal}")
+            # Same products in the same order: the same bits as V in rows.
+            assert torch.equal(got, want), f"Vᵀ {(b, h, hkv, sq, sk, d)} {causal}: differs from V in rows"
+
+
+@needs_fp8
 def test_e4m3_per_tensor_descales_broadcast_and_none_is_one():
     q, k, v = e4m3(2, 8, 200, 128), e4m3(2, 2, 300, 128), e4m3(2, 2, 300, 128)
     full = evoattn.attention(q, k, v, q_descale=torch.full((2, 2), 0.01, device=DEV),

@@ -14,10 +14,15 @@ pub enum ProblemError {
     HeadsNotDivisible { h: usize, hkv: usize },
     #[error("scale {0} must be finite and non-zero")]
     BadScale(f32),
-    #[error("tensor {tensor}: innermost (head-dim) stride is {stride}; it must be 1")]
+    #[error(
+        "tensor {tensor}: innermost (head-dim) stride is {stride}; it must be 1 (with E4M3 inputs V may instead be \
+         keys-contiguous, [B, Hkv, D, Sk]: a seq stride of 1)"
+    )]
     NonUnitInnerStride { tensor: TensorName, stride: usize },
-    #[error("tensor {tensor}: {axis} stride {stride} is not a multiple of 8 elements (16-byte rows are required)")]
-    StrideNotAligned { tensor: TensorName, axis: &'static str, stride: usize },
+    #[error(
+        "tensor {tensor}: {axis} stride {stride} is not a multiple of {elems} elements (16-byte rows are required)"
+    )]
+    StrideNotAligned { tensor: TensorName, axis: &'static str, stride: usize, elems: usize },
     #[error("{axis}={size} is too large: the kernels take sizes up to 2^31-1")]
     SizeTooLarge { axis: &'static str, size: usize },
     /// `extent` is `None` when it does not even fit a `usize`.

@@ -248,7 +248,12 @@ pub fn plan_with(
         return (planned, ConfigOrigin::Requested);
     }
     match source.tuned(problem, planned.spec.imp()) {
-        Some(tuned) if tuned.imp() == planned.spec.imp() => {
+        // The store keys problems by shape, not by how V is held, which a kernel must match.
+        Some(tuned)
+            if tuned.imp() == planned.spec.imp()
+                && KernelSpec { config: tuned, ..planned.spec }.reads_v_keys_contiguous()
+                    == problem.v_keys_contiguous() =>
+        {
             let spec = KernelSpec { config: tuned, ..planned.spec };
             match spec.validate(arch) {
                 Ok(()) => (Plan { spec, ..planned }, ConfigOrigin::Tuned),

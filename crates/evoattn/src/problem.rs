@@ -484,6 +484,36 @@ impl Problem {
         self
     }
 
+    /// V is given keys-contiguous, as Vᵀ ([B, Hkv, D, Sk]: a seq stride of 1 and a head-dim
+    /// stride other than 1), which E4M3's P·V reads as it is (FP8 `wgmma` takes V K-major);
+    /// only E4M3 problems may hold V so ([`Problem::validate`]).
+    pub fn v_keys_contiguous(&self) -> bool {
+        self.dtype.is_fp8() && self.v_strides.seq == 1 && self.v_strides.dim != 1
+    }
+
+    /// The same problem with V held dense as Vᵀ, [B, Hkv, D, Sk'] with Sk' = Sk rounded up to
+    /// whole 16-byte vectors (the keys past Sk a gap), as `--v-layout bhds` draws it.
+    pub fn with_v_keys_contiguous(mut self) -> Self {
+        let s = self.shape;
+        let keys = s.sk.div_ceil(self.vector_elems(TensorName::V)) * self.vector_elems(TensorName::V);
+        let dim = keys.max(1);
+        self.v_strides = Strides {
+            batch: s.hkv.saturating_mul(s.d).saturating_mul(dim),
+            head: s.d.saturating_mul(dim),
+            seq: 1,
+            dim,
+        };
+        self
+    }
+
+    /// The same problem with V held dense in `layout`'s rows: what a reference or a peer that
+    /// takes V so computes a problem with V given keys-contiguous on (the logical V, and so O,
+    /// are the same).
+    pub fn with_v_dense(mut self, layout: Layout) -> Self {
+        self.v_strides = layout.strides(self.shape.hkv, self.shape.sk, self.shape.d);
+        self
+    }
+
     /// The scale actually applied to Q·Kᵀ.
     pub fn softmax_scale(&self) -> f32 {
         self.scale.unwrap_or_else(|| 1.0 / (self.shape.d as f32).sqrt())
@@ -638,15 +668,19 @@ impl Problem {
         }
         for t in TensorName::QKVO {
             let st = self.strides(t);
-            if st.dim != 1 {
+            // A row of 16-byte vectors: the head dim's, or (E4M3's V given as Vᵀ) the keys'.
+            let keys_contiguous = t == TensorName::V && self.v_keys_contiguous();
+            if st.dim != 1 && !keys_contiguous {
                 return Err(ProblemError::NonUnitInnerStride { tensor: t, stride: st.dim });
             }
             // Before the strides' alignment: a dense stride too large to count saturates, and
             // the extent, not the alignment of that saturated value, is what is wrong.
             self.check_extent(t)?;
-            for (axis, stride) in [("batch", st.batch), ("head", st.head), ("seq", st.seq)] {
-                if !stride.is_multiple_of(self.vector_elems(t)) {
-                    return Err(ProblemError::StrideNotAligned { tensor: t, axis, stride });
+            let outer = if keys_contiguous { ("dim", st.dim) } else { ("seq", st.seq) };
+            for (axis, stride) in [("batch", st.batch), ("head", st.head), outer] {
+                let elems = self.vector_elems(t);
+                if !stride.is_multiple_of(elems) {
+                    return Err(ProblemError::StrideNotAligned { tensor: t, axis, stride, elems });
                 }
             }
         }
@@ -860,6 +894,38 @@ mod tests {
         let kv2 = StridedTensor { sizes: &[2, 300, 2, 64], strides: &[2 * 300 * 64, 64, 300 * 64, 1] };
         let o2 = StridedTensor { sizes: &[2, 100, 8, 64], strides: &[8 * 100 * 64, 64, 100 * 64, 1] };
         assert_eq!(Problem::from_strided(Layout::Bshd, Dtype::Bf16, [q2, kv2, kv2, o2]).unwrap(), p);
+    }
+
+    #[test]
+    fn e4m3_v_may_be_held_transposed_keys_contiguous_and_no_other_tensor_or_dtype_may() {
+        // Vᵀ as a caller holds it, [B, Hkv, D, Sk] with Sk = 300 padded to 304, seen through
+        // `vt.transpose(-1, -2)`: seq stride 1, head-dim stride 304.
+        let shape = Shape { b: 2, h: 8, hkv: 2, sq: 100, sk: 300, d: 64 };
+        let p = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd).with_v_keys_contiguous();
+        assert_eq!(p.v_strides, Strides { batch: 2 * 64 * 304, head: 64 * 304, seq: 1, dim: 304 });
+        assert!(p.v_keys_contiguous() && p.validate().is_ok());
+        let q = StridedTensor { sizes: &[2, 8, 100, 64], strides: &[8 * 100 * 64, 100 * 64, 64, 1] };
+        let k = StridedTensor { sizes: &[2, 2, 300, 64], strides: &[2 * 300 * 64, 300 * 64, 64, 1] };
+        let v = StridedTensor { sizes: &[2, 2, 300, 64], strides: &[2 * 64 * 304, 64 * 304, 1, 304] };
+        assert_eq!(Problem::from_strided(Layout::Bhsd, Dtype::E4m3, [q, k, v, q]).unwrap(), p);
+        // Back in rows: the logical V is the same, so is every other tensor.
+        let rows = p.clone().with_v_dense(Layout::Bhsd);
+        assert!(!rows.v_keys_contiguous() && rows == Problem::dense(shape, Dtype::E4m3, Layout::Bhsd));
+        // The head-dim stride is then the row stride: whole 16-byte vectors of keys.
+        let mut odd = p.clone();
+        odd.v_strides.dim = 300;
+        assert_eq!(
+            odd.validate(),
+            Err(ProblemError::StrideNotAligned { tensor: TensorName::V, axis: "dim", stride: 300, elems: 16 })
+        );
+        // 16-bit V, and any other tensor, keep the head dim contiguous.
+        let mut sixteen = Problem::dense(shape, Dtype::Bf16, Layout::Bhsd);
+        sixteen.v_strides = p.v_strides;
+        assert!(!sixteen.v_keys_contiguous());
+        assert_eq!(sixteen.validate(), Err(ProblemError::NonUnitInnerStride { tensor: TensorName::V, stride: 304 }));
+        let mut k_t = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd);
+        k_t.k_strides = p.v_strides;
+        assert_eq!(k_t.validate(), Err(ProblemError::NonUnitInnerStride { tensor: TensorName::K, stride: 304 }));
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
         }
     }
     // The planner adapts `wgmma` per problem (persistent blocks, key blocks, the split tail; for
-    // E4M3 persistent blocks and V transposed in the kernel): every config it picks on the fa3
+    // E4M3 persistent blocks and V transposed in the kernel or given so): every config it picks on the fa3
     // grid's lengths, both masks, 16-bit and E4M3, on an H100's 132 SMs.
     let mut planned = Vec::new();
     for &head_dim in Impl::Wgmma.head_dims() {
@@ -76,10 +76,15 @@ fn every_default_kernel_compiles_for_every_arch_and_passes_the_gate() {
                 [Causal::None, Causal::TopLeft].into_iter().flat_map(|c| [(c, Dtype::Bf16), (c, Dtype::E4m3)])
             {
                 let problem = Problem::dense(shape, dtype, Layout::Bhsd).with_causal(causal);
-                let config = defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, H100_SMS);
-                let spec = KernelSpec { config, dtype, head_dim };
-                if config != defaults::config(Impl::Wgmma, Arch::Sm90a, dtype, head_dim) && !planned.contains(&spec) {
-                    planned.push(spec);
+                // E4M3 also with V given transposed (`vt_given`).
+                let given = dtype.is_fp8().then(|| problem.clone().with_v_keys_contiguous());
+                for problem in std::iter::once(problem).chain(given) {
+                    let config = defaults::for_problem(Impl::Wgmma, Arch::Sm90a, &problem, H100_SMS);
+                    let spec = KernelSpec { config, dtype, head_dim };
+                    if config != defaults::config(Impl::Wgmma, Arch::Sm90a, dtype, head_dim) && !planned.contains(&spec)
+                    {
+                        planned.push(spec);
+                    }
                 }
             }
         }

@@ -418,7 +418,7 @@ fn print_host_cost(lab: &crate::lab::measure::LabArgs) -> anyhow::Result<()> {
             problem.shape.to_string(),
             problem.dtype.name().to_string(),
             problem.causal.name().to_string(),
-            layout.name().to_string(),
+            crate::lab::presets::layout_label(&problem, *layout),
             format!("{:.2}", c.median),
             format!("{:.2}", c.p90),
             format!("{:.2}-{:.2}", c.round_min, c.round_max),

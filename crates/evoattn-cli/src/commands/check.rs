@@ -77,7 +77,7 @@ fn case_cells(problem: &Problem, layout: Layout, kernel: &str, oracle: &str) -> 
         problem.shape.to_string(),
         problem.dtype.name().to_string(),
         problem.causal.name().to_string(),
-        layout.name().to_string(),
+        crate::lab::presets::layout_label(problem, layout),
         kernel.to_string(),
         oracle.to_string(),
     ]

@@ -3,7 +3,7 @@
 
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::ncu::{classify, ncu_terms, parse_metrics_csv, KernelProfile, METRICS};
-use crate::lab::presets::ProblemArgs;
+use crate::lab::presets::{ProblemArgs, VLayout};
 use crate::out::outln;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
@@ -76,6 +76,9 @@ fn bench_args(args: &Args) -> Vec<String> {
         if !values.is_empty() {
             push(flag, values.join(","));
         }
+    }
+    if p.v_layout == VLayout::Bhds {
+        push("v-layout", "bhds".into());
     }
     push("impl", args.kernel.imp.clone());
     if let Some(config) = &args.kernel.config {
@@ -263,6 +266,14 @@ mod tests {
             args.contains(&"--config=block_n=64".to_string()) && args.contains(&"--config-on-plan".to_string()),
             "{args:?}"
         );
+    }
+
+    #[test]
+    fn bench_gets_a_v_held_transposed_too() {
+        let cli = Cli::parse_from(["profile", "--shape", "1,2,64,64", "--dtype", "e4m3", "--v-layout", "bhds"]);
+        assert!(bench_args(&cli.args).contains(&"--v-layout=bhds".to_string()));
+        let rows = Cli::parse_from(["profile", "--shape", "1,2,64,64", "--dtype", "e4m3"]);
+        assert!(!bench_args(&rows.args).iter().any(|a| a.starts_with("--v-layout")));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::lab::ceilings::{self, Ceilings};
 use crate::lab::ncu::{composite, NcuTerms};
 use crate::lab::open::device_count;
 use crate::lab::oracle::Oracle;
-use crate::lab::presets::ProblemArgs;
+use crate::lab::presets::{ProblemArgs, VLayout};
 use crate::text::{self, Column, Notes, Table};
 use crate::tune::evaluator::WorkerEvaluator;
 use crate::tune::evolve::{evolve, Candidate, Evaluation, Fitness, Hooks, Params, Proposal, ELITES};
@@ -370,6 +370,12 @@ struct RunJson {
 type Group = ((Dtype, usize, Causal), Vec<Shape>);
 
 fn groups(problems: &ProblemArgs) -> anyhow::Result<Vec<Group>> {
+    if problems.v_layout != VLayout::Rows {
+        bail!(
+            "--v-layout bhds: the tuner times V in rows and its store keys shapes, not how V is held (a V given \
+             transposed runs the planner's rule)"
+        );
+    }
     let mut groups: Vec<Group> = Vec::new();
     for (problem, _) in problems.expand()? {
         let key = (problem.dtype, problem.shape.d, problem.causal);

@@ -4,6 +4,7 @@
 
 use crate::lab::backend::{Backend, Kernel};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
+use crate::lab::presets::layout_label;
 use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance, Comparison};
 use evoattn::{Impl, Layout, Problem, TensorName};
 use std::collections::HashMap;
@@ -37,6 +38,14 @@ fn answer(
         let r = attention_f64_descaled(problem, &inputs.q, &inputs.k, &inputs.v, inputs.descales.as_ref());
         return Ok((r.o, r.lse));
     }
+    // The reference kernel reads V's rows; the same logical V in rows gives the same answer.
+    let rows;
+    let problem = if problem.v_keys_contiguous() {
+        rows = problem.clone().with_v_dense(Layout::Bhsd);
+        &rows
+    } else {
+        problem
+    };
     let r = backend.forward(problem, Kernel::Reference, Inputs::Drawn(draw))?;
     Ok((dense_o(problem, &r.o), r.lse.unwrap_or_default().into_iter().map(f64::from).collect()))
 }
@@ -207,7 +216,7 @@ pub fn check_case(
 /// The case's result in one line: the tuner's error text for a failed correctness gate.
 pub fn summary(r: &CaseResult) -> String {
     let p = &r.problem;
-    let case = format!("{} {} {} {}", p.shape, p.dtype.name(), p.causal.name(), r.layout.name());
+    let case = format!("{} {} {} {}", p.shape, p.dtype.name(), p.causal.name(), layout_label(p, r.layout));
     let verdict = if r.passed { "PASS" } else { "FAIL" };
     match (&r.error, &r.worst) {
         (Some(e), _) => format!("{case}: {verdict}: {e}"),

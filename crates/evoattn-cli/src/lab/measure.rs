@@ -447,7 +447,9 @@ fn check_peers(
     flush_bytes: usize,
 ) -> anyhow::Result<Option<TorchTimed>> {
     let p = case.problem;
-    o.draw(id, p, case.layout, case.draw)?;
+    // The peers take V in rows (the same logical V): what they would be given.
+    let peer_problem = p.clone().with_v_dense(case.layout);
+    o.draw(id, &peer_problem, case.layout, case.draw)?;
     // Our kernel packed for the oracle, and its output from one launch there: the controls
     // differ only in who times that same launcher, so one check serves them all.
     let mut image: Option<Result<(TorchTimed, Vec<u16>), String>> = None;
@@ -638,7 +640,7 @@ fn case_record(p: &Problem, layout: Layout) -> CaseRecord {
         d: p.shape.d,
         dtype: p.dtype.name().into(),
         causal: p.causal.name().into(),
-        layout: layout.name().into(),
+        layout: crate::lab::presets::layout_label(p, layout),
         flops: p.flops(),
     }
 }

@@ -202,6 +202,40 @@ pub struct ProblemArgs {
     /// own, else bhsd.
     #[arg(long, value_delimiter = ',')]
     pub layout: Vec<String>,
+    /// How E4M3 cases hold V: `rows` (as --layout says) or `bhds`, transposed ([B, Hkv, D, Sk],
+    /// keys contiguous, Sk padded to 16), which FP8 wgmma reads as it is (no transpose of V).
+    /// The answer and the peers take the same V in rows; records name the layout `bhsd/v-bhds`.
+    #[arg(long, value_name = "ORDER", default_value = "rows", value_parser = parse_v_layout)]
+    pub v_layout: VLayout,
+}
+
+/// How a case holds V (`--v-layout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum VLayout {
+    /// In rows, as the case's layout says.
+    #[default]
+    Rows,
+    /// Transposed: [B, Hkv, D, Sk], keys contiguous (E4M3 only).
+    Bhds,
+}
+
+/// One `--v-layout` value.
+pub fn parse_v_layout(text: &str) -> Result<VLayout, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "rows" => Ok(VLayout::Rows),
+        "bhds" => Ok(VLayout::Bhds),
+        _ => Err(format!("'{text}': expected rows or bhds")),
+    }
+}
+
+/// A case's layout as records and tables name it: the layout, and `/v-bhds` where V is given
+/// transposed.
+pub fn layout_label(problem: &Problem, layout: Layout) -> String {
+    if problem.v_keys_contiguous() {
+        format!("{layout}/v-bhds")
+    } else {
+        layout.name().to_string()
+    }
 }
 
 /// One `--layout` value (clap's parser for the commands that take a single layout).
@@ -311,7 +345,16 @@ impl ProblemArgs {
                 for &dtype in dtypes.as_deref().unwrap_or(&set.dtypes) {
                     for &causal in causals.as_deref().unwrap_or(&set.causal) {
                         for &layout in layouts.as_deref().unwrap_or(&set.layouts) {
-                            let problem = Problem::dense(*shape, dtype, layout).with_causal(causal).with_lse(true);
+                            let mut problem = Problem::dense(*shape, dtype, layout).with_causal(causal).with_lse(true);
+                            if args.v_layout == VLayout::Bhds {
+                                if !dtype.is_fp8() {
+                                    bail!(
+                                        "--v-layout bhds holds V transposed, which only E4M3 inputs take; case {shape} \
+                                         is {dtype}"
+                                    );
+                                }
+                                problem = problem.with_v_keys_contiguous();
+                            }
                             problem.validate().with_context(|| format!("shape {shape}"))?;
                             out.push((problem, layout));
                         }

@@ -94,7 +94,10 @@ def attention(
     anything that broadcasts to it: a number or a 0-d tensor is a per-tensor scale; None is
     1.0). A query head uses the descale of the KV head it reads. Descale tensors are read on the
     GPU, unchecked: a zero, negative or non-finite one gives zero, sign-flipped or non-finite
-    outputs. Hopper runs them on FP8 tensor cores (`wgmma`), sm_89 and up on `mma8`.
+    outputs. Hopper runs them on FP8 tensor cores (`wgmma`), sm_89 and up on `mma8`. FP8
+    `wgmma` reads V keys-contiguous, so on Hopper E4M3 v may be a view of Vᵀ held
+    `[B, Hkv, D, Sk]` (`vt.transpose(-1, -2)`; its strides but the keys' multiples of 16):
+    read as it is, with the same o as V in rows.
 
     causal: False (no mask); True or "top-left", SDPA's `is_causal=True`: query i sees keys
     j <= i; "bottom-right", FlashAttention's and a KV cache's alignment: query i sees keys

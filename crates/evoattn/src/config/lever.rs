@@ -295,6 +295,11 @@ pub trait Family: Copy + Sized + 'static {
     fn extra_defines(&self, _dtype: Dtype, _head_dim: usize) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// The kernel reads V given keys-contiguous (`Problem::v_keys_contiguous`); a problem that
+    /// holds V otherwise is refused, like one that holds it so and a kernel that does not.
+    fn reads_v_keys_contiguous(&self) -> bool {
+        false
+    }
     /// What a launch on `problem` needs beside its grid and parameters (split count, scratch),
     /// on a GPU with `sm_count` SMs holding `resident_per_sm` blocks of the kernel each; or why
     /// the kernel cannot run this problem (limits that depend on the problem, not the levers).

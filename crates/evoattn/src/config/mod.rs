@@ -326,8 +326,8 @@ impl KernelSpec {
 
     /// The symbol of the V transpose kernel that runs before an E4M3 `wgmma` kernel
     /// (kernels/wgmma/wgmma_vt.cuh: FP8 `wgmma` reads V transposed), derived from
-    /// [`KernelSpec::name`]; `None` for every other, and with `vt_producer` (the kernel
-    /// transposes V itself).
+    /// [`KernelSpec::name`] (with `vt_given`, the permute of a V given transposed); `None` for
+    /// every other, and with `vt_producer` (the kernel does either itself).
     pub fn transpose_kernel_name(&self) -> Option<String> {
         match self.config {
             KernelConfig::Wgmma(c) if self.dtype.is_fp8() && !c.vt_producer => Some(format!("{}_vt", self.name())),
@@ -354,13 +354,38 @@ impl KernelSpec {
         each_family!(&self.config, c => c.grid(shape, splits, sm_count))
     }
 
-    /// What a launch on `problem` needs beside its grid (see [`Family::launch_needs`]).
+    /// The kernel reads V given keys-contiguous (see [`Family::reads_v_keys_contiguous`]).
+    pub fn reads_v_keys_contiguous(&self) -> bool {
+        each_family!(&self.config, c => c.reads_v_keys_contiguous())
+    }
+
+    /// What a launch on `problem` needs beside its grid (see [`Family::launch_needs`]), after
+    /// the one rule every family shares: the kernel reads V the way the problem holds it.
     pub fn launch_needs(
         &self,
         problem: &crate::problem::Problem,
         sm_count: u32,
         resident_per_sm: u32,
     ) -> Result<lever::LaunchNeeds, String> {
+        match (problem.v_keys_contiguous(), self.reads_v_keys_contiguous()) {
+            (true, false) if self.imp() == Impl::Wgmma && self.dtype.is_fp8() => {
+                return Err("V is given keys-contiguous ([B, Hkv, D, Sk]): set vt_given=1 (the planner does)".into());
+            }
+            (true, false) => {
+                return Err(format!(
+                    "V is given keys-contiguous ([B, Hkv, D, Sk]), which only wgmma reads, with E4M3 inputs; {} {} \
+                     reads V's rows (head dim contiguous)",
+                    self.imp(),
+                    self.dtype
+                ));
+            }
+            (false, true) => {
+                return Err("vt_given=1 reads V given keys-contiguous ([B, Hkv, D, Sk]); this V's head dim is \
+                            contiguous: set vt_given=0"
+                    .into());
+            }
+            _ => {}
+        }
         each_family!(&self.config, c => c.launch_needs(problem, sm_count, resident_per_sm))
     }
 

@@ -10,7 +10,7 @@ use crate::kernels::wgmma::{VT_BLOCK_KEYS, VT_BLOCK_THREADS};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, InputViews, KernelParams, LoadedKernel};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
-use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
+use crate::runtime::tma::{self, TensorMap, TensorMapGeometry, VMap};
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop};
 use std::ffi::c_void;
 
@@ -47,11 +47,10 @@ struct MapCache {
 }
 
 impl MapCache {
-    /// `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`), whose address the
-    /// launch passes in V's place.
-    fn new(problem: &Problem, spec: &KernelSpec, v_transposed: bool) -> Result<Self> {
+    /// `v_map`: what V's map is over (a transposed copy's address the launch passes in V's place).
+    fn new(problem: &Problem, spec: &KernelSpec, v_map: VMap) -> Result<Self> {
         const ORDER: [TensorName; 4] = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
-        let geometry = tma::kernel_maps(problem, spec, v_transposed)?
+        let geometry = tma::kernel_maps(problem, spec, v_map)?
             .into_iter()
             .map(|(tensor, g)| (g, ORDER.iter().position(|&t| t == tensor).expect("maps are over Q, K, V or O")))
             .collect();
@@ -101,16 +100,17 @@ pub struct PreparedLaunch {
 }
 
 /// The V transpose kernel of an E4M3 `wgmma` launch (kernels/wgmma/wgmma_vt.cuh): it writes V
-/// transposed into the launch's scratch floats, from word `offset` on, for the attention
-/// kernel's V tensor map.
+/// transposed (or, given transposed, permuted) into the launch's scratch floats, from word
+/// `offset` on, for the attention kernel's V tensor map.
 struct Transpose {
     function: CudaFunction,
     grid: (u32, u32, u32),
     offset: usize,
-    /// Its arguments beside `AttnParams`: the transposed V's address (per launch) and its padded
-    /// key count.
+    /// Its arguments beside `AttnParams`: the transposed V's address (per launch), its padded
+    /// key count, and for a V given transposed the bytes between its head-dim rows.
     vt: u64,
     sk_pad: i32,
+    v_row: Option<i64>,
 }
 
 /// The tensors a launch reads and writes, in [`LaunchBuffers`] order.
@@ -177,13 +177,22 @@ impl PreparedLaunch {
                     offset,
                     vt: 0,
                     sk_pad: i32::try_from(sk_pad).map_err(|_| too_large())?,
+                    // E4M3 strides are bytes; `validate` bounded them by 2^31.
+                    v_row: problem.v_keys_contiguous().then_some(problem.strides(TensorName::V).dim as i64),
                 };
                 (ScratchNeed { floats, ..need }, Some(transpose))
             }
             _ => (need, None),
         };
         let maps = match spec.tensor_map_rows() {
-            Some(_) if !empty => Some(MapCache::new(problem, &spec, transpose.is_some())?),
+            Some(_) if !empty => {
+                let v_map = match (transpose.is_some(), spec.reads_v_keys_contiguous()) {
+                    (true, _) => VMap::Scratch,
+                    (false, true) => VMap::Given,
+                    (false, false) => VMap::Rows,
+                };
+                Some(MapCache::new(problem, &spec, v_map)?)
+            }
             _ => None,
         };
         let combine = kernel
@@ -325,7 +334,8 @@ impl PreparedLaunch {
             args[n_args] = &mut self.descale as *mut u64 as *mut c_void;
             n_args += 1;
         }
-        // E4M3 `wgmma`: V's tensor map is over the transposed V in the scratch.
+        // E4M3 `wgmma`: V's tensor map is over the transposed V in the scratch, or over the
+        // caller's V where it is given transposed.
         let v_map_ptr = match self.transpose.as_mut() {
             Some(t) => {
                 t.vt = lease.ptrs.floats + 4 * t.offset as u64;
@@ -353,15 +363,23 @@ impl PreparedLaunch {
             }
         }
         if let Some(t) = self.transpose.as_mut() {
-            let mut vt_args: [*mut c_void; 3] =
-                [args[0], &mut t.vt as *mut u64 as *mut c_void, &mut t.sk_pad as *mut i32 as *mut c_void];
+            let v_row = t.v_row.as_mut().map(|r| r as *mut i64 as *mut c_void);
+            let mut vt_args: [*mut c_void; 4] = [
+                args[0],
+                &mut t.vt as *mut u64 as *mut c_void,
+                &mut t.sk_pad as *mut i32 as *mut c_void,
+                v_row.unwrap_or(std::ptr::null_mut()),
+            ];
+            let n = if v_row.is_some() { 4 } else { 3 };
             // Safety: the transpose kernel of the same module takes `AttnParams` (the first
             // argument above, still live: it reads V through its pointer and strides, which
-            // `validate_buffers` checked), the transposed V's address and its padded key count;
-            // it writes B·Hkv·D·sk_pad bytes from that address, which lies inside this launch's
-            // scratch (`need` counts them past the family's own words), and has no dynamic
-            // shared memory. The attention kernel runs after it on the same stream.
-            unsafe { launch(&t.function, t.grid, VT_BLOCK_THREADS, 0, stream, &mut vt_args) }?;
+            // `validate_buffers` checked), the transposed V's address, its padded key count and,
+            // compiled for a V given transposed (`vt_given`, whose launches set `v_row`), the
+            // bytes between V's head-dim rows: the first `n` arguments; it writes B·Hkv·D·sk_pad
+            // bytes from that address, which lies inside this launch's scratch (`need` counts
+            // them past the family's own words), and has no dynamic shared memory. The attention
+            // kernel runs after it on the same stream.
+            unsafe { launch(&t.function, t.grid, VT_BLOCK_THREADS, 0, stream, &mut vt_args[..n]) }?;
         }
         // Safety: the function was loaded into this stream's context (bound to this thread by
         // `run_buffers`) with the dynamic shared memory limit `smem` needs (`Gpu::load`); the

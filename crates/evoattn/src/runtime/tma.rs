@@ -7,8 +7,8 @@
 //! `rows` rows of S, one head, one batch; the kernel moves a tile as D / (box width) such boxes.
 //! Rows past S are outside the tensor: loads get zeros, stores drop them, so sequence tails need
 //! no masking. E4M3 `wgmma` reads V transposed (`TensorMapGeometry::transposed_v`), from the
-//! copy its transpose kernel wrote, unless it transposes V's tiles itself (`vt_producer`: V's
-//! own map).
+//! copy its transpose kernel wrote, or from the caller's where V is given transposed
+//! (`vt_given`), unless it transposes V's tiles itself (`vt_producer`: V's own map).
 //!
 //! [`TensorMapGeometry::new`] is the pure part (unit-tested); [`encode`] hands it to the driver.
 
@@ -91,11 +91,13 @@ impl TensorMapGeometry {
         })
     }
 
-    /// The transposed V that the E4M3 `wgmma` kernel reads (kernels/wgmma/wgmma_vt.cuh): bytes
-    /// `[B][Hkv][D][sk_pad]` (keys padded to [`VT_KEY_ALIGN`], dense), as a 4-D tensor over
-    /// (keys, D, Hkv, B); a box is 128 keys (one 128-byte swizzled row) by all D rows, and a
-    /// key block of the kernel one or more such boxes.
-    pub fn transposed_v(problem: &Problem, imp: Impl) -> Result<Self> {
+    /// The transposed V that the E4M3 `wgmma` kernel reads, as a 4-D tensor over (keys, D, Hkv,
+    /// B): the copy its transpose kernel writes (`VMap::Scratch`, kernels/wgmma/wgmma_vt.cuh:
+    /// bytes `[B][Hkv][D][sk_pad]`, keys padded to [`VT_KEY_ALIGN`], dense), or the caller's own
+    /// where V is given keys-contiguous (`VMap::Given`: its strides, and only its Sk keys, so
+    /// the rest of a box loads as zeros). A box is 128 keys (one 128-byte swizzled row) by all
+    /// D rows, and a key block of the kernel one or more such boxes.
+    pub fn transposed_v(problem: &Problem, imp: Impl, map: VMap) -> Result<Self> {
         let s = problem.shape;
         let unsupported = |reason: String| Error::Unsupported { imp: imp.to_string(), reason };
         if s.d > MAX_BOX_ROWS as usize {
@@ -105,14 +107,22 @@ impl TensorMapGeometry {
             )));
         }
         let keys = SWIZZLE_ROW_BYTES as u32;
-        let sk_pad = transposed_v_keys(s.sk) as u64;
         let d = s.d as u64;
-        let strides_bytes = [sk_pad, d * sk_pad, s.hkv as u64 * d * sk_pad];
-        if strides_bytes[2] >= MAX_STRIDE {
-            return Err(unsupported(format!("a transposed V of {} keys is too large for a tensor map", s.sk)));
+        let (key_count, strides_bytes) = if map == VMap::Given {
+            // E4M3 elements are bytes; `validate` checked the strides are 16-byte multiples.
+            let st = problem.strides(TensorName::V);
+            (s.sk as u64, [st.dim as u64, st.head as u64, st.batch as u64])
+        } else {
+            let sk_pad = transposed_v_keys(s.sk) as u64;
+            (sk_pad, [sk_pad, d * sk_pad, s.hkv as u64 * d * sk_pad])
+        };
+        if let Some(&stride) = strides_bytes.iter().find(|&&b| b >= MAX_STRIDE || !b.is_multiple_of(STRIDE_ALIGN)) {
+            return Err(unsupported(format!(
+                "a transposed V's stride of {stride} bytes is not a multiple of {STRIDE_ALIGN} below 2^40, as TMA needs"
+            )));
         }
         Ok(TensorMapGeometry {
-            dims: [sk_pad, d, s.hkv as u64, s.b as u64],
+            dims: [key_count, d, s.hkv as u64, s.b as u64],
             strides_bytes,
             box_dims: [keys, s.d as u32, 1, 1],
             dtype: problem.dtype,
@@ -135,6 +145,17 @@ pub struct TensorMap(pub CUtensorMap);
 // Safety: `CUtensorMap` is `repr(C)` plain data (16 u64s, 64-byte aligned or more), the layout
 // of the kernel's `TmaMap`; the driver copies its bytes into the parameter buffer.
 unsafe impl DeviceRepr for TensorMap {}
+
+/// What an E4M3 `wgmma` kernel's V tensor map is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VMap {
+    /// V's rows as the problem holds them (every 16-bit kernel; E4M3 transposing its tiles).
+    Rows,
+    /// The transposed copy a kernel of its own wrote into the launch's scratch.
+    Scratch,
+    /// The caller's V, given transposed (`vt_given` with `vt_producer`).
+    Given,
+}
 
 /// Keys of the transposed V are padded to a multiple of this (16-byte rows, and each 16 keys
 /// one group of P's k order).
@@ -185,12 +206,8 @@ impl TensorMapGeometry {
 
 /// The tensor maps `spec`'s kernel takes, in its parameter order (Q, K, V, O, each where its
 /// `tensor_map_rows` names it; none for a kernel without TMA), with their geometries;
-/// `v_transposed`: V's map is over the transposed V (E4M3 `wgmma`).
-pub fn kernel_maps(
-    problem: &Problem,
-    spec: &KernelSpec,
-    v_transposed: bool,
-) -> Result<Vec<(TensorName, TensorMapGeometry)>> {
+/// `v_map`: what V's map is over.
+pub fn kernel_maps(problem: &Problem, spec: &KernelSpec, v_map: VMap) -> Result<Vec<(TensorName, TensorMapGeometry)>> {
     let Some(rows) = spec.tensor_map_rows() else { return Ok(Vec::new()) };
     let imp = spec.imp();
     if problem.shape.sk == 0 {
@@ -211,8 +228,8 @@ pub fn kernel_maps(
     let mut maps = Vec::with_capacity(tensors.len());
     for (tensor, rows) in tensors {
         let Some(rows) = rows else { continue };
-        let geometry = if tensor == TensorName::V && v_transposed {
-            TensorMapGeometry::transposed_v(problem, imp)?
+        let geometry = if tensor == TensorName::V && v_map != VMap::Rows {
+            TensorMapGeometry::transposed_v(problem, imp, v_map)?
         } else {
             TensorMapGeometry::new(problem, tensor, rows, imp)?
         };
@@ -330,9 +347,18 @@ mod tests {
         // Vᵀ: keys padded to 16 (70 -> 80), [B][Hkv][D][keys], boxes of 128 keys by D rows.
         assert_eq!(transposed_v_keys(70), 80);
         assert_eq!(transposed_v_keys(0), 0);
-        let vt = TensorMapGeometry::transposed_v(&p, Impl::Wgmma).unwrap();
+        let vt = TensorMapGeometry::transposed_v(&p, Impl::Wgmma, VMap::Scratch).unwrap();
         assert_eq!(vt.dims, [80, 128, 2, 2]);
         assert_eq!(vt.strides_bytes, [80, 128 * 80, 2 * 128 * 80]);
+        assert_eq!(vt.box_dims, [128, 128, 1, 1]);
+        // A V the caller holds transposed: its own strides, and only its 70 keys (the rest of
+        // each box loads as zeros); or the permuted copy, as above.
+        let mut given = p.clone().with_v_keys_contiguous();
+        given.v_strides.head *= 3;
+        let scratch = TensorMapGeometry::transposed_v(&given, Impl::Wgmma, VMap::Scratch).unwrap();
+        assert_eq!((scratch.dims, scratch.strides_bytes), ([80, 128, 2, 2], [80, 128 * 80, 2 * 128 * 80]));
+        let vt = TensorMapGeometry::transposed_v(&given, Impl::Wgmma, VMap::Given).unwrap();
+        assert_eq!((vt.dims, vt.strides_bytes), ([70, 128, 2, 2], [80, 3 * 128 * 80, 2 * 128 * 80]));
         assert_eq!(vt.box_dims, [128, 128, 1, 1]);
     }
 

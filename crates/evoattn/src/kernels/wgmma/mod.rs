@@ -74,9 +74,17 @@ pub struct WgmmaConfig {
     /// byte permutes, stmatrix) from a ring of V's tiles as loaded, instead of a transpose
     /// kernel that reads and writes all of V before the launch (about 22 µs for 32 MB of V on
     /// an H100, a sixth of a 512-key fa3-grid row). Costs a V stage's shared memory per stage.
+    /// With `vt_given` the warps only permute the caller's Vᵀ tiles in place (no raw ring).
     /// Rendered only when on, so every kernel recorded before it keeps its name; out of the
     /// tuner's space until measured (the planner's E4M3 defaults decide).
     pub vt_producer: bool,
+    /// E4M3, V given keys-contiguous ([B, Hkv, D, Sk]: `Problem::v_keys_contiguous`), which
+    /// needs only each 16 keys put in P's order: with `vt_producer` TMA loads the caller's Vᵀ
+    /// tiles straight into the Vᵀ stages and the producer warpgroup's idle warps permute them
+    /// in place (no raw ring, so hd256 fits); without, a kernel of its own permutes V first.
+    /// Not a choice: it must match how the problem holds V (the planner sets it, a kernel that
+    /// does not match refuses the problem), so it is out of the tuner's space.
+    pub vt_given: bool,
     /// Instrumentation, not a tuning lever: each warp of the first [`TRACE_BLOCKS`] blocks
     /// stamps the SM's clock at fixed points of its loop (kernels/wgmma/trace.cuh), read back by
     /// `runtime::trace`. Rendered (in `--config` text and the kernel's name) only when on, so
@@ -339,6 +347,7 @@ impl WgmmaConfig {
         multicast: false,
         q_in_regs: false,
         vt_producer: false,
+        vt_given: false,
         trace: false,
     };
     pub const BLOCK_N: [u32; 6] = [64, 80, 96, 128, 176, 192];
@@ -507,7 +516,14 @@ impl Family for WgmmaConfig {
             "vt_producer",
             "vp",
             vt_producer,
-            "E4M3: the producer warpgroup transposes V in shared memory (no transpose kernel)",
+            "E4M3: the producer warpgroup transposes (or, given transposed, permutes) V in shared memory, not a kernel before",
+            shown_only_when_on
+        ),
+        flag!(
+            "vt_given",
+            "vg",
+            vt_given,
+            "E4M3: reads V given keys-contiguous ([B, Hkv, D, Sk]); set by the planner from the problem",
             shown_only_when_on
         ),
         flag!(
@@ -570,8 +586,9 @@ impl Family for WgmmaConfig {
         let o_stage = if own_tile { self.block_m() as usize * o_row / self.o_staging.passes() as usize } else { 0 };
         // rowsum_mma's ones tile: one V stage's worth.
         let ones = if self.rowsum_mma { self.block_n as usize * row } else { 0 };
-        // vt_producer's raw ring: V's tiles as loaded, one per stage beside the Vᵀ stages.
-        let kv_tiles = if self.vt_producer { 3 } else { 2 };
+        // vt_producer's raw ring: V's tiles as loaded, one per stage beside the Vᵀ stages (a V
+        // given transposed lands in the Vᵀ stages).
+        let kv_tiles = if self.vt_producer && !self.vt_given { 3 } else { 2 };
         SWIZZLE_ATOM_BYTES
             + (self.block_m() as usize + kv_tiles * (self.stages * self.block_n) as usize) * row
             + o_stage
@@ -669,6 +686,11 @@ impl Family for WgmmaConfig {
                  MN-major); or set vt_producer=0"
             ));
         }
+        if c.vt_given && !dtype.is_fp8() {
+            return Err(format!(
+                "vt_given=1 reads E4M3's V given transposed; {dtype} inputs are read as they are; or set vt_given=0"
+            ));
+        }
         if c.trace && !specialized {
             return Err("trace=1 needs a warp-specialised pipeline (the marks are in that pipeline)".into());
         }
@@ -701,6 +723,10 @@ impl Family for WgmmaConfig {
             d.push(("EVOATTN_VT_THREADS".to_string(), VT_BLOCK_THREADS.to_string()));
         }
         d
+    }
+
+    fn reads_v_keys_contiguous(&self) -> bool {
+        self.vt_given
     }
 
     /// The schedulers' scratch (the claimed tiles' counters, the split tail's counters and

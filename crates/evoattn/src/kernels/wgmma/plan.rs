@@ -82,9 +82,21 @@ pub const FP8_VT_PRODUCER_MAX_KEYS: usize = 4096;
 /// Evidence: docs/decisions/wgmma.md#fp8-vt-producer
 pub const FP8_VT_PRODUCER_MAX_HEAD_DIM: usize = 128;
 
-/// Whether an E4M3 problem of `sk` keys at `head_dim` transposes V in the kernel.
-fn fp8_vt_producer_pays(sk: usize, head_dim: usize) -> bool {
-    head_dim <= FP8_VT_PRODUCER_MAX_HEAD_DIM && sk <= FP8_VT_PRODUCER_MAX_KEYS
+/// Most keys for which E4M3 problems with V given transposed permute its tiles in the kernel
+/// (`vt_producer` with `vt_given`) instead of in a kernel of their own first: in place, the
+/// permute sits between each V tile's load and its readers (H100, in the kernel against the
+/// permute kernel: 2k hd128 -3.8%, hd256 -3.4%; 4k +2.9%, +1.9%; 8k +8.6%, +5.3%).
+/// Evidence: docs/decisions/wgmma.md#fp8-vt-given
+pub const FP8_VT_PERMUTE_MAX_KEYS: usize = 2048;
+
+/// Whether an E4M3 problem of `sk` keys at `head_dim` prepares V in the kernel: transposes it,
+/// or with V given transposed (`given`) permutes it, which needs no raw ring (any head dim).
+fn fp8_vt_producer_pays(sk: usize, head_dim: usize, given: bool) -> bool {
+    if given {
+        sk <= FP8_VT_PERMUTE_MAX_KEYS
+    } else {
+        head_dim <= FP8_VT_PRODUCER_MAX_HEAD_DIM && sk <= FP8_VT_PRODUCER_MAX_KEYS
+    }
 }
 
 /// Most keys for which E4M3 causal problems at hd64 run persistent blocks that claim their
@@ -180,7 +192,11 @@ pub const SPLIT_TAIL_MIN_QUERY_ROWS: usize = WGMMA_TILE_ROWS;
 pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     let shape = problem.shape;
     if problem.dtype.is_fp8() {
-        let c = WgmmaConfig { vt_producer: fp8_vt_producer_pays(shape.sk, shape.d), ..fp8_default(shape.d) };
+        // V as the problem holds it (a caller's Vᵀ needs only its keys permuted), prepared in
+        // the kernel where that pays, by a kernel of its own before elsewhere.
+        let vt_given = problem.v_keys_contiguous();
+        let vt_producer = fp8_vt_producer_pays(shape.sk, shape.d, vt_given);
+        let c = WgmmaConfig { vt_producer, vt_given, ..fp8_default(shape.d) };
         let causal = problem.causal != Causal::None;
         let schedule = if shape.sk <= fp8_persistent_max_keys(causal, shape.d) {
             Schedule::Persistent
@@ -445,6 +461,46 @@ mod tests {
             }
         }
         assert!(fp8_default(128).q_in_regs && !fp8_default(64).q_in_regs && !fp8_default(256).q_in_regs);
+    }
+
+    #[test]
+    fn e4m3_reads_a_v_given_transposed_as_it_is_and_every_other_kernel_refuses_it() {
+        use crate::config::KernelSpec;
+        use crate::problem::{Layout, Problem, Shape};
+        for (d, sk) in [(64, 512), (128, 2048), (256, 512), (128, 4096), (256, 16384)] {
+            let rows = Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd);
+            let given = rows.clone().with_v_keys_contiguous();
+            // The plan for V in rows, V's keys permuted in the kernel up to
+            // FP8_VT_PERMUTE_MAX_KEYS at every head dim (no raw ring), by a kernel first past them.
+            let c = wgmma_for(&given);
+            let in_kernel = sk <= FP8_VT_PERMUTE_MAX_KEYS;
+            assert_eq!(c, WgmmaConfig { vt_given: true, vt_producer: in_kernel, ..wgmma_for(&rows) }, "hd{d} {sk}");
+            let spec = KernelSpec { config: KernelConfig::Wgmma(c), dtype: Dtype::E4m3, head_dim: d };
+            spec.validate(Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", spec.name()));
+            assert_eq!(spec.transpose_kernel_name().is_some(), !in_kernel);
+            assert!(spec.name().contains("_vg1"), "{}", spec.name());
+            assert_eq!(KernelSpec::from_name(&spec.name()), Some(spec));
+            assert!(spec.launch_needs(&given, H100_SMS, 1).is_ok());
+            // Each kernel reads V one way: the problem's, or it says which lever fits.
+            let e = spec.launch_needs(&rows, H100_SMS, 1).unwrap_err();
+            assert!(e.contains("set vt_given=0"), "{e}");
+            let natural = KernelSpec { config: KernelConfig::Wgmma(wgmma_for(&rows)), ..spec };
+            let e = natural.launch_needs(&given, H100_SMS, 1).unwrap_err();
+            assert!(e.contains("set vt_given=1"), "{e}");
+            let mma8 = KernelSpec {
+                config: crate::defaults::config(crate::config::Impl::Mma8, Arch::Sm89, Dtype::E4m3, d),
+                ..spec
+            };
+            let e = mma8.launch_needs(&given, H100_SMS, 1).unwrap_err();
+            assert!(e.contains("only wgmma reads"), "{e}");
+        }
+        // The lever is E4M3's.
+        let sixteen = KernelSpec {
+            config: KernelConfig::Wgmma(WgmmaConfig { vt_given: true, ..default(128) }),
+            dtype: Dtype::Bf16,
+            head_dim: 128,
+        };
+        assert!(sixteen.validate(Arch::Sm90a).unwrap_err().contains("vt_given=1"));
     }
 
     #[test]

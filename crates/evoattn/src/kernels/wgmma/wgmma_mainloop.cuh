@@ -84,8 +84,18 @@ static_assert(O_PASS_COLS % O_ATOM_ELEMS == 0, "a pass stores whole 64-column bl
 #define EVOATTN_VT_PRODUCER 0
 #endif
 #define VT_PRODUCER EVOATTN_VT_PRODUCER
+// vt_given=1 (E4M3): the caller holds V as Vᵀ ([B][Hkv][D][Sk], keys contiguous), so V needs
+// only each 16 keys put in P's order: with vt_producer TMA loads the caller's tiles straight
+// into the Vᵀ stages and the producer warpgroup's other warps permute them in place
+// (`permute_vt_tile`, no raw ring); without, a kernel of its own permutes V before.
+#ifndef EVOATTN_VT_GIVEN
+#define EVOATTN_VT_GIVEN 0
+#endif
+#define VT_GIVEN EVOATTN_VT_GIVEN
+// The raw ring of V's tiles as loaded, which the producer's other warps transpose.
+#define V_RAW_RING (VT_PRODUCER && !VT_GIVEN)
 #define V_RAW_OFFSET (ONES_OFFSET + (ROWSUM_MMA ? TILE_BYTES(BN) : 0))
-#define SMEM_LAYOUT_BYTES (V_RAW_OFFSET + (VT_PRODUCER ? STAGES * TILE_BYTES(BN) : 0))
+#define SMEM_LAYOUT_BYTES (V_RAW_OFFSET + (V_RAW_RING ? STAGES * TILE_BYTES(BN) : 0))
 static_assert(!ROWSUM_MMA || D == 64, "the ones tile is one 64-column block beside V's one");
 static_assert(TILE_BYTES(BN) % ATOM_BYTES == 0 && TILE_BYTES(WG_ROWS) % ATOM_BYTES == 0, "tiles keep 1024-byte alignment");
 static_assert(SMEM_LAYOUT_BYTES + ATOM_BYTES <= EVOATTN_DYNAMIC_SMEM, "the host reserves too little shared memory");
@@ -101,6 +111,7 @@ static_assert(!ROWSUM_MMA && !O_IN_Q && !EVOATTN_MULTICAST,
 static_assert(EVOATTN_OVERLAP, "E4M3 runs the pipelined warp-specialised consumer");
 #endif
 static_assert(!VT_PRODUCER || EVOATTN_FP8, "only E4M3 reads V transposed");
+static_assert(!VT_GIVEN || EVOATTN_FP8, "only E4M3 reads V transposed");
 
 // The block's shared memory: base (1024-aligned) and the tiles in it.
 struct SmemTiles {
@@ -271,7 +282,7 @@ __device__ __forceinline__ int vt_key(int pos) {
     return pos - in16 + 2 * t + (i % 2) + 8 * (i / 2);
 }
 
-#if VT_PRODUCER
+#if V_RAW_RING
 // vt_producer=1: warp `warp` of `warps` turns its share of a V tile as loaded (`raw`: [BN keys]
 // [D] bytes, swizzled) into a Vᵀ tile (`vt`: per 128 keys D rows of 128-byte swizzled key
 // rows, each 16 keys in P's order, as `issue_pv` reads it). A unit is 16 keys by 32 head-dim
@@ -284,7 +295,9 @@ __device__ __forceinline__ int vt_key(int pos) {
 // A warp takes 16-key groups (every warps-th) and each group's D/32 chunks; the swizzles'
 // XORs are of lane constants with the chunk (a constant per unrolled chunk) or the group (once
 // a group), so a unit costs one address add beside its ldmatrix, permutes and stmatrix (dev2:
-// the general swizzle arithmetic per unit was 37% more instructions in the kernel).
+// the general swizzle arithmetic per unit was 37% more instructions in the kernel). Written
+// out rather than through `swizzled_offset`, whose version compiled otherwise and ran hd128
+// 4k +5.1% (docs/decisions/wgmma.md#fp8-vt-producer).
 __device__ __forceinline__ void transpose_v_tile(const unsigned char* raw, unsigned char* vt, int warp, int warps) {
     const int lane = threadIdx.x % 32, m = lane / 8, i = lane % 8;
     const bool swap = lane / 4 >= 4;
@@ -310,6 +323,22 @@ __device__ __forceinline__ void transpose_v_tile(const unsigned char* raw, unsig
                               __byte_perm(r[2], r[3], sel_even), __byte_perm(r[2], r[3], sel_odd)};
             stmatrix_x4(dst + 32 * chunk * 128, w);
         }
+    }
+}
+#endif
+
+#if VT_PRODUCER && VT_GIVEN
+// vt_given=1 with vt_producer=1: warp `warp` of `warps` puts the keys of a Vᵀ tile as the caller holds them (in
+// order) into P's order (`vt_key`) in place. A 16-byte chunk is 16 keys of one head-dim row
+// wherever the swizzle put it, and its output word t holds keys {2t, 2t+1, 8+2t, 9+2t}: the
+// low or high byte pairs of input words t / 2 (keys 4(t/2)..) and t / 2 + 2 (keys 8+4(t/2)..).
+// Consecutive chunks a warp: conflict-free 16-byte accesses.
+__device__ __forceinline__ void permute_vt_tile(unsigned char* vt, int warp, int warps) {
+    for (int c = 32 * warp + threadIdx.x % 32; c < TILE_BYTES(BN) / 16; c += 32 * warps) {
+        uint4* chunk = (uint4*)(vt + 16 * c);
+        const uint4 w = *chunk;
+        *chunk = make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632), __byte_perm(w.y, w.w, 0x5410),
+                            __byte_perm(w.y, w.w, 0x7632));
     }
 }
 #endif

@@ -1,4 +1,5 @@
-// The V transpose of the E4M3 `wgmma` kernel: FP8 wgmma reads B K-major only, so P·V needs Vᵀ,
+// The V transpose of the E4M3 `wgmma` kernel (or, vt_given, the permute of a V the caller gives
+// transposed): FP8 wgmma reads B K-major only, so P·V needs Vᵀ,
 // keys contiguous. Launched before the attention kernel on the same stream, it writes Vᵀ of
 // every (batch, KV head) into the launch's scratch, [B][Hkv][D][sk_pad] bytes with sk_pad =
 // Sk rounded up to 16, each 16 keys in P's k order (`vt_key`) and zeros past Sk; the attention
@@ -18,6 +19,36 @@ static_assert(VT_KEYS % 16 == 0, "a block transposes whole 16-key groups of P's 
 // meet at most two to a bank.
 #define VT_ROW_WORDS (D / 4 + 1)
 
+#if VT_GIVEN
+// vt_given=1: the caller already holds Vᵀ ([B][Hkv][D][Sk], `v_row` bytes between head-dim
+// rows), so a block puts each 16 keys of VT_KEYS in P's order: one 16-byte chunk a thread,
+// read and written whole, 4 byte permutes (as `permute_vt_tile` does in shared memory). The
+// chunk holding Sk is read byte by byte (the caller's rows may end there) with zeros past it.
+extern "C" __global__ void __launch_bounds__(VT_THREADS)
+    EVOATTN_VT_NAME(const __grid_constant__ AttnParams p, unsigned char* __restrict__ vt, int sk_pad, i64 v_row) {
+    const int key0 = blockIdx.x * VT_KEYS, kv_head = blockIdx.y, batch = blockIdx.z;
+    const unsigned char* v = (const unsigned char*)p.v + batch * p.v_batch + kv_head * p.v_head;
+    unsigned char* out = vt + ((i64)batch * p.hkv + kv_head) * D * sk_pad;
+    for (int i = threadIdx.x; i < D * (VT_KEYS / 16); i += VT_THREADS) {
+        const int d = i / (VT_KEYS / 16), key = key0 + 16 * (i % (VT_KEYS / 16));
+        if (key >= sk_pad) continue;
+        const unsigned char* row = v + d * v_row;
+        uint4 w = make_uint4(0u, 0u, 0u, 0u);
+        if (key + 16 <= p.sk) {
+            w = *(const uint4*)(row + key);
+        } else {
+            u32 x[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                if (key + j < p.sk) x[j / 4] |= (u32)row[key + j] << (8 * (j % 4));
+            }
+            w = make_uint4(x[0], x[1], x[2], x[3]);
+        }
+        *(uint4*)(out + (i64)d * sk_pad + key) = make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632),
+                                                             __byte_perm(w.y, w.w, 0x5410), __byte_perm(w.y, w.w, 0x7632));
+    }
+}
+#else
 extern "C" __global__ void __launch_bounds__(VT_THREADS)
     EVOATTN_VT_NAME(const __grid_constant__ AttnParams p, unsigned char* __restrict__ vt, int sk_pad) {
     __shared__ u32 tile[VT_KEYS * VT_ROW_WORDS];
@@ -53,3 +84,4 @@ extern "C" __global__ void __launch_bounds__(VT_THREADS)
         *(u32*)(o + 3 * sk_pad) = __byte_perm(ab_hi, ce_hi, 0x7632);
     }
 }
+#endif

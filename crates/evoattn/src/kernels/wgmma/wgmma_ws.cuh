@@ -113,7 +113,8 @@ static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
 // vt_producer=1: the transposing warps hold a unit's 8 words and its addresses: 40 (32 spilled 4
 // bytes at hd64, 24 spilled 12 at hd128), which leaves hd128's consumers 232 (240 without) and
 // hd64's 152 (160).
-#define PRODUCER_MIN_REGS (VT_PRODUCER ? 40 : MULTICAST ? 32 : 24)
+// vt_given's permuting warps hold one 16-byte chunk: 24 (no spills).
+#define PRODUCER_MIN_REGS (V_RAW_RING ? 40 : MULTICAST ? 32 : 24)
 #define START_REGS (REGS_PER_SM / THREADS / 8 * 8)
 #define CONSUMER_REGS ((START_REGS * THREADS - PRODUCER_MIN_REGS * WG_THREADS) / (CONSUMERS * WG_THREADS) / 8 * 8)
 #define PRODUCER_REGS ((START_REGS * THREADS - CONSUMER_REGS * CONSUMERS * WG_THREADS) / WG_THREADS / 8 * 8)
@@ -121,7 +122,8 @@ static_assert(!MULTICAST || !(EVOATTN_DYNAMIC_TILES || EVOATTN_SPLIT_TAIL),
 static_assert(CONSUMERS == 1 || CONSUMER_REGS <= 256, "setmaxnreg allows at most 256 registers");
 
 #define CONSUMER_WARPS (CONSUMERS * WG_THREADS / 32)
-// vt_producer=1: the producer warpgroup's warps that transpose V (all but the loading thread's).
+// vt_producer=1: the producer warpgroup's warps that transpose V, or permute a V given
+// transposed (all but the loading thread's).
 #define TRANSPOSE_WARPS (WG_THREADS / 32 - 1)
 
 // Q's barriers: one pair for the whole tile, or with o_in_q one per consumer's rows (each
@@ -135,6 +137,8 @@ struct PipelineBarriers {
     u64 k_full[STAGES], k_empty[STAGES];
     u64 v_full[STAGES], v_empty[STAGES];
 #if VT_PRODUCER
+    // V's tile landed (vt_producer: in the raw ring; vt_given: in the Vᵀ stage), and the
+    // producer warps are done with it.
     u64 vraw_full[STAGES], vraw_empty[STAGES];
     // Completes once the transposers are done with every V: the end (a flag in shared memory
     // would be ordered by the barriers too, which racecheck does not see).
@@ -254,8 +258,11 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
             load(&b.k_full[s], &b.k_empty[s], sm.k(s), k_map, j + 1, TRACE_PRODUCER_K, false);
         }
         const int s = stage(j);
-#if VT_PRODUCER
+#if V_RAW_RING
         load(&b.vraw_full[s], &b.vraw_empty[s], sm.v_raw(s), v_map, j, TRACE_PRODUCER_V, false);
+#elif VT_PRODUCER
+        // Into the Vᵀ stage once its readers released it; the permuting warps then fill v_full.
+        load(&b.vraw_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V, true);
 #else
         load(&b.v_full[s], &b.v_empty[s], sm.v(s), v_map, j, TRACE_PRODUCER_V, true);
 #endif
@@ -264,17 +271,22 @@ __device__ __forceinline__ void produce(PipelineBarriers& b, const SmemTiles& sm
 }
 
 #if VT_PRODUCER
-// vt_producer=1, a transposing warp (`warp` of TRANSPOSE_WARPS): raw stage g % STAGES into Vᵀ
-// stage g % STAGES for every ring block g, until the producer's thread marks the end.
+// vt_producer=1, a transposing warp (`warp` of TRANSPOSE_WARPS), for every ring block g until
+// the producer's thread marks the end: raw stage g % STAGES into Vᵀ stage g % STAGES, or with
+// vt_given=1 Vᵀ stage g % STAGES in place (its load waited for the stage's readers).
 __device__ __forceinline__ void transpose_loop(PipelineBarriers& b, const SmemTiles& sm, int warp) {
     for (int g = 0;; ++g) {
         const int s = g % STAGES;
         mbarrier_wait(&b.vraw_full[s], round_parity(g));
         if (mbarrier_test_wait(&b.vraw_end, 0)) return;
+#if V_RAW_RING
         // The round before's readers of the Vᵀ stage are done.
         if (g >= STAGES) mbarrier_wait(&b.v_empty[s], round_parity(g) ^ 1u);
         transpose_v_tile(sm.v_raw(s), sm.v(s), warp, TRANSPOSE_WARPS);
-        fence_proxy_async_shared();  // stmatrix wrote (generic proxy); wgmma reads (async proxy)
+#else
+        permute_vt_tile(sm.v(s), warp, TRANSPOSE_WARPS);
+#endif
+        fence_proxy_async_shared();  // the warps wrote (generic proxy); wgmma reads (async proxy)
         __syncwarp();
         if (threadIdx.x % 32 == 0) {
             mbarrier_arrive(&b.v_full[s]);
