@@ -282,6 +282,14 @@ __device__ __forceinline__ int vt_key(int pos) {
     return pos - in16 + 2 * t + (i % 2) + 8 * (i / 2);
 }
 
+// 16 keys of a Vᵀ row in order (a caller's Vᵀ) as P's order puts them: output word t holds keys
+// {2t, 2t+1, 8+2t, 9+2t}, the low or high byte pairs of input words t / 2 (keys 4(t/2)..) and
+// t / 2 + 2 (keys 8+4(t/2)..).
+__device__ __forceinline__ uint4 vt_key_order(uint4 w) {
+    return make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632), __byte_perm(w.y, w.w, 0x5410),
+                      __byte_perm(w.y, w.w, 0x7632));
+}
+
 #if V_RAW_RING
 // vt_producer=1: warp `warp` of `warps` turns its share of a V tile as loaded (`raw`: [BN keys]
 // [D] bytes, swizzled) into a Vᵀ tile (`vt`: per 128 keys D rows of 128-byte swizzled key
@@ -328,17 +336,13 @@ __device__ __forceinline__ void transpose_v_tile(const unsigned char* raw, unsig
 #endif
 
 #if VT_PRODUCER && VT_GIVEN
-// vt_given=1 with vt_producer=1: warp `warp` of `warps` puts the keys of a Vᵀ tile as the caller holds them (in
-// order) into P's order (`vt_key`) in place. A 16-byte chunk is 16 keys of one head-dim row
-// wherever the swizzle put it, and its output word t holds keys {2t, 2t+1, 8+2t, 9+2t}: the
-// low or high byte pairs of input words t / 2 (keys 4(t/2)..) and t / 2 + 2 (keys 8+4(t/2)..).
-// Consecutive chunks a warp: conflict-free 16-byte accesses.
+// vt_given=1 with vt_producer=1: warp `warp` of `warps` puts the keys of a Vᵀ tile as the
+// caller holds them (in order) into P's order in place: a 16-byte chunk is 16 keys of one
+// head-dim row wherever the swizzle put it. Consecutive chunks a warp: conflict-free accesses.
 __device__ __forceinline__ void permute_vt_tile(unsigned char* vt, int warp, int warps) {
     for (int c = 32 * warp + threadIdx.x % 32; c < TILE_BYTES(BN) / 16; c += 32 * warps) {
         uint4* chunk = (uint4*)(vt + 16 * c);
-        const uint4 w = *chunk;
-        *chunk = make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632), __byte_perm(w.y, w.w, 0x5410),
-                            __byte_perm(w.y, w.w, 0x7632));
+        *chunk = vt_key_order(*chunk);
     }
 }
 #endif

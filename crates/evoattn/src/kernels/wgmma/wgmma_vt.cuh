@@ -22,7 +22,7 @@ static_assert(VT_KEYS % 16 == 0, "a block transposes whole 16-key groups of P's 
 #if VT_GIVEN
 // vt_given=1: the caller already holds Vᵀ ([B][Hkv][D][Sk], `v_row` bytes between head-dim
 // rows), so a block puts each 16 keys of VT_KEYS in P's order: one 16-byte chunk a thread,
-// read and written whole, 4 byte permutes (as `permute_vt_tile` does in shared memory). The
+// read and written whole (`vt_key_order`, as `permute_vt_tile` does in shared memory). The
 // chunk holding Sk is read byte by byte (the caller's rows may end there) with zeros past it.
 extern "C" __global__ void __launch_bounds__(VT_THREADS)
     EVOATTN_VT_NAME(const __grid_constant__ AttnParams p, unsigned char* __restrict__ vt, int sk_pad, i64 v_row) {
@@ -44,8 +44,7 @@ extern "C" __global__ void __launch_bounds__(VT_THREADS)
             }
             w = make_uint4(x[0], x[1], x[2], x[3]);
         }
-        *(uint4*)(out + (i64)d * sk_pad + key) = make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632),
-                                                             __byte_perm(w.y, w.w, 0x5410), __byte_perm(w.y, w.w, 0x7632));
+        *(uint4*)(out + (i64)d * sk_pad + key) = vt_key_order(w);
     }
 }
 #else
