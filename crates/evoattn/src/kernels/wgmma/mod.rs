@@ -516,7 +516,7 @@ impl Family for WgmmaConfig {
             "vt_producer",
             "vp",
             vt_producer,
-            "E4M3: the producer warpgroup transposes (or, given transposed, permutes) V in shared memory, not a kernel before",
+            "E4M3: the producer warps prepare V in shared memory (transpose, or permute a given Vᵀ)",
             shown_only_when_on
         ),
         flag!(
