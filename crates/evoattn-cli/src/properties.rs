@@ -12,7 +12,7 @@ use crate::lab::oracle::{
     ceiling_value, decode, kernel_samples, parse_output, peer_output, reply_fields, timing, Hello, PeerOutput,
     PeerTiming, ReplyError,
 };
-use crate::lab::presets::ProblemArgs;
+use crate::lab::presets::{ProblemArgs, VLayout};
 use crate::lab::tensors_io::QkvFile;
 use crate::stores::history::{History, Source};
 use crate::stores::record::{BenchRecord, CaseRecord, Environment, Measurement, Mode, ResultRecord, Status, SCHEMA};
@@ -508,8 +508,8 @@ fn check_mock_forward(problem: &Problem, seed: u64) -> Result<(), TestCaseError>
 
 /// `run`'s input: any bytes give q, k, v whose lengths are their shapes' or a typed error; what
 /// parses and validates runs on the mock as `run` runs it.
-fn check_run_input(bytes: &[u8], layout: Layout) -> Result<(), TestCaseError> {
-    let Ok(inputs) = QkvFile::parse(bytes, Path::new(FILE), layout) else { return Ok(()) };
+fn check_run_input(bytes: &[u8], layout: Layout, v_layout: VLayout) -> Result<(), TestCaseError> {
+    let Ok(inputs) = QkvFile::parse_with_v(bytes, Path::new(FILE), layout, v_layout) else { return Ok(()) };
     let problem = inputs.problem(layout);
     for (t, buf) in [(TensorName::Q, &inputs.q), (TensorName::K, &inputs.k), (TensorName::V, &inputs.v)] {
         prop_assert_eq!(buf.len(), problem.elements(t), "{}'s data against its shape", t);
@@ -609,8 +609,9 @@ proptest! {
     fn run_input_files_parse_to_their_shapes_or_a_typed_error(
         bytes in safetensors_bytes(),
         layout in select(vec![Layout::Bhsd, Layout::Bshd]),
+        v_layout in select(vec![VLayout::Rows, VLayout::Bhds]),
     ) {
-        check_run_input(&bytes, layout)?;
+        check_run_input(&bytes, layout, v_layout)?;
     }
 
     /// The oracle's output file: `o`'s bits, as many as the problem's dense `o`, or an error.

@@ -706,6 +706,42 @@ fn quantized_inputs_run_with_their_descales_writing_o_in_bf16_or_on_request_f16(
 }
 
 #[test]
+fn e4m3_run_takes_v_held_transposed_and_writes_the_same_o() {
+    let shape = Shape { b: 2, h: 4, hkv: 2, sq: 9, sk: 32, d: 64 };
+    let (out, quantized) = quantize_on(&qkv(shape, Dtype::Bf16, Layout::Bhsd), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let q8 = SafeTensors::deserialize(&quantized).unwrap();
+    let tensor = |name: &'static str, shape: Vec<usize>, data: Vec<u8>| Tensor {
+        name,
+        dtype: q8.tensor(name).unwrap().dtype(),
+        shape,
+        data,
+    };
+    let same = |name: &'static str| {
+        let t = q8.tensor(name).unwrap();
+        tensor(name, t.shape().to_vec(), t.data().to_vec())
+    };
+    // v [B, Hkv, Sk, D] -> [B, Hkv, D, Sk], byte by byte.
+    let (rows, (g, sk, d)) = (q8.tensor("v").unwrap().data().to_vec(), (shape.b * shape.hkv, shape.sk, shape.d));
+    let vt: Vec<u8> = (0..g * d * sk).map(|i| rows[(i / (d * sk)) * sk * d + (i % sk) * d + (i / sk) % d]).collect();
+    let names = ["q", "k", "q_descale", "k_descale", "v_descale"];
+    let mut transposed: Vec<Tensor> = names.into_iter().map(same).collect();
+    transposed.push(tensor("v", vec![shape.b, shape.hkv, d, sk], vt));
+    let given: Vec<Tensor> = names.into_iter().chain(["v"]).map(same).collect();
+    let (out, want) = run_on(&given, &["--causal"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (out, got) = run_on(&transposed, &["--causal", "--v-layout", "bhds"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("_vg1"), "the kernel reads v as given: {}", stderr(&out));
+    assert_eq!(got, want);
+    // Without the flag the transposed v is a shape error; 16-bit inputs cannot be held so.
+    let (out, _) = run_on(&transposed, &["--causal"], &[]);
+    assert!(stderr(&out).contains("tensor v"), "{}", stderr(&out));
+    let (out, _) = run_on(&qkv(shape, Dtype::Bf16, Layout::Bhsd), &["--v-layout", "bhds"], &[]);
+    assert!(stderr(&out).contains("only E4M3 inputs take"), "{}", stderr(&out));
+}
+
+#[test]
 fn e4m3_inputs_without_valid_descales_are_refused() {
     let shape = Shape { b: 1, h: 2, hkv: 2, sq: 4, sk: 4, d: 64 };
     let tensors = qkv(shape, Dtype::Bf16, Layout::Bhsd);

@@ -6,6 +6,7 @@ use crate::lab;
 use crate::lab::backend::{Forward, Kernel};
 use crate::lab::inputs::HostInputs;
 use crate::lab::open::open;
+use crate::lab::presets::VLayout;
 use crate::lab::tensors_io::{le_bytes, safetensors_dtype, QkvFile};
 use crate::out::errln;
 use anyhow::{anyhow, Context};
@@ -24,7 +25,8 @@ fault where one is; nothing is written then.
 Examples:
   evoattn run --input qkv.safetensors --output o.safetensors                          # [B, H, S, D], no mask
   evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd   # [B, S, H, D], SDPA's mask
-  evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1")]
+  evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1
+  evoattn run --input qkv8.safetensors --output o.safetensors --v-layout bhds   # E4M3, v as [B, Hkv, D, Sk]")]
 pub struct Args {
     /// Safetensors file with tensors q, k, v: rank 4, all f16, all bf16 or all e4m3 (F8_E4M3, then
     /// with q_descale, k_descale, v_descale, f32 [B, Hkv], as `evoattn quantize` writes them),
@@ -54,6 +56,10 @@ pub struct Args {
     /// Memory order of q, k, v and o: bhsd [B, H, S, D] or bshd [B, S, H, D].
     #[arg(long, value_name = "ORDER", default_value = "bhsd", value_parser = crate::lab::presets::parse_layout)]
     layout: Layout,
+    /// How the file holds v with E4M3 inputs: rows (as --layout says) or bhds, transposed
+    /// [B, Hkv, D, Sk] (keys contiguous; Sk a multiple of 16), which FP8 wgmma reads as it is.
+    #[arg(long, value_name = "ORDER", default_value = "rows", value_parser = crate::lab::presets::parse_v_layout)]
+    v_layout: VLayout,
     /// Lever overrides for the kernel that runs (with auto, the planner's pick), e.g.
     /// block_m=64,stages=3; `evoattn compile --levers` lists each family's levers.
     #[arg(long, value_name = "KEY=VALUE,...")]
@@ -83,7 +89,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let request =
         Request::parse(&args.imp).map_err(anyhow::Error::msg)?.with_env_override().map_err(anyhow::Error::msg)?;
     let bytes = std::fs::read(&args.input).with_context(|| format!("cannot read --input {}", args.input.display()))?;
-    let mut inputs = QkvFile::parse(&bytes, &args.input, args.layout)?;
+    let mut inputs = QkvFile::parse_with_v(&bytes, &args.input, args.layout, args.v_layout)?;
     if let Some(out) = args.o_dtype {
         inputs.dtype = inputs.dtype.with_output(out).map_err(|e| anyhow!("--o-dtype: {e}"))?;
     }

@@ -2,8 +2,10 @@
 //! against the file's, 16-bit tensors to and from the little-endian bytes the format stores,
 //! and the q, k, v file `run` and `quantize` read.
 
+use crate::lab::presets::VLayout;
 use anyhow::{anyhow, Context};
 use evoattn::fp8::Descales;
+use evoattn::problem::Strides;
 use evoattn::{Dtype, Layout, Problem, ProblemError, Shape, TensorName};
 use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
@@ -55,23 +57,36 @@ pub struct QkvFile {
     pub v: Vec<u16>,
     /// E4M3 inputs' `q_descale`, `k_descale`, `v_descale` (float32 `[B, Hkv]` each).
     pub descales: Option<Descales>,
+    /// How the file holds v: in --layout's rows, or (E4M3) transposed `[B, Hkv, D, Sk]`.
+    pub v_layout: VLayout,
 }
 
 impl QkvFile {
     /// The tensors of a safetensors file's `bytes` (read from `path`, named in errors), as
     /// `evoattn run` takes them: any bytes give these or a typed error.
     pub fn parse(bytes: &[u8], path: &Path, layout: Layout) -> anyhow::Result<Self> {
+        Self::parse_with_v(bytes, path, layout, VLayout::Rows)
+    }
+
+    /// As [`QkvFile::parse`], with v held as `v_layout` says.
+    pub fn parse_with_v(bytes: &[u8], path: &Path, layout: Layout, v_layout: VLayout) -> anyhow::Result<Self> {
         let file = SafeTensors::deserialize(bytes)
             .with_context(|| format!("--input {} is not a safetensors file", path.display()))?;
-        Self::read(&file, path, layout)
+        Self::read(&file, path, layout, v_layout)
     }
 
-    /// The dense problem these tensors make in `layout`: no mask, default scale, no LSE.
+    /// The dense problem these tensors make in `layout` (v transposed and dense where the file
+    /// holds it so: its head-dim stride Sk): no mask, default scale, no LSE.
     pub fn problem(&self, layout: Layout) -> Problem {
-        Problem::dense(self.shape, self.dtype, layout)
+        let mut problem = Problem::dense(self.shape, self.dtype, layout);
+        if self.v_layout == VLayout::Bhds {
+            let s = self.shape;
+            problem.v_strides = Strides { batch: s.hkv * s.d * s.sk, head: s.d * s.sk, seq: 1, dim: s.sk };
+        }
+        problem
     }
 
-    fn read(file: &SafeTensors, path: &Path, layout: Layout) -> anyhow::Result<Self> {
+    fn read(file: &SafeTensors, path: &Path, layout: Layout, v_layout: VLayout) -> anyhow::Result<Self> {
         let tensor = |t: TensorName| {
             file.tensor(t.name()).map_err(|_| anyhow!("{} has no tensor '{t}' (expected q, k and v)", path.display()))
         };
@@ -98,23 +113,36 @@ impl QkvFile {
             Layout::Bshd => (dims[0], dims[2], dims[1], dims[3]),
         };
         let (b, h, sq, d) = logical(q.shape());
+        // v's (batch, heads, rows, head dim): transposed, [B, Hkv, D, Sk] whatever the layout.
+        let transposed = v_layout == VLayout::Bhds;
+        if transposed && !dtype.is_fp8() {
+            anyhow::bail!(
+                "--v-layout bhds holds v transposed, which only E4M3 inputs take; {} is {dtype}",
+                path.display()
+            );
+        }
+        let v_logical = |dims: &[usize]| if transposed { (dims[0], dims[1], dims[3], dims[2]) } else { logical(dims) };
         // k and v each agree with q on B and D ...
         for (t, view) in [(TensorName::K, &k), (TensorName::V, &v)] {
-            let (_, heads, rows, _) = logical(view.shape());
-            let expected = layout.dims(b, heads, rows, d).to_vec();
+            let (_, heads, rows, _) = if t == TensorName::V { v_logical(view.shape()) } else { logical(view.shape()) };
+            let expected = if t == TensorName::V && transposed {
+                vec![b, heads, d, rows]
+            } else {
+                layout.dims(b, heads, rows, d).to_vec()
+            };
             if view.shape() != expected {
                 return Err(ProblemError::ShapeMismatch { tensor: t, expected, got: view.shape().to_vec() }.into());
             }
         }
         // ... and with each other on Hkv and Sk.
         let (_, hkv, sk, _) = logical(k.shape());
-        let (_, v_hkv, v_sk, _) = logical(v.shape());
+        let (_, v_hkv, v_sk, _) = v_logical(v.shape());
         if (hkv, sk) != (v_hkv, v_sk) {
             return Err(kv_disagree([(k.shape(), (hkv, sk)), (v.shape(), (v_hkv, v_sk))], (h, sq)));
         }
         let shape = Shape { b, h, hkv, sq, sk, d };
         let descales = if dtype.is_fp8() { Some(read_descales(file, path, shape)?) } else { None };
-        Ok(QkvFile { shape, dtype, q: bits(&q), k: bits(&k), v: bits(&v), descales })
+        Ok(QkvFile { shape, dtype, q: bits(&q), k: bits(&k), v: bits(&v), descales, v_layout })
     }
 }
 
