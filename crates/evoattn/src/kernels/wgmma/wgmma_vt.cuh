@@ -1,9 +1,8 @@
 // The V transpose of the E4M3 `wgmma` kernel (or, vt_given, the permute of a V the caller gives
-// transposed): FP8 wgmma reads B K-major only, so P·V needs Vᵀ,
-// keys contiguous. Launched before the attention kernel on the same stream, it writes Vᵀ of
-// every (batch, KV head) into the launch's scratch, [B][Hkv][D][sk_pad] bytes with sk_pad =
-// Sk rounded up to 16, each 16 keys in P's k order (`vt_key`) and zeros past Sk; the attention
-// kernel's TMA loads its tiles from there.
+// transposed): FP8 wgmma reads B K-major only, so P·V needs Vᵀ, keys contiguous. Launched before
+// the attention kernel on the same stream, it writes Vᵀ of every (batch, KV head) into the launch's
+// scratch, [B][Hkv][D][sk_pad] bytes with sk_pad = Sk rounded up to 16, each 16 keys in P's k order
+// (`vt_key`) and zeros past Sk; the attention kernel's TMA loads its tiles from there.
 //
 // One block transposes VT_KEYS keys through shared memory: 16-byte loads of V's rows, then
 // each thread turns a 4 x 4 byte block around with byte permutes: the 4 keys of one output
