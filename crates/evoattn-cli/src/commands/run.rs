@@ -25,8 +25,7 @@ fault where one is; nothing is written then.
 Examples:
   evoattn run --input qkv.safetensors --output o.safetensors                          # [B, H, S, D], no mask
   evoattn run --input qkv.safetensors --output o.safetensors --causal --layout bshd   # [B, S, H, D], SDPA's mask
-  evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1
-  evoattn run --input qkv8.safetensors --output o.safetensors --v-layout bhds   # E4M3, v as [B, Hkv, D, Sk]")]
+  evoattn run --input qkv.safetensors --output o.safetensors --causal bottom-right --lse --scale 0.1")]
 pub struct Args {
     /// Safetensors file with tensors q, k, v: rank 4, all f16, all bf16 or all e4m3 (F8_E4M3, then
     /// with q_descale, k_descale, v_descale, f32 [B, Hkv], as `evoattn quantize` writes them),
