@@ -32,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(VT_THREADS)
         const int d = i / (VT_KEYS / 16), key = key0 + 16 * (i % (VT_KEYS / 16));
         if (key >= sk_pad) continue;
         const unsigned char* row = v + d * v_row;
-        uint4 w = make_uint4(0u, 0u, 0u, 0u);
+        uint4 w;
         if (key + 16 <= p.sk) {
             w = *(const uint4*)(row + key);
         } else {
