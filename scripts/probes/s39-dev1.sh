@@ -19,7 +19,7 @@ step "memcheck vg kernel" 40 memcheck-vg-k.txt "$SANITIZER" --tool memcheck --er
   --impl wgmma --config-on-plan --config vt_producer=0
 [ -x .gpu/gpu_fp8 ] && step "gpu_fp8" 90 gpu-fp8.txt .gpu/gpu_fp8 --test-threads 1 --nocapture
 for s in 1,32,16384,64 1,16,16384,128; do
-  step "ncu $s" 90 ncu-$s.txt "$NCU" --set full -k regex:evoattn_wgmma --launch-count 1 -f -o $OUT/ncu-$s \
+  step "ncu $s" 90 ncu-$s.txt "$NCU" --clock-control none --set full -k regex:evoattn_wgmma --launch-count 1 -f -o $OUT/ncu-$s \
     "$BIN" bench --shape $s --dtype e4m3 --reps 2 --peers none --no-history
   "$NCU" -i $OUT/ncu-$s.ncu-rep --page raw --csv > $OUT/ncu-$s-raw.csv 2>&1
   "$NCU" -i $OUT/ncu-$s.ncu-rep --page details --csv > $OUT/ncu-$s-details.csv 2>&1
