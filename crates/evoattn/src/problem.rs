@@ -248,6 +248,14 @@ pub struct Strides {
     pub dim: usize,
 }
 
+impl Strides {
+    /// A dense Vᵀ, [B, Hkv, D, row] with keys contiguous: `row` elements between head-dim rows
+    /// (Sk, or Sk padded to whole vectors).
+    pub fn keys_contiguous(hkv: usize, d: usize, row: usize) -> Self {
+        Strides { batch: hkv.saturating_mul(d).saturating_mul(row), head: d.saturating_mul(row), seq: 1, dim: row }
+    }
+}
+
 /// The logical sizes of an attention problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Shape {
@@ -496,13 +504,7 @@ impl Problem {
     pub fn with_v_keys_contiguous(mut self) -> Self {
         let s = self.shape;
         let keys = s.sk.div_ceil(self.vector_elems(TensorName::V)) * self.vector_elems(TensorName::V);
-        let dim = keys.max(1);
-        self.v_strides = Strides {
-            batch: s.hkv.saturating_mul(s.d).saturating_mul(dim),
-            head: s.d.saturating_mul(dim),
-            seq: 1,
-            dim,
-        };
+        self.v_strides = Strides::keys_contiguous(s.hkv, s.d, keys.max(1));
         self
     }
 

@@ -81,7 +81,8 @@ impl QkvFile {
         let mut problem = Problem::dense(self.shape, self.dtype, layout);
         if self.v_layout == VLayout::Bhds {
             let s = self.shape;
-            problem.v_strides = Strides { batch: s.hkv * s.d * s.sk, head: s.d * s.sk, seq: 1, dim: s.sk };
+            // The file's rows are Sk long (validation asks Sk to keep them 16-byte aligned).
+            problem.v_strides = Strides::keys_contiguous(s.hkv, s.d, s.sk);
         }
         problem
     }

@@ -515,7 +515,7 @@ impl LaunchImage {
         if problem.with_lse {
             return Err(unsupported("a launch image carries no LSE buffer".into()));
         }
-        let tensor_maps = tma::kernel_maps(problem, &kernel.spec, tma::VMap::Rows)?;
+        let tensor_maps = tma::kernel_maps(problem, &kernel.spec)?;
         Ok(LaunchImage {
             kernel: kernel.spec.name(),
             cubin: kernel.cubin.clone(),
@@ -663,7 +663,7 @@ mod tests {
         let tile_store = kernel("pipeline=tma,schedule=grid,o_staging=tile");
         let image = LaunchImage::new(&tile_store, &p, 132, H100_L2).unwrap();
         let names: Vec<TensorName> = image.tensor_maps.iter().map(|(t, _)| *t).collect();
-        let want = tma::kernel_maps(&p, &tile_store.spec, tma::VMap::Rows).unwrap();
+        let want = tma::kernel_maps(&p, &tile_store.spec).unwrap();
         assert_eq!(image.tensor_maps, want);
         assert_eq!(names, [TensorName::Q, TensorName::K, TensorName::V, TensorName::O]);
         assert!(image.scratch.is_none());

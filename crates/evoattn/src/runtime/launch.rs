@@ -10,7 +10,7 @@ use crate::kernels::wgmma::{VT_BLOCK_KEYS, VT_BLOCK_THREADS};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, InputViews, KernelParams, LoadedKernel};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
-use crate::runtime::tma::{self, TensorMap, TensorMapGeometry, VMap};
+use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop};
 use std::ffi::c_void;
 
@@ -47,10 +47,10 @@ struct MapCache {
 }
 
 impl MapCache {
-    /// `v_map`: what V's map is over (a transposed copy's address the launch passes in V's place).
-    fn new(problem: &Problem, spec: &KernelSpec, v_map: VMap) -> Result<Self> {
+    /// V's map may be over a transposed copy, whose address the launch passes in V's place.
+    fn new(problem: &Problem, spec: &KernelSpec) -> Result<Self> {
         const ORDER: [TensorName; 4] = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
-        let geometry = tma::kernel_maps(problem, spec, v_map)?
+        let geometry = tma::kernel_maps(problem, spec)?
             .into_iter()
             .map(|(tensor, g)| (g, ORDER.iter().position(|&t| t == tensor).expect("maps are over Q, K, V or O")))
             .collect();
@@ -185,14 +185,7 @@ impl PreparedLaunch {
             _ => (need, None),
         };
         let maps = match spec.tensor_map_rows() {
-            Some(_) if !empty => {
-                let v_map = match (transpose.is_some(), spec.reads_v_keys_contiguous()) {
-                    (true, _) => VMap::Scratch,
-                    (false, true) => VMap::Given,
-                    (false, false) => VMap::Rows,
-                };
-                Some(MapCache::new(problem, &spec, v_map)?)
-            }
+            Some(_) if !empty => Some(MapCache::new(problem, &spec)?),
             _ => None,
         };
         let combine = kernel

@@ -157,6 +157,19 @@ pub enum VMap {
     Given,
 }
 
+impl VMap {
+    /// What `spec`'s V map is over: a kernel with a V pass of its own before it (the transpose,
+    /// or the permute of a V given transposed) reads that pass's copy; else V as the problem
+    /// holds it.
+    pub fn of(spec: &KernelSpec) -> Self {
+        match (spec.transpose_kernel_name().is_some(), spec.reads_v_keys_contiguous()) {
+            (true, _) => VMap::Scratch,
+            (false, true) => VMap::Given,
+            (false, false) => VMap::Rows,
+        }
+    }
+}
+
 /// Keys of the transposed V are padded to a multiple of this (16-byte rows, and each 16 keys
 /// one group of P's k order).
 pub const VT_KEY_ALIGN: usize = 16;
@@ -205,10 +218,11 @@ impl TensorMapGeometry {
 }
 
 /// The tensor maps `spec`'s kernel takes, in its parameter order (Q, K, V, O, each where its
-/// `tensor_map_rows` names it; none for a kernel without TMA), with their geometries;
-/// `v_map`: what V's map is over.
-pub fn kernel_maps(problem: &Problem, spec: &KernelSpec, v_map: VMap) -> Result<Vec<(TensorName, TensorMapGeometry)>> {
+/// `tensor_map_rows` names it; none for a kernel without TMA), with their geometries (V's over
+/// what [`VMap::of`] says).
+pub fn kernel_maps(problem: &Problem, spec: &KernelSpec) -> Result<Vec<(TensorName, TensorMapGeometry)>> {
     let Some(rows) = spec.tensor_map_rows() else { return Ok(Vec::new()) };
+    let v_map = VMap::of(spec);
     let imp = spec.imp();
     if problem.shape.sk == 0 {
         return Err(Error::Unsupported {
@@ -360,6 +374,29 @@ mod tests {
         let vt = TensorMapGeometry::transposed_v(&given, Impl::Wgmma, VMap::Given).unwrap();
         assert_eq!((vt.dims, vt.strides_bytes), ([70, 128, 2, 2], [80, 3 * 128 * 80, 2 * 128 * 80]));
         assert_eq!(vt.box_dims, [128, 128, 1, 1]);
+    }
+
+    #[test]
+    fn v_is_mapped_over_what_the_kernel_reads() {
+        let spec = |dtype: Dtype, overrides: &str| {
+            let config =
+                crate::defaults::config(Impl::Wgmma, crate::Arch::Sm90a, dtype, 128).with_overrides(overrides).unwrap();
+            KernelSpec { config, dtype, head_dim: 128 }
+        };
+        let e4m3 = |overrides: &str| VMap::of(&spec(Dtype::E4m3, overrides));
+        // A kernel with a V pass before it reads the pass's copy; else V as the problem holds it.
+        assert_eq!(e4m3("vt_producer=0,vt_given=0"), VMap::Scratch);
+        assert_eq!(e4m3("vt_producer=0,vt_given=1"), VMap::Scratch);
+        assert_eq!(e4m3("vt_producer=1,vt_given=0"), VMap::Rows);
+        assert_eq!(e4m3("vt_producer=1,vt_given=1"), VMap::Given);
+        assert_eq!(VMap::of(&spec(Dtype::Bf16, "")), VMap::Rows);
+        // And `kernel_maps` builds V's map over it: the caller's Sk keys at its strides.
+        let shape = Shape { b: 2, h: 4, hkv: 2, sq: 100, sk: 70, d: 128 };
+        let given = Problem::dense(shape, Dtype::E4m3, Layout::Bhsd).with_v_keys_contiguous();
+        let maps = kernel_maps(&given, &spec(Dtype::E4m3, "vt_producer=1,vt_given=1")).unwrap();
+        let v = maps.iter().find(|(t, _)| *t == TensorName::V).unwrap().1;
+        assert_eq!(v, TensorMapGeometry::transposed_v(&given, Impl::Wgmma, VMap::Given).unwrap());
+        assert_eq!(v.dims[0], 70);
     }
 
     #[test]
