@@ -110,14 +110,24 @@ pub const FP8_CLAIMED_CAUSAL_MAX_KEYS: usize = 2048;
 const FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM: usize = 64;
 
 /// Most keys for which unmasked E4M3 problems on persistent blocks stage O in a tile of their own
-/// (the default); longer ones store O from registers up to hd128: there a consumer's staging
-/// stores share the MIO queue with the next tile's exponentials (H200 A/B/B/A, O from registers:
-/// hd64 2k -0.7%, 4k -2.0%, 8k -6.7%; hd128 8k -1.2%; hd256 8k +2.6%).
+/// (the default); longer ones store O from registers where that was measured to pay: there a
+/// consumer's staging stores share the MIO queue with the next tile's exponentials (H200
+/// A/B/B/A, O from registers: hd64 2k -0.7%, 4k -2.0%, 8k -6.7%; hd128 8k -1.2%; hd256 8k
+/// +2.6%; hd128 4k, V transposed in the kernel, +9.8%).
 /// Evidence: docs/decisions/wgmma.md#fp8-o-staging
 const FP8_PERSISTENT_O_TILE_MAX_KEYS: usize = 2048;
-/// Largest E4M3 head dim whose long unmasked persistent problems store O from registers.
+
+/// Whether an unmasked E4M3 problem of `sk` keys on persistent blocks stores O from registers:
+/// past [`FP8_PERSISTENT_O_TILE_MAX_KEYS`] at hd64; at hd128 only past the keys V is transposed
+/// in the kernel for ([`FP8_VT_PRODUCER_MAX_KEYS`], the one length measured there to gain).
 /// Evidence: docs/decisions/wgmma.md#fp8-o-staging
-const FP8_O_REGISTERS_MAX_HEAD_DIM: usize = 128;
+fn fp8_o_from_registers(sk: usize, head_dim: usize) -> bool {
+    match head_dim {
+        ..=64 => sk > FP8_PERSISTENT_O_TILE_MAX_KEYS,
+        ..=128 => sk > FP8_VT_PRODUCER_MAX_KEYS,
+        _ => false,
+    }
+}
 
 /// The E4M3 head dim whose default holds Q in registers (hd64 measured even, hd256 spills).
 /// Evidence: docs/decisions/wgmma.md#fp8-default
@@ -215,10 +225,7 @@ pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
         } else {
             c.schedule
         };
-        let o_from_registers = schedule == Schedule::Persistent
-            && !causal
-            && shape.d <= FP8_O_REGISTERS_MAX_HEAD_DIM
-            && shape.sk > FP8_PERSISTENT_O_TILE_MAX_KEYS;
+        let o_from_registers = schedule == Schedule::Persistent && !causal && fp8_o_from_registers(shape.sk, shape.d);
         let o_staging = if o_from_registers { OStaging::Registers } else { c.o_staging };
         return WgmmaConfig { schedule, o_staging, ..c };
     }
@@ -446,13 +453,18 @@ mod tests {
                 Problem::dense(Shape::new(1, 2048 / d, FP8_PERSISTENT_MAX_KEYS + 1, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&past), fp8_default(d));
             // Unmasked persistent blocks past FP8_PERSISTENT_O_TILE_MAX_KEYS store O from
-            // registers up to hd128, and stage it in its tile up to there and at hd256.
+            // registers at hd64, and at hd128 past FP8_VT_PRODUCER_MAX_KEYS; the rest stage O in
+            // its tile.
             let o_at =
                 |sk| wgmma_for(&Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd)).o_staging;
-            let registers = if d <= FP8_O_REGISTERS_MAX_HEAD_DIM { OStaging::Registers } else { OStaging::Tile };
+            let (regs_past_tile, regs_at_8k) = match d {
+                64 => (OStaging::Registers, OStaging::Registers),
+                128 => (OStaging::Tile, OStaging::Registers),
+                _ => (OStaging::Tile, OStaging::Tile),
+            };
             let (last_tile, first_past) = (FP8_PERSISTENT_O_TILE_MAX_KEYS, FP8_PERSISTENT_O_TILE_MAX_KEYS + 1);
-            assert_eq!((o_at(last_tile), o_at(first_past)), (OStaging::Tile, registers), "hd{d}");
-            assert_eq!(o_at(FP8_PERSISTENT_MAX_KEYS), registers, "hd{d}");
+            assert_eq!((o_at(last_tile), o_at(first_past)), (OStaging::Tile, regs_past_tile), "hd{d}");
+            assert_eq!(o_at(FP8_PERSISTENT_MAX_KEYS), regs_at_8k, "hd{d}");
             // Causal problems stop earlier, by head dim (unequal causal tiles on static blocks).
             let causal_limit = fp8_persistent_max_keys(true, d);
             assert!((512..FP8_PERSISTENT_MAX_KEYS).contains(&causal_limit));
