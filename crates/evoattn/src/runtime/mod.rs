@@ -7,6 +7,7 @@ pub mod cache;
 pub mod compile;
 pub mod cubin;
 pub mod cublas;
+pub mod cublaslt;
 pub mod culib;
 pub mod device;
 pub mod dlpack;

@@ -124,7 +124,7 @@ const FP8_PERSISTENT_O_TILE_MAX_KEYS: usize = 2048;
 fn fp8_o_from_registers(sk: usize, head_dim: usize) -> bool {
     match head_dim {
         ..=64 => sk > FP8_PERSISTENT_O_TILE_MAX_KEYS,
-        ..=128 => sk > FP8_VT_PRODUCER_MAX_KEYS,
+        65..=128 => sk > FP8_VT_PRODUCER_MAX_KEYS,
         _ => false,
     }
 }
