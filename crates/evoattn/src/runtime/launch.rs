@@ -221,44 +221,7 @@ impl PreparedLaunch {
         stream: &CudaStream,
         tensors: DeviceTensors<'_>,
     ) -> Result<()> {
-        let DeviceTensors { inputs, mut o, mut lse } = tensors;
-        // The sync guards (`_syncs`) live until the launch is enqueued, keeping stream ordering
-        // with the buffers' other uses.
-        let (addrs, lens, _syncs) = match &inputs {
-            InputViews::Sixteen { q, k, v } => {
-                let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
-                (
-                    [q_ptr, k_ptr, v_ptr, 0],
-                    [q.len(), k.len(), v.len(), 0],
-                    [q_sync, k_sync, v_sync, SyncOnDrop::Sync(None)],
-                )
-            }
-            InputViews::Fp8 { q, k, v, descale } => {
-                let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
-                let (d_ptr, d_sync) = descale.device_ptr(stream);
-                (
-                    [q_ptr, k_ptr, v_ptr, d_ptr],
-                    [q.len(), k.len(), v.len(), descale.len()],
-                    [q_sync, k_sync, v_sync, d_sync],
-                )
-            }
-        };
-        let o_len = o.len();
-        let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
-        let lse_len = lse.as_ref().map_or(0, |l| l.len());
-        let has_lse = lse.is_some();
-        let (lse_ptr, _lse_sync) = match lse.as_mut() {
-            Some(l) => {
-                let (ptr, sync) = l.device_ptr_mut(stream);
-                (ptr, Some(sync))
-            }
-            None => (0, None),
-        };
-        let buffers = LaunchBuffers {
-            addrs: [addrs[0], addrs[1], addrs[2], o_ptr, lse_ptr, addrs[3]],
-            lens: [lens[0], lens[1], lens[2], o_len, lse_len, lens[3]],
-        };
-        self.run_buffers(gpu, scratch, stream, buffers, has_lse)
+        with_buffers(tensors, stream, |buffers, has_lse| self.run_buffers(gpu, scratch, stream, buffers, has_lse))
     }
 
     /// As [`PreparedLaunch::run`], on buffers given by address (an [`ExternalTensors`]'s, whose
@@ -274,31 +237,8 @@ impl PreparedLaunch {
         has_lse: bool,
     ) -> Result<()> {
         let problem = &self.problem;
-        if problem.with_lse != has_lse {
-            return Err(Error::Unsupported {
-                imp: self.spec.imp().to_string(),
-                reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
-            });
-        }
+        check_buffers(problem, self.spec.imp().name(), &buffers, has_lse)?;
         let fp8 = problem.dtype.is_fp8();
-        if !fp8 && buffers.lens[5] > 0 {
-            return Err(Error::Unsupported {
-                imp: self.spec.imp().to_string(),
-                reason: format!("descales come with E4M3 inputs only, and this problem's are {}", problem.dtype),
-            });
-        }
-        let spans: Vec<BufferSpan> = BUFFERS
-            .iter()
-            .enumerate()
-            .filter(|&(_, &t)| (t != TensorName::Lse || problem.with_lse) && (t != TensorName::Descale || fp8))
-            .map(|(i, &tensor)| BufferSpan {
-                tensor,
-                addr: buffers.addrs[i],
-                len: buffers.lens[i],
-                elem_bytes: problem.elem_bytes(tensor),
-            })
-            .collect();
-        validate_buffers(problem, &spans)?;
         if problem.is_empty() {
             return Ok(());
         }
@@ -400,6 +340,76 @@ impl PreparedLaunch {
     }
 }
 
+/// Calls `f` with the addresses and lengths of `tensors`' views on `stream` and whether an LSE
+/// buffer came, while the views' stream-ordering guards live (until `f` has enqueued its work).
+pub(crate) fn with_buffers<R>(
+    tensors: DeviceTensors<'_>,
+    stream: &CudaStream,
+    f: impl FnOnce(LaunchBuffers, bool) -> Result<R>,
+) -> Result<R> {
+    let DeviceTensors { inputs, mut o, mut lse } = tensors;
+    // The sync guards (`_syncs`) live until the launch is enqueued, keeping stream ordering
+    // with the buffers' other uses.
+    let (addrs, lens, _syncs) = match &inputs {
+        InputViews::Sixteen { q, k, v } => {
+            let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
+            ([q_ptr, k_ptr, v_ptr, 0], [q.len(), k.len(), v.len(), 0], [q_sync, k_sync, v_sync, SyncOnDrop::Sync(None)])
+        }
+        InputViews::Fp8 { q, k, v, descale } => {
+            let [(q_ptr, q_sync), (k_ptr, k_sync), (v_ptr, v_sync)] = [q, k, v].map(|x| x.device_ptr(stream));
+            let (d_ptr, d_sync) = descale.device_ptr(stream);
+            ([q_ptr, k_ptr, v_ptr, d_ptr], [q.len(), k.len(), v.len(), descale.len()], [q_sync, k_sync, v_sync, d_sync])
+        }
+    };
+    let o_len = o.len();
+    let (o_ptr, _o_sync) = o.device_ptr_mut(stream);
+    let lse_len = lse.as_ref().map_or(0, |l| l.len());
+    let has_lse = lse.is_some();
+    let (lse_ptr, _lse_sync) = match lse.as_mut() {
+        Some(l) => {
+            let (ptr, sync) = l.device_ptr_mut(stream);
+            (ptr, Some(sync))
+        }
+        None => (0, None),
+    };
+    let buffers = LaunchBuffers {
+        addrs: [addrs[0], addrs[1], addrs[2], o_ptr, lse_ptr, addrs[3]],
+        lens: [lens[0], lens[1], lens[2], o_len, lse_len, lens[3]],
+    };
+    f(buffers, has_lse)
+}
+
+/// Checks a launch's buffers against `problem` (`imp` names the path in errors): an LSE buffer
+/// exactly when it asks for LSE, descales only with E4M3, and every buffer's size, alignment and
+/// overlap.
+pub(crate) fn check_buffers(problem: &Problem, imp: &str, buffers: &LaunchBuffers, has_lse: bool) -> Result<()> {
+    if problem.with_lse != has_lse {
+        return Err(Error::Unsupported {
+            imp: imp.to_string(),
+            reason: "an LSE buffer must be given exactly when the problem asks for LSE".into(),
+        });
+    }
+    let fp8 = problem.dtype.is_fp8();
+    if !fp8 && buffers.lens[5] > 0 {
+        return Err(Error::Unsupported {
+            imp: imp.to_string(),
+            reason: format!("descales come with E4M3 inputs only, and this problem's are {}", problem.dtype),
+        });
+    }
+    let spans: Vec<BufferSpan> = BUFFERS
+        .iter()
+        .enumerate()
+        .filter(|&(_, &t)| (t != TensorName::Lse || problem.with_lse) && (t != TensorName::Descale || fp8))
+        .map(|(i, &tensor)| BufferSpan {
+            tensor,
+            addr: buffers.addrs[i],
+            len: buffers.lens[i],
+            elem_bytes: problem.elem_bytes(tensor),
+        })
+        .collect();
+    Ok(validate_buffers(problem, &spans)?)
+}
+
 /// `cuLaunchKernel` of `function` with `block` threads per block and `smem` bytes of dynamic
 /// shared memory on `stream`, with the parameters `args` points at.
 ///
@@ -409,7 +419,7 @@ impl PreparedLaunch {
 /// `args` must point at live values whose types and order match the kernel's parameters, and
 /// every device address in them must be valid for what the kernel reads and writes over the
 /// whole grid.
-unsafe fn launch(
+pub(crate) unsafe fn launch(
     function: &CudaFunction,
     grid: (u32, u32, u32),
     block: u32,

@@ -12,6 +12,7 @@ pub mod culib;
 pub mod device;
 pub mod dlpack;
 pub mod launch;
+pub mod library;
 pub mod nvml;
 pub mod nvrtc;
 pub mod resources;

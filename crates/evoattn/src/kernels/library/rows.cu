@@ -1,5 +1,5 @@
 // The library paths' row kernel (#38): over one chunk of materialised scores S = Q·Kᵀ
-// (kernels/library/geometry.rs lays them out), each row's scale, mask, max, exponentials,
+// (kernels/library/geometry.rs lays them out; `lse_index` there is this kernel's LSE index), each row's scale, mask, max, exponentials,
 // sum and LSE, then P = softmax(S) in the input dtype, written over S in place from the start
 // of each row (so cuBLASLt's P·V reads P at `p_ld` elements a row). One block a row, three
 // passes over it: the max, the sum, then P. Masked keys and keys past a row's last visible one
@@ -19,17 +19,14 @@ typedef elem_t score_t;
 #define score_to_float elem_to_float
 #endif
 
-// Mirrored by `kernels::library::RowsParams`, field for field.
-struct RowsParams {
+// One chunk's S and its units (kernels/library/geometry.rs); mirrored by
+// `runtime::library::RowsChunk`, field for field. The problem's sizes, mask, scale and LSE are
+// AttnParams'.
+struct RowsChunk {
     void* s;     // the chunk's S; P over it
-    float* lse;  // [B, H, Sq] dense, or null
     i64 ld;      // S's elements a row
-    i64 p_ld;    // P's 16-bit elements a row
     int first_unit, unit_rows, unit_heads;
-    int bk_units;  // B * Hkv: units of one part of the groups' heads
-    int h, hkv, sq, sk;
-    int causal, causal_offset;
-    float scale_log2;
+    int bk_units;  // B * Hkv: the units of one part of the groups' heads
 };
 
 __device__ float block_reduce(float x, bool take_max, float* scratch) {
@@ -46,13 +43,14 @@ __device__ float block_reduce(float x, bool take_max, float* scratch) {
     return x;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const RowsParams p) {
+extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const AttnParams p, const RowsChunk c) {
     __shared__ float scratch[THREADS / 32];
     const int row = blockIdx.x;
-    const int unit = p.first_unit + row / p.unit_rows, unit_row = row % p.unit_rows;
+    const int unit = c.first_unit + row / c.unit_rows, unit_row = row % c.unit_rows;
     const int query = unit_row % p.sq;
-    const score_t* s = (const score_t*)p.s + (i64)row * p.ld;
-    elem_t* prob = (elem_t*)p.s + (i64)row * (p.ld * (i64)sizeof(score_t) / 2);
+    const score_t* s = (const score_t*)c.s + (i64)row * c.ld;
+    // P's row stride in 16-bit elements: geometry.rs's `ScoreLayout::p_ld`.
+    elem_t* prob = (elem_t*)c.s + (i64)row * (c.ld * (i64)sizeof(score_t) / 2);
 
     int n = p.sk;
     if (p.causal) n = max(0, min(p.sk, query + p.causal_offset + 1));
@@ -75,8 +73,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) EVOATTN_KERNEL_NAME(const 
         if (j < p.sk) prob[j] = float_to_elem(x);
     }
     if (p.lse != 0 && threadIdx.x == 0) {
-        const int bk = unit % p.bk_units, part = unit / p.bk_units;
-        const int batch = bk / p.hkv, head = (bk % p.hkv) * (p.h / p.hkv) + part * p.unit_heads + unit_row / p.sq;
+        const int bk = unit % c.bk_units, part = unit / c.bk_units;
+        const int batch = bk / p.hkv, head = (bk % p.hkv) * (p.h / p.hkv) + part * c.unit_heads + unit_row / p.sq;
         p.lse[((i64)batch * p.h + head) * p.sq + query] = sum > 0.f ? (m + log2f(sum)) * LN2 : NEG_INF;
     }
 }

@@ -1,0 +1,240 @@
+//! The `cublas` path's launch (#38): a problem's [`Geometry`] prepared once (the row kernel
+//! compiled, gated and loaded; every GEMM's descriptors and algorithm chosen), then per call
+//! and chunk: Q·Kᵀ into S, the row kernel over S, P·V into O, all on the caller's stream. S and
+//! cuBLASLt's workspace come from the stream's scratch arena, and each stream gets its own
+//! cuBLASLt handle, so one problem may run on several streams at once (the library's
+//! concurrency rule for every path).
+
+use crate::error::{Error, Result};
+use crate::kernels::library::geometry::{self, Geometry};
+use crate::kernels::library::{rows_kernel, Scores, ROWS, ROWS_THREADS};
+use crate::kernels::HEADERS;
+use crate::problem::Problem;
+use crate::runtime::compile::options_with;
+use crate::runtime::cubin::report;
+use crate::runtime::cublaslt::{LtGemm, LtHandle};
+use crate::runtime::device::{DeviceTensors, Gpu, KernelParams};
+use crate::runtime::launch::{check_buffers, launch, with_buffers, LaunchBuffers};
+use crate::runtime::nvrtc::Nvrtc;
+use crate::runtime::scratch::{ScratchNeed, ScratchStore};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr};
+use std::ffi::c_void;
+
+/// The path's name in errors.
+const PATH: &str = "cublas";
+/// cuBLASLt's workspace a GEMM may use: its recommendation for Hopper.
+pub const WORKSPACE_BYTES: usize = 32 << 20;
+/// S's start and the workspace's in the scratch: cuBLASLt wants 256-byte aligned pointers for
+/// its fastest kernels.
+const SCRATCH_ALIGN: usize = 256;
+
+/// `RowsChunk` of kernels/library/rows.cu, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct RowsChunk {
+    s: u64,
+    ld: i64,
+    first_unit: i32,
+    unit_rows: i32,
+    unit_heads: i32,
+    bk_units: i32,
+}
+
+// Safety: `RowsChunk` is `repr(C)` plain integers matching `RowsChunk` in
+// kernels/library/rows.cu (the pointer as u64, `long long` as i64, `int` as i32).
+unsafe impl DeviceRepr for RowsChunk {}
+
+/// One chunk's prepared GEMMs and row-kernel launch.
+struct PreparedChunk {
+    qk: Vec<LtGemm>,
+    pv: Vec<LtGemm>,
+    rows: u32,
+    args: RowsChunk,
+}
+
+impl PreparedChunk {
+    /// Enqueues Q·Kᵀ, the row kernel and P·V of this chunk on `stream`.
+    ///
+    /// # Safety
+    /// `tensors` (Q, K, V, O) hold the problem's extents and `params` their addresses (and
+    /// LSE's); `scratch` (S, workspace) holds the chunk's S and the GEMMs' workspace; `handle`
+    /// is `stream`'s; all live until the stream has run the work.
+    unsafe fn run(
+        &mut self,
+        handle: &LtHandle,
+        rows: &CudaFunction,
+        params: &mut KernelParams,
+        stream: &CudaStream,
+        [q, k, v, o]: [u64; 4],
+        [s, workspace]: [u64; 2],
+    ) -> Result<()> {
+        self.args.s = s;
+        for gemm in &self.qk {
+            // Safety: K, Q and S as the contract above says.
+            unsafe { gemm.run(handle, [k, q, s], workspace, stream.cu_stream())? };
+        }
+        let mut args: [*mut c_void; 2] =
+            [params as *mut KernelParams as *mut c_void, &mut self.args as *mut RowsChunk as *mut c_void];
+        // Safety: the row kernel takes (AttnParams, RowsChunk), whose mirrors `args` points at;
+        // it reads and writes the chunk's rows of S and its units' LSE rows.
+        unsafe { launch(rows, (self.rows, 1, 1), ROWS_THREADS, 0, stream, &mut args)? };
+        for gemm in &self.pv {
+            // Safety: V, P (over S) and O as the contract above says.
+            unsafe { gemm.run(handle, [v, s, o], workspace, stream.cu_stream())? };
+        }
+        Ok(())
+    }
+}
+
+/// A problem's `cublas` launch, prepared.
+pub struct LibraryLaunch {
+    problem: Problem,
+    geometry: Geometry,
+    rows: CudaFunction,
+    params: KernelParams,
+    chunks: Vec<PreparedChunk>,
+    need: ScratchNeed,
+    /// The workspace's offset in the scratch floats' bytes.
+    workspace_offset: usize,
+    /// Each stream's cuBLASLt handle, by the stream's driver handle.
+    handles: Vec<(usize, LtHandle)>,
+}
+
+impl LibraryLaunch {
+    /// Prepares `problem` (validated, 16-bit) with scores held as `scores`, S taking at most
+    /// `budget_bytes` (see [`scores_budget`]).
+    pub fn new(gpu: &Gpu, problem: &Problem, scores: Scores, budget_bytes: usize) -> Result<Self> {
+        let unsupported = |reason: String| Error::Unsupported { imp: PATH.into(), reason };
+        if problem.dtype.is_fp8() {
+            return Err(unsupported(format!("{PATH} takes f16 or bf16 inputs, not {}", problem.dtype)));
+        }
+        let geometry = geometry::plan(problem, scores.bytes(), budget_bytes).map_err(unsupported)?;
+        let (name, defines) = rows_kernel(problem.dtype, scores);
+        let arch = gpu.arch();
+        let options = options_with(arch, defines);
+        let compiled = Nvrtc::get()?
+            .compile_cubin(&ROWS, HEADERS, &name, arch, &options)
+            .map_err(|f| Error::Compile(Box::new(f)))?;
+        let resources = report(&compiled.cubin, &compiled.log, &name, arch)
+            .ok_or_else(|| unsupported(format!("{name}: the CUBIN holds no resource report")))?;
+        resources.gate(arch).map_err(|reason| Error::ResourceGate {
+            kernel: name.clone(),
+            arch: arch.name().to_string(),
+            reason,
+        })?;
+        let [rows] = gpu.load_functions(compiled.cubin, [name.as_str()])?;
+
+        let handle = LtHandle::new()?;
+        let int = |what: &str, x: usize| i32::try_from(x).map_err(|_| unsupported(format!("{what} ({x}) past 2^31")));
+        let units = geometry.units;
+        let s = problem.shape;
+        let mut chunks = Vec::with_capacity(geometry.chunks.len());
+        for chunk in &geometry.chunks {
+            let prepare = |gemms: &[geometry::Gemm], c_f32: bool| {
+                gemms
+                    .iter()
+                    .map(|g| LtGemm::new(&handle, *g, problem.dtype, c_f32, WORKSPACE_BYTES))
+                    .collect::<Result<Vec<_>>>()
+            };
+            let rows = chunk.units * units.rows;
+            chunks.push(PreparedChunk {
+                qk: prepare(&chunk.qk, scores == Scores::F32)?,
+                pv: prepare(&chunk.pv, false)?,
+                rows: u32::try_from(int("rows of a chunk", rows)?).expect("non-negative"),
+                args: RowsChunk {
+                    s: 0,
+                    ld: geometry.scores.ld as i64,
+                    first_unit: int("units", chunk.first_unit)?,
+                    unit_rows: int("rows of a unit", units.rows)?,
+                    unit_heads: int("heads of a unit", units.heads)?,
+                    bk_units: int("B x Hkv", s.b * s.hkv)?,
+                },
+            });
+        }
+        let workspace = chunks.iter().flat_map(|c| c.qk.iter().chain(&c.pv)).map(|g| g.workspace_bytes).max();
+        let workspace_offset = geometry.scratch_bytes.next_multiple_of(SCRATCH_ALIGN);
+        let bytes = workspace_offset + workspace.unwrap_or(0);
+        Ok(LibraryLaunch {
+            problem: problem.clone(),
+            geometry,
+            rows,
+            params: KernelParams::new(problem, [0; 5], gpu.l2_bytes())?,
+            chunks,
+            need: ScratchNeed { counters: 0, floats: bytes.div_ceil(4) },
+            workspace_offset,
+            handles: vec![(gpu.stream().cu_stream() as usize, handle)],
+        })
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// Runs the prepared problem on `stream` over `tensors`, after checking their sizes,
+    /// alignment and overlap as every launch does; S and the workspace come from `stream`'s
+    /// arena in `scratch`.
+    pub fn run(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        tensors: DeviceTensors<'_>,
+    ) -> Result<()> {
+        with_buffers(tensors, stream, |buffers, has_lse| {
+            // Safety: the views are live device allocations of their lengths, ordered on
+            // `stream` by their guards while `with_buffers` holds them.
+            unsafe { self.run_buffers(gpu, scratch, stream, buffers, has_lse) }
+        })
+    }
+
+    /// As [`LibraryLaunch::run`], on buffers given by address.
+    ///
+    /// # Safety
+    /// The addresses are device memory of the lengths given (as an
+    /// [`ExternalTensors`](crate::runtime::device::ExternalTensors)' constructor requires),
+    /// live until the stream has run the launch.
+    pub(crate) unsafe fn run_buffers(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        buffers: LaunchBuffers,
+        has_lse: bool,
+    ) -> Result<()> {
+        let problem = &self.problem;
+        check_buffers(problem, PATH, &buffers, has_lse)?;
+        if problem.is_empty() {
+            return Ok(());
+        }
+        stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        let key = stream.cu_stream() as usize;
+        if !self.handles.iter().any(|(k, _)| *k == key) {
+            self.handles.push((key, LtHandle::new()?));
+        }
+        let handle = &self.handles.iter().find(|(k, _)| *k == key).expect("inserted above").1;
+        let lease = scratch.lease(gpu, stream, self.need)?;
+        let (s_ptr, workspace) = (lease.ptrs.floats, lease.ptrs.floats + self.workspace_offset as u64);
+        let [q, k, v, o, lse, _] = buffers.addrs;
+        (self.params.q, self.params.k, self.params.v, self.params.o, self.params.lse) = (q, k, v, o, lse);
+        let mut result = Ok(());
+        for chunk in &mut self.chunks {
+            // Safety: the caller's contract and the checks above (every buffer holds the
+            // problem's extent; the lease covers S and the workspace; the handle is the stream's).
+            result =
+                unsafe { chunk.run(handle, &self.rows, &mut self.params, stream, [q, k, v, o], [s_ptr, workspace]) };
+            if result.is_err() {
+                break;
+            }
+        }
+        scratch.release(stream, lease)?;
+        result
+    }
+}
+
+/// The bytes of S a plan may take on `gpu`: three quarters of the free device memory, less
+/// cuBLASLt's workspace, leaving the caller room for its own allocations.
+pub fn scores_budget(gpu: &Gpu) -> Result<usize> {
+    gpu.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+    let (free, _total) = cudarc::driver::result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))?;
+    Ok((free / 4 * 3).saturating_sub(WORKSPACE_BYTES))
+}

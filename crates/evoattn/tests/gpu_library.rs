@@ -1,0 +1,124 @@
+//! The `cublas` path (#38: cuBLASLt Q·Kᵀ into a materialised S, the row kernel, cuBLASLt P·V)
+//! on a GPU, against the float64 reference under the input dtype's tolerance: GQA folded into
+//! the GEMMs (BHSD) and head by head (BSHD), every mask, rows that see no key, Sk = 1, both
+//! score dtypes, and S cut into chunks by a small budget. Each test returns with the reason
+//! printed when no GPU or no cuBLAS is usable (CI has neither).
+
+use evoattn::draw::{host_tensor, Stream};
+use evoattn::kernels::library::Scores;
+use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
+use evoattn::runtime::device::Gpu;
+use evoattn::runtime::library::{scores_budget, LibraryLaunch};
+use evoattn::runtime::scratch::ScratchStore;
+use evoattn::{Causal, DeviceTensors, Dtype, InputViews, Layout, Problem, Shape, TensorName};
+
+/// The GPU with cuBLAS loaded, or why not (printed).
+fn gpu_with_cublas() -> Option<Gpu> {
+    let gpu = match Gpu::open(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            eprintln!("skipped: no usable GPU ({e})");
+            return None;
+        }
+    };
+    match evoattn::runtime::cublas::Cublas::get() {
+        Ok(_) => Some(gpu),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// Runs `problem` through the path with `scores` and S given at most `budget` bytes (`None`:
+/// the free memory's share); the failure's description, if any.
+fn run_case(gpu: &Gpu, problem: &Problem, scores: Scores, budget: Option<usize>) -> Result<String, String> {
+    let e = |x: evoattn::Error| x.to_string();
+    let budget = match budget {
+        Some(b) => b,
+        None => scores_budget(gpu).map_err(e)?,
+    };
+    let mut launch = LibraryLaunch::new(gpu, problem, scores, budget).map_err(e)?;
+    let stream = gpu.stream().clone();
+    let err = |x: cudarc::driver::DriverError| x.to_string();
+    let nan = problem.dtype.to_bits(f64::NAN);
+    let [q, k, v] = [TensorName::Q, TensorName::K, TensorName::V]
+        .map(|t| host_tensor(problem, t, &Stream::new(11, t as u64, 1.0), nan));
+    let want = attention_f64(problem, &q, &k, &v);
+    let (dq, dk, dv) =
+        (stream.clone_htod(&q).map_err(err)?, stream.clone_htod(&k).map_err(err)?, stream.clone_htod(&v).map_err(err)?);
+    // NaN-poisoned: an element the path does not write fails the comparison.
+    let mut o = stream.clone_htod(&vec![nan; problem.extent(TensorName::O).max(1)]).map_err(err)?;
+    let mut lse = stream.clone_htod(&vec![f32::NAN; problem.extent(TensorName::Lse).max(1)]).map_err(err)?;
+    let mut scratch = ScratchStore::new(gpu);
+    let tensors = DeviceTensors {
+        inputs: InputViews::Sixteen { q: dq.slice(..), k: dk.slice(..), v: dv.slice(..) },
+        o: o.slice_mut(..),
+        lse: problem.with_lse.then(|| lse.slice_mut(..)),
+    };
+    launch.run(gpu, &mut scratch, &stream, tensors).map_err(e)?;
+    stream.synchronize().map_err(err)?;
+    let mut cmp = compare(&dense_o(problem, &stream.clone_dtoh(&o).map_err(err)?), &want.o);
+    if problem.with_lse {
+        let got: Vec<f64> = stream.clone_dtoh(&lse).map_err(err)?[..problem.extent(TensorName::Lse)]
+            .iter()
+            .map(|&x| f64::from(x))
+            .collect();
+        cmp = cmp.with_lse(&got, &want.lse);
+    }
+    let tol = tolerance(problem.dtype);
+    let g = launch.geometry();
+    let what = format!(
+        "{} {} {:?} {:?} scores={} ({} chunks, {} query heads a unit): {cmp:?}",
+        problem.dtype,
+        problem.shape,
+        problem.causal,
+        layout_of(problem),
+        scores.name(),
+        g.chunks.len(),
+        g.units.heads
+    );
+    if cmp.passes(&tol) {
+        Ok(what)
+    } else {
+        Err(format!("{what} exceeds {tol:?}"))
+    }
+}
+
+fn layout_of(problem: &Problem) -> Layout {
+    if problem.q_strides == Layout::Bhsd.strides(problem.shape.h, problem.shape.sq, problem.shape.d) {
+        Layout::Bhsd
+    } else {
+        Layout::Bshd
+    }
+}
+
+#[test]
+fn the_cublas_path_matches_float64_on_every_layout_mask_and_score_dtype() {
+    let Some(gpu) = gpu_with_cublas() else { return };
+    let shape = |b, h, hkv, sq, sk, d| Shape { b, h, hkv, sq, sk, d };
+    let mut cases = Vec::new();
+    for dtype in [Dtype::Bf16, Dtype::F16] {
+        for scores in Scores::ALL {
+            let p = |s, layout, causal| Problem::dense(s, dtype, layout).with_causal(causal).with_lse(true);
+            cases.push((p(shape(2, 8, 2, 300, 257, 64), Layout::Bhsd, Causal::None), scores, None));
+            cases.push((p(shape(1, 4, 2, 130, 70, 128), Layout::Bshd, Causal::BottomRight), scores, None));
+            cases.push((p(shape(2, 4, 1, 77, 1, 64), Layout::Bhsd, Causal::TopLeft), scores, None));
+            // A budget of one query head's S: chunks of single heads.
+            let chunked = p(shape(2, 4, 4, 128, 200, 64), Layout::Bhsd, Causal::TopLeft);
+            let one_head = 128 * 200usize.next_multiple_of(8) * scores.bytes();
+            cases.push((chunked, scores, Some(one_head)));
+        }
+    }
+    let mut failures = Vec::new();
+    for (problem, scores, budget) in &cases {
+        match run_case(&gpu, problem, *scores, *budget) {
+            Ok(line) => println!("ok   {line}"),
+            Err(line) => {
+                println!("FAIL {line}");
+                failures.push(line);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
