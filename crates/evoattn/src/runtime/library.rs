@@ -238,3 +238,31 @@ pub fn scores_budget(gpu: &Gpu) -> Result<usize> {
     let (free, _total) = cudarc::driver::result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))?;
     Ok((free / 4 * 3).saturating_sub(WORKSPACE_BYTES))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_chunk_layout_matches_the_kernels_struct() {
+        // A pointer and an i64 (16 bytes), then four ints (16): what `struct RowsChunk` in
+        // kernels/library/rows.cu occupies, its fields in this order.
+        assert_eq!(std::mem::size_of::<RowsChunk>(), 32);
+        assert_eq!(std::mem::offset_of!(RowsChunk, first_unit), 16);
+        assert_eq!(std::mem::offset_of!(RowsChunk, bk_units), 28);
+        let fields: Vec<&str> = ROWS
+            .text
+            .split("struct RowsChunk {")
+            .nth(1)
+            .unwrap()
+            .split("};")
+            .next()
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim().split(';').next().filter(|f| !f.is_empty() && !f.starts_with("//")))
+            .collect();
+        assert_eq!(fields, ["void* s", "i64 ld", "int first_unit, unit_rows, unit_heads", "int bk_units"]);
+        // The kernel takes `AttnParams` (mirrored by `KernelParams`), then the chunk.
+        assert!(ROWS.text.contains("(const AttnParams p, const RowsChunk c)"));
+    }
+}
