@@ -93,7 +93,10 @@ enum Command {
 /// Every environment variable evoattn reads, and what it does: `--help` prints this table, and a
 /// test keeps it equal to the code's `*_ENV` constants and to the README's list.
 const ENVIRONMENT: [(&str, &str); 12] = [
-    (evoattn::plan::IMPL_ENV, "a family for --impl auto to run (mma, wgmma, splitkv, resident, mma8, reference)"),
+    (
+        evoattn::plan::IMPL_ENV,
+        "a family for --impl auto to run (mma, wgmma, splitkv, resident, mma8, cublas, reference)",
+    ),
     (evoattn::runtime::nvrtc::NVRTC_ENV, "libnvrtc (a file or its directory), before the usual places"),
     (
         evoattn::runtime::cublas::CUBLAS_ENV,

@@ -7,7 +7,7 @@ use crate::problem::{Causal, Dtype, Problem, Shape, Strides};
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
 use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
-use crate::runtime::launch::PreparedLaunch;
+use crate::runtime::launch::Launch;
 use crate::runtime::scratch::{is_capturing, ScratchStore};
 use cudarc::driver::CudaStream;
 use std::collections::HashMap;
@@ -72,7 +72,7 @@ pub struct Attention {
     /// takes about 160 (this project's x86 build machine); the keys are the caller's own
     /// problems, so SipHash's resistance to chosen collisions buys nothing here. Each launch
     /// with the call count at its last use, for evicting the least recently used.
-    launches: HashMap<LaunchKey, (PreparedLaunch, u64), foldhash::fast::RandomState>,
+    launches: HashMap<LaunchKey, (Launch, u64), foldhash::fast::RandomState>,
     calls: u64,
     scratch: ScratchStore,
 }
@@ -193,12 +193,7 @@ impl Attention {
 
     /// Runs a launch prepared by the caller (a kernel variant the planner would not choose) on
     /// `stream`, with scratch from this `Attention`'s arenas.
-    pub fn run_prepared(
-        &mut self,
-        launch: &mut PreparedLaunch,
-        stream: &CudaStream,
-        tensors: DeviceTensors<'_>,
-    ) -> Result<()> {
+    pub fn run_prepared(&mut self, launch: &mut Launch, stream: &CudaStream, tensors: DeviceTensors<'_>) -> Result<()> {
         launch.run(&self.gpu, &mut self.scratch, stream, tensors)
     }
 
@@ -260,7 +255,7 @@ impl Attention {
             });
         }
         self.prepare(plan)?;
-        let mut launch = PreparedLaunch::new(&self.gpu, &self.loaded[&plan.spec], &plan.problem)?;
+        let mut launch = Launch::new(&self.gpu, &self.loaded[&plan.spec], &plan.problem)?;
         run(&mut launch, &self.gpu, &mut self.scratch, stream, tensors)?;
         if self.launches.len() >= MAX_PREPARED_LAUNCHES {
             let oldest = self.launches.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
@@ -281,7 +276,7 @@ enum Planned<'a> {
 }
 
 fn run(
-    launch: &mut PreparedLaunch,
+    launch: &mut Launch,
     gpu: &Gpu,
     scratch: &mut ScratchStore,
     stream: &CudaStream,

@@ -5,24 +5,25 @@
 //! printed when no GPU or no cuBLAS is usable (CI has neither).
 
 use evoattn::draw::{host_tensor, Stream};
-use evoattn::kernels::library::Scores;
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
-use evoattn::runtime::device::Gpu;
-use evoattn::runtime::library::{scores_budget, LibraryLaunch};
-use evoattn::runtime::scratch::ScratchStore;
-use evoattn::{Causal, DeviceTensors, Dtype, InputViews, Layout, Problem, Shape, TensorName};
+use evoattn::runtime::launch::Launch;
+use evoattn::runtime::library::LibraryLaunch;
+use evoattn::{
+    Attention, Causal, CublasConfig, DeviceTensors, Dtype, InputViews, KernelConfig, Layout, Problem, Request, Scores,
+    Shape, TensorName,
+};
 
 /// The GPU with cuBLAS loaded, or why not (printed).
-fn gpu_with_cublas() -> Option<Gpu> {
-    let gpu = match Gpu::open(0) {
-        Ok(gpu) => gpu,
+fn attention_with_cublas() -> Option<Attention> {
+    let attention = match Attention::new(0) {
+        Ok(a) => a,
         Err(e) => {
             eprintln!("skipped: no usable GPU ({e})");
             return None;
         }
     };
     match evoattn::runtime::cublas::Cublas::get() {
-        Ok(_) => Some(gpu),
+        Ok(_) => Some(attention),
         Err(e) => {
             eprintln!("skipped: {e}");
             None
@@ -30,16 +31,18 @@ fn gpu_with_cublas() -> Option<Gpu> {
     }
 }
 
-/// Runs `problem` through the path with `scores` and S given at most `budget` bytes (`None`:
-/// the free memory's share); the failure's description, if any.
-fn run_case(gpu: &Gpu, problem: &Problem, scores: Scores, budget: Option<usize>) -> Result<String, String> {
+/// Runs `problem` through the path with `scores`: planned and launched by `Attention` (S given
+/// its share of the free memory), or, with `budget`, prepared here with S given at most those
+/// bytes. The failure's description, if any.
+fn run_case(
+    attention: &mut Attention,
+    problem: &Problem,
+    scores: Scores,
+    budget: Option<usize>,
+) -> Result<String, String> {
     let e = |x: evoattn::Error| x.to_string();
-    let budget = match budget {
-        Some(b) => b,
-        None => scores_budget(gpu).map_err(e)?,
-    };
-    let mut launch = LibraryLaunch::new(gpu, problem, scores, budget).map_err(e)?;
-    let stream = gpu.stream().clone();
+    let plan = attention.plan(problem, Request::Config(KernelConfig::Cublas(CublasConfig { scores }))).map_err(e)?;
+    let stream = attention.gpu().stream().clone();
     let err = |x: cudarc::driver::DriverError| x.to_string();
     let nan = problem.dtype.to_bits(f64::NAN);
     let [q, k, v] = [TensorName::Q, TensorName::K, TensorName::V]
@@ -50,13 +53,29 @@ fn run_case(gpu: &Gpu, problem: &Problem, scores: Scores, budget: Option<usize>)
     // NaN-poisoned: an element the path does not write fails the comparison.
     let mut o = stream.clone_htod(&vec![nan; problem.extent(TensorName::O).max(1)]).map_err(err)?;
     let mut lse = stream.clone_htod(&vec![f32::NAN; problem.extent(TensorName::Lse).max(1)]).map_err(err)?;
-    let mut scratch = ScratchStore::new(gpu);
     let tensors = DeviceTensors {
         inputs: InputViews::Sixteen { q: dq.slice(..), k: dk.slice(..), v: dv.slice(..) },
         o: o.slice_mut(..),
         lse: problem.with_lse.then(|| lse.slice_mut(..)),
     };
-    launch.run(gpu, &mut scratch, &stream, tensors).map_err(e)?;
+    let how = match budget {
+        None => {
+            attention.forward_on(&stream, &plan, tensors).map_err(e)?;
+            "planned".to_string()
+        }
+        Some(bytes) => {
+            let compiled = evoattn::runtime::compile::compile(&plan.spec, plan.arch, None).map_err(e)?;
+            let kernel = attention.gpu().load(&compiled).map_err(e)?;
+            let library = LibraryLaunch::new(attention.gpu(), &kernel, problem, bytes).map_err(e)?;
+            let how = format!(
+                "{} chunks, {} query heads a unit",
+                library.geometry().chunks.len(),
+                library.geometry().units.heads
+            );
+            attention.run_prepared(&mut Launch::Library(Box::new(library)), &stream, tensors).map_err(e)?;
+            how
+        }
+    };
     stream.synchronize().map_err(err)?;
     let mut cmp = compare(&dense_o(problem, &stream.clone_dtoh(&o).map_err(err)?), &want.o);
     if problem.with_lse {
@@ -67,16 +86,13 @@ fn run_case(gpu: &Gpu, problem: &Problem, scores: Scores, budget: Option<usize>)
         cmp = cmp.with_lse(&got, &want.lse);
     }
     let tol = tolerance(problem.dtype);
-    let g = launch.geometry();
     let what = format!(
-        "{} {} {:?} {:?} scores={} ({} chunks, {} query heads a unit): {cmp:?}",
+        "{} {} {:?} {:?} scores={} ({how}): {cmp:?}",
         problem.dtype,
         problem.shape,
         problem.causal,
         layout_of(problem),
         scores.name(),
-        g.chunks.len(),
-        g.units.heads
     );
     if cmp.passes(&tol) {
         Ok(what)
@@ -95,7 +111,7 @@ fn layout_of(problem: &Problem) -> Layout {
 
 #[test]
 fn the_cublas_path_matches_float64_on_every_layout_mask_and_score_dtype() {
-    let Some(gpu) = gpu_with_cublas() else { return };
+    let Some(mut attention) = attention_with_cublas() else { return };
     let shape = |b, h, hkv, sq, sk, d| Shape { b, h, hkv, sq, sk, d };
     let mut cases = Vec::new();
     for dtype in [Dtype::Bf16, Dtype::F16] {
@@ -112,7 +128,7 @@ fn the_cublas_path_matches_float64_on_every_layout_mask_and_score_dtype() {
     }
     let mut failures = Vec::new();
     for (problem, scores, budget) in &cases {
-        match run_case(&gpu, problem, *scores, *budget) {
+        match run_case(&mut attention, problem, *scores, *budget) {
             Ok(line) => println!("ok   {line}"),
             Err(line) => {
                 println!("FAIL {line}");

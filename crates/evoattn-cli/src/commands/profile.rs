@@ -11,13 +11,15 @@ use std::process::ExitCode;
 
 /// Where CUDA installs ncu when it is not on PATH.
 const CUDA_NCU: &str = "/usr/local/cuda/bin/ncu";
-/// ncu's kernel filter for `--impl NAME`: our kernels of that family (every family but the
-/// reference for `auto`), not the L2 flush, the peers, or the `reference` kernel the
-/// correctness check runs on large shapes before the timed launches.
+/// ncu's kernel filter for `--impl NAME`: our kernels of that family (for `auto`, every family
+/// it plans: not the reference, not cublas), not the L2 flush, the peers, or the `reference`
+/// kernel the correctness check runs on large shapes before the timed launches. For cublas
+/// that is its row kernel (its GEMMs are cuBLAS's kernels).
 fn kernel_filter(imp: &str) -> String {
-    let families: Vec<&str> = match evoattn::Impl::parse(imp) {
+    use evoattn::Impl;
+    let families: Vec<&str> = match Impl::parse(imp) {
         Some(named) => vec![named.name()],
-        None => evoattn::Impl::ALL.iter().filter(|i| **i != evoattn::Impl::Reference).map(|i| i.name()).collect(),
+        None => Impl::ALL.iter().filter(|i| !matches!(i, Impl::Reference | Impl::Cublas)).map(|i| i.name()).collect(),
     };
     format!("regex:^evoattn_({})_", families.join("|"))
 }

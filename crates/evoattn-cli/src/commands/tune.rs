@@ -59,8 +59,9 @@ pub struct Args {
     store: Option<PathBuf>,
     #[command(flatten)]
     problems: ProblemArgs,
-    /// The kernel family whose levers are searched: mma, wgmma, splitkv, resident or mma8 (for
-    /// E4M3 problems) (default: the planner's choice on this GPU for each group's first shape).
+    /// The kernel family whose levers are searched: mma, wgmma, splitkv, resident, mma8 (for
+    /// E4M3 problems) or cublas (default: the planner's choice on this GPU for each group's
+    /// first shape).
     #[arg(long = "impl")]
     imp: Option<String>,
     /// Generations to run (each: one-lever children of the elites, random restarts, proposals).

@@ -9,7 +9,7 @@ use crate::stores::record::Mode;
 use evoattn::cudarc::driver::sys::{CUgraphInstantiate_flags as GraphFlags, CUstreamCaptureMode as CaptureMode};
 use evoattn::cudarc::driver::{CudaSlice, CudaStream};
 use evoattn::runtime::device::LoadedKernel;
-use evoattn::runtime::launch::PreparedLaunch;
+use evoattn::runtime::launch::Launch;
 use evoattn::runtime::nvml::SmClock;
 use evoattn::runtime::nvrtc::Nvrtc;
 use evoattn::{Attention, DeviceTensors, Impl, InputViews, Plan, Problem, Request, TensorName};
@@ -388,7 +388,7 @@ impl Backend for GpuBackend {
                 let loaded = self.load_variant(problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
                 self.forward_with(problem, inputs, |attention, tensors| {
-                    let mut prepared = PreparedLaunch::new(attention.gpu(), &loaded, problem)?;
+                    let mut prepared = Launch::new(attention.gpu(), &loaded, problem)?;
                     attention.run_prepared(&mut prepared, &stream, tensors)?;
                     Ok(loaded.spec().name())
                 })
@@ -426,7 +426,7 @@ impl Backend for GpuBackend {
             Kernel::Variant(variant) => {
                 let loaded = self.load_variant(problem, variant)?;
                 let stream = self.attention.gpu().stream().clone();
-                let mut prepared = PreparedLaunch::new(self.attention.gpu(), &loaded, problem)?;
+                let mut prepared = Launch::new(self.attention.gpu(), &loaded, problem)?;
                 self.time_with(problem, inputs, options, |attention, tensors| {
                     attention.run_prepared(&mut prepared, &stream, tensors)
                 })

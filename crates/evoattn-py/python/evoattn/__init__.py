@@ -105,7 +105,8 @@ def attention(
     lse = -inf.
 
     scale: the softmax scale, default 1/sqrt(D). impl: "auto" (the planner's choice), or
-    "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "reference";
+    "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "mma8" (E4M3,
+    sm_89+), "cublas" (unfused: cuBLASLt GEMMs around materialised scores), "reference";
     config: lever overrides for a
     named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into
     (for float8_e4m3fn inputs bfloat16, or float16 to have o in float16). out_dtype: o's dtype

@@ -10,6 +10,7 @@ use crate::problem::Dtype;
 use lever::Family;
 use std::fmt;
 
+pub use crate::kernels::library::{CublasConfig, Scores};
 pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD};
 pub use crate::kernels::mma8::Mma8Config;
 pub use crate::kernels::reference::ReferenceConfig;
@@ -31,6 +32,7 @@ macro_rules! each_family {
             KernelConfig::Splitkv($c) => $body,
             KernelConfig::Resident($c) => $body,
             KernelConfig::Mma8($c) => $body,
+            KernelConfig::Cublas($c) => $body,
         }
     };
 }
@@ -63,6 +65,10 @@ macro_rules! family_type {
                 type $C = Mma8Config;
                 $body
             }
+            Impl::Cublas => {
+                type $C = CublasConfig;
+                $body
+            }
         }
     };
 }
@@ -82,10 +88,13 @@ pub enum Impl {
     Resident,
     /// FP8 E4M3 inputs on `mma.sync` m16n8k32; sm_89+.
     Mma8,
+    /// Unfused: cuBLASLt GEMMs around materialised scores and a row kernel (#38); any arch.
+    Cublas,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 6] = [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv, Impl::Resident, Impl::Mma8];
+    pub const ALL: [Impl; 7] =
+        [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv, Impl::Resident, Impl::Mma8, Impl::Cublas];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -95,6 +104,7 @@ impl Impl {
             Impl::Splitkv => "splitkv",
             Impl::Resident => "resident",
             Impl::Mma8 => "mma8",
+            Impl::Cublas => "cublas",
         }
     }
 
@@ -224,6 +234,7 @@ pub enum KernelConfig {
     Splitkv(SplitkvConfig),
     Resident(ResidentConfig),
     Mma8(Mma8Config),
+    Cublas(CublasConfig),
 }
 
 impl KernelConfig {
@@ -235,6 +246,7 @@ impl KernelConfig {
             KernelConfig::Splitkv(_) => Impl::Splitkv,
             KernelConfig::Resident(_) => Impl::Resident,
             KernelConfig::Mma8(_) => Impl::Mma8,
+            KernelConfig::Cublas(_) => Impl::Cublas,
         }
     }
 
@@ -262,6 +274,7 @@ impl KernelConfig {
             (KernelConfig::Splitkv(c), KernelConfig::Splitkv(d)) => lever::changed(c, d),
             (KernelConfig::Resident(c), KernelConfig::Resident(d)) => lever::changed(c, d),
             (KernelConfig::Mma8(c), KernelConfig::Mma8(d)) => lever::changed(c, d),
+            (KernelConfig::Cublas(c), KernelConfig::Cublas(d)) => lever::changed(c, d),
             _ => each_family!(self, c => lever::short_items(c)),
         };
         std::iter::once(self.imp().name().to_string()).chain(changed).collect::<Vec<_>>().join(" ")

@@ -64,17 +64,11 @@ impl CompiledKernel {
     }
 }
 
-/// The NVRTC options for `spec` on `arch`.
+/// The NVRTC options for `spec` on `arch`; the only place they are built. No fast-math: the
+/// kernels choose their approximate instructions (`ex2.approx`) explicitly.
 pub fn options(spec: &KernelSpec, arch: Arch) -> Vec<String> {
-    options_with(arch, spec.defines())
-}
-
-/// The NVRTC options for a unit built with `defines` on `arch`; the only place options are
-/// built. No fast-math: the kernels choose their approximate instructions (`ex2.approx`)
-/// explicitly.
-pub fn options_with(arch: Arch, defines: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
     let mut options = vec![arch.nvrtc_flag(), "-std=c++17".to_string(), "--ptxas-options=-v".to_string()];
-    options.extend(defines.into_iter().map(|(name, value)| format!("-D{name}={value}")));
+    options.extend(spec.defines().into_iter().map(|(name, value)| format!("-D{name}={value}")));
     options
 }
 

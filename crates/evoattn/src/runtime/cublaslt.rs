@@ -32,6 +32,10 @@ fn data_type(dtype: Dtype) -> Result<sys::cudaDataType> {
 /// A cuBLASLt handle, for the one stream whose work it enqueues (workspaces are per stream).
 pub struct LtHandle(sys::cublasLtHandle_t);
 
+// Safety: a cuBLASLt handle is host state bound to no thread; it moves with the launch that
+// owns it (an `Attention` is `Send`), whose `&mut` runs keep two threads from using it at once.
+unsafe impl Send for LtHandle {}
+
 impl LtHandle {
     pub fn new() -> Result<Self> {
         Cublas::get()?;
@@ -57,6 +61,10 @@ pub struct LtGemm {
     pub workspace_bytes: usize,
     elem_bytes: [usize; 3],
 }
+
+// Safety: the descriptor, layouts and algorithm are host memory that cuBLASLt only reads
+// during a call; they move with the launch that owns them, used by one thread at a time.
+unsafe impl Send for LtGemm {}
 
 impl LtGemm {
     /// Prepares `gemm` for inputs of `dtype` and C in float32 (`c_f32`: f32 scores) or in

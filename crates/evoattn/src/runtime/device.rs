@@ -502,6 +502,11 @@ impl LaunchImage {
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32, l2_bytes: usize) -> Result<Self> {
         problem.validate()?;
         let unsupported = |reason: String| Error::Unsupported { imp: kernel.spec.imp().to_string(), reason };
+        if kernel.spec.imp() == crate::config::Impl::Cublas {
+            return Err(unsupported(
+                "the cublas path is cuBLASLt GEMMs around its row kernel; a launch image holds one kernel".into(),
+            ));
+        }
         if problem.dtype.is_fp8() {
             return Err(unsupported(
                 "an E4M3 launch takes descales (and wgmma's a V transpose first), which a launch image does not \

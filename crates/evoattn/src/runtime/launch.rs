@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::kernels::wgmma::{VT_BLOCK_KEYS, VT_BLOCK_THREADS};
 use crate::problem::{Problem, TensorName};
 use crate::runtime::device::{DeviceTensors, Gpu, InputViews, KernelParams, LoadedKernel};
+use crate::runtime::library::{scores_budget, LibraryLaunch};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use crate::runtime::tma::{self, TensorMap, TensorMapGeometry};
 use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, SyncOnDrop};
@@ -337,6 +338,68 @@ impl PreparedLaunch {
             unsafe { launch(function, *grid, self.block, 0, stream, &mut args[..2]) }?;
         }
         Ok(())
+    }
+}
+
+/// A prepared launch of any family: one kernel (with its transpose or merge), or the `cublas`
+/// path's GEMMs around its row kernel.
+pub enum Launch {
+    // Boxed, both: a prepared launch holds its parameters and tensor maps inline (~1.3 KB).
+    Kernel(Box<PreparedLaunch>),
+    Library(Box<LibraryLaunch>),
+}
+
+impl Launch {
+    /// Prepares the loaded `kernel` for a validated `problem`: the `cublas` path with S given
+    /// its share of the free device memory ([`scores_budget`]), every other family as
+    /// [`PreparedLaunch::new`] does.
+    pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
+        if kernel.spec().imp() == Impl::Cublas {
+            Ok(Launch::Library(Box::new(LibraryLaunch::new(gpu, kernel, problem, scores_budget(gpu)?)?)))
+        } else {
+            Ok(Launch::Kernel(Box::new(PreparedLaunch::new(gpu, kernel, problem)?)))
+        }
+    }
+
+    pub fn spec(&self) -> &KernelSpec {
+        match self {
+            Launch::Kernel(l) => l.spec(),
+            Launch::Library(l) => l.spec(),
+        }
+    }
+
+    /// Launches on `stream` after checking every buffer against the prepared problem.
+    pub fn run(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        tensors: DeviceTensors<'_>,
+    ) -> Result<()> {
+        match self {
+            Launch::Kernel(l) => l.run(gpu, scratch, stream, tensors),
+            Launch::Library(l) => l.run(gpu, scratch, stream, tensors),
+        }
+    }
+
+    /// As [`Launch::run`], on an [`ExternalTensors`]' buffers (whose constructor's contract
+    /// makes them valid).
+    ///
+    /// [`ExternalTensors`]: crate::runtime::device::ExternalTensors
+    pub(crate) fn run_buffers(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        buffers: LaunchBuffers,
+        has_lse: bool,
+    ) -> Result<()> {
+        match self {
+            Launch::Kernel(l) => l.run_buffers(gpu, scratch, stream, buffers, has_lse),
+            // Safety: an `ExternalTensors`' buffers are device memory of their lengths, live
+            // until the stream has run the launch (its constructor's contract).
+            Launch::Library(l) => unsafe { l.run_buffers(gpu, scratch, stream, buffers, has_lse) },
+        }
     }
 }
 

@@ -5,17 +5,14 @@
 //! cuBLASLt handle, so one problem may run on several streams at once (the library's
 //! concurrency rule for every path).
 
+use crate::config::{KernelConfig, KernelSpec};
 use crate::error::{Error, Result};
 use crate::kernels::library::geometry::{self, Geometry};
-use crate::kernels::library::{rows_kernel, Scores, ROWS, ROWS_THREADS};
-use crate::kernels::HEADERS;
+use crate::kernels::library::{Scores, ROWS_THREADS};
 use crate::problem::Problem;
-use crate::runtime::compile::options_with;
-use crate::runtime::cubin::report;
 use crate::runtime::cublaslt::{LtGemm, LtHandle};
-use crate::runtime::device::{DeviceTensors, Gpu, KernelParams};
+use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
 use crate::runtime::launch::{check_buffers, launch, with_buffers, LaunchBuffers};
-use crate::runtime::nvrtc::Nvrtc;
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr};
 use std::ffi::c_void;
@@ -88,6 +85,7 @@ impl PreparedChunk {
 
 /// A problem's `cublas` launch, prepared.
 pub struct LibraryLaunch {
+    spec: KernelSpec,
     problem: Problem,
     geometry: Geometry,
     rows: CudaFunction,
@@ -101,29 +99,23 @@ pub struct LibraryLaunch {
 }
 
 impl LibraryLaunch {
-    /// Prepares `problem` (validated, 16-bit) with scores held as `scores`, S taking at most
-    /// `budget_bytes` (see [`scores_budget`]).
-    pub fn new(gpu: &Gpu, problem: &Problem, scores: Scores, budget_bytes: usize) -> Result<Self> {
+    /// Prepares `problem` (validated, 16-bit) for the loaded `cublas` row kernel `kernel` (its
+    /// config says what S holds), S taking at most `budget_bytes` (see [`scores_budget`]).
+    pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem, budget_bytes: usize) -> Result<Self> {
         let unsupported = |reason: String| Error::Unsupported { imp: PATH.into(), reason };
-        if problem.dtype.is_fp8() {
-            return Err(unsupported(format!("{PATH} takes f16 or bf16 inputs, not {}", problem.dtype)));
+        let KernelConfig::Cublas(config) = kernel.spec().config else {
+            return Err(unsupported(format!("{} is not the cublas path's row kernel", kernel.spec().name())));
+        };
+        if kernel.spec().dtype != problem.dtype || problem.dtype.is_fp8() {
+            return Err(unsupported(format!(
+                "{} takes {} inputs, the problem's are {}",
+                kernel.spec().name(),
+                kernel.spec().dtype,
+                problem.dtype
+            )));
         }
+        let scores = config.scores;
         let geometry = geometry::plan(problem, scores.bytes(), budget_bytes).map_err(unsupported)?;
-        let (name, defines) = rows_kernel(problem.dtype, scores);
-        let arch = gpu.arch();
-        let options = options_with(arch, defines);
-        let compiled = Nvrtc::get()?
-            .compile_cubin(&ROWS, HEADERS, &name, arch, &options)
-            .map_err(|f| Error::Compile(Box::new(f)))?;
-        let resources = report(&compiled.cubin, &compiled.log, &name, arch)
-            .ok_or_else(|| unsupported(format!("{name}: the CUBIN holds no resource report")))?;
-        resources.gate(arch).map_err(|reason| Error::ResourceGate {
-            kernel: name.clone(),
-            arch: arch.name().to_string(),
-            reason,
-        })?;
-        let [rows] = gpu.load_functions(compiled.cubin, [name.as_str()])?;
-
         let handle = LtHandle::new()?;
         let int = |what: &str, x: usize| i32::try_from(x).map_err(|_| unsupported(format!("{what} ({x}) past 2^31")));
         let units = geometry.units;
@@ -155,15 +147,20 @@ impl LibraryLaunch {
         let workspace_offset = geometry.scratch_bytes.next_multiple_of(SCRATCH_ALIGN);
         let bytes = workspace_offset + workspace.unwrap_or(0);
         Ok(LibraryLaunch {
+            spec: *kernel.spec(),
             problem: problem.clone(),
             geometry,
-            rows,
+            rows: kernel.function().clone(),
             params: KernelParams::new(problem, [0; 5], gpu.l2_bytes())?,
             chunks,
             need: ScratchNeed { counters: 0, floats: bytes.div_ceil(4) },
             workspace_offset,
             handles: vec![(gpu.stream().cu_stream() as usize, handle)],
         })
+    }
+
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -250,8 +247,8 @@ mod tests {
         assert_eq!(std::mem::size_of::<RowsChunk>(), 32);
         assert_eq!(std::mem::offset_of!(RowsChunk, first_unit), 16);
         assert_eq!(std::mem::offset_of!(RowsChunk, bk_units), 28);
-        let fields: Vec<&str> = ROWS
-            .text
+        let rows = crate::kernels::main_source(crate::config::Impl::Cublas).text;
+        let fields: Vec<&str> = rows
             .split("struct RowsChunk {")
             .nth(1)
             .unwrap()
@@ -263,6 +260,6 @@ mod tests {
             .collect();
         assert_eq!(fields, ["void* s", "i64 ld", "int first_unit, unit_rows, unit_heads", "int bk_units"]);
         // The kernel takes `AttnParams` (mirrored by `KernelParams`), then the chunk.
-        assert!(ROWS.text.contains("(const AttnParams p, const RowsChunk c)"));
+        assert!(rows.contains("(const AttnParams p, const RowsChunk c)"));
     }
 }

@@ -98,7 +98,10 @@ const ROW_ALIGN_BYTES: usize = 16;
 /// dimension cuBLASLt cannot take).
 pub fn plan(problem: &Problem, elem_bytes: usize, budget_bytes: usize) -> Result<Geometry, String> {
     let s = problem.shape;
-    let ld = s.sk.max(1).next_multiple_of(ROW_ALIGN_BYTES / elem_bytes);
+    if s.sk == 0 {
+        return Err("Sk = 0 leaves no scores to materialise (impl=auto runs it: O = 0, LSE = -inf)".into());
+    }
+    let ld = s.sk.next_multiple_of(ROW_ALIGN_BYTES / elem_bytes);
     let scores = ScoreLayout { ld, elem_bytes };
     let row_bytes = ld * elem_bytes;
     let group = s.h / s.hkv;
@@ -123,6 +126,10 @@ pub fn plan(problem: &Problem, elem_bytes: usize, budget_bytes: usize) -> Result
         if value > GEMM_DIM_MAX {
             return Err(format!("{what} ({value}) exceed cuBLASLt's 32-bit dimensions"));
         }
+    }
+    if problem.is_empty() {
+        // No query rows: nothing to launch.
+        return Ok(Geometry { units, scores, chunks: Vec::new(), scratch_bytes: 0 });
     }
     let per_chunk = (budget_bytes / (units.rows * row_bytes)).clamp(1, GEMM_DIM_MAX);
     let chunks = (0..units.count)
@@ -300,6 +307,15 @@ mod tests {
         assert_eq!(plan(&p, 4, 20 << 10).unwrap().units, Units { heads: 1, count: 24, rows: 64 });
         let err = plan(&p, 4, 8 << 10).unwrap_err();
         assert!(err.contains("64 x 64 f32") && err.contains("16384 bytes"), "{err}");
+    }
+
+    #[test]
+    fn no_query_rows_plan_nothing_and_no_keys_are_refused_with_the_reason() {
+        let empty = problem(Shape { b: 2, h: 4, hkv: 2, sq: 0, sk: 64, d: 64 }, Layout::Bhsd);
+        let g = plan(&empty, 4, GIB).unwrap();
+        assert!(g.chunks.is_empty() && g.scratch_bytes == 0);
+        let no_keys = problem(Shape { b: 1, h: 1, hkv: 1, sq: 8, sk: 0, d: 64 }, Layout::Bhsd);
+        assert!(plan(&no_keys, 4, GIB).unwrap_err().contains("Sk = 0"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 // O = 0, as every kernel of the library does.
 #include "common.cuh"
 
-#define THREADS EVOATTN_ROWS_THREADS
+#define THREADS EVOATTN_THREADS
 // 1: S in float32; 0: S in the input dtype.
 #define SCORES_F32 EVOATTN_SCORES_F32
 
