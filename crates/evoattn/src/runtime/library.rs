@@ -116,6 +116,8 @@ impl LibraryLaunch {
         }
         let scores = config.scores;
         let geometry = geometry::plan(problem, scores.bytes(), budget_bytes).map_err(unsupported)?;
+        // cuBLASLt's heuristic reads the current context's device.
+        gpu.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         let handle = LtHandle::new()?;
         let int = |what: &str, x: usize| i32::try_from(x).map_err(|_| unsupported(format!("{what} ({x}) past 2^31")));
         let units = geometry.units;
