@@ -23,7 +23,7 @@ fn data_type(dtype: Dtype) -> Result<sys::cudaDataType> {
         Dtype::F16 => Ok(sys::cudaDataType::CUDA_R_16F),
         Dtype::Bf16 => Ok(sys::cudaDataType::CUDA_R_16BF),
         other => Err(Error::Unsupported {
-            imp: "cublas".into(),
+            imp: crate::config::Impl::Cublas.to_string(),
             reason: format!("the library paths take f16 or bf16 inputs, not {other}"),
         }),
     }
@@ -126,10 +126,6 @@ impl LtGemm {
         prepared.algo = heuristic.algo;
         prepared.workspace_bytes = heuristic.workspaceSize;
         Ok(prepared)
-    }
-
-    pub fn gemm(&self) -> &Gemm {
-        &self.gemm
     }
 
     /// Enqueues the GEMM on `stream` over tensors at device addresses `a`, `b`, `c` (each the

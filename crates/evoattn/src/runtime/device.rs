@@ -147,14 +147,9 @@ impl Gpu {
         let options = [self.arch.nvrtc_flag()];
         let compiled =
             nvrtc.compile_cubin(source, &[], names[0], self.arch, &options).map_err(|f| Error::Compile(Box::new(f)))?;
-        self.load_functions(compiled.cubin, names)
-    }
-
-    /// Loads a CUBIN into the GPU's context and returns its functions by name.
-    pub(crate) fn load_functions<const N: usize>(&self, cubin: Vec<u8>, names: [&str; N]) -> Result<[CudaFunction; N]> {
         let module = self
             .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+            .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin))
             .map_err(|e| Error::driver("cuModuleLoadData", e))?;
         let mut functions = Vec::with_capacity(N);
         for name in names {

@@ -238,7 +238,7 @@ impl PreparedLaunch {
         has_lse: bool,
     ) -> Result<()> {
         let problem = &self.problem;
-        check_buffers(problem, self.spec.imp().name(), &buffers, has_lse)?;
+        check_buffers(problem, self.spec.imp(), &buffers, has_lse)?;
         let fp8 = problem.dtype.is_fp8();
         if problem.is_empty() {
             return Ok(());
@@ -442,10 +442,10 @@ pub(crate) fn with_buffers<R>(
     f(buffers, has_lse)
 }
 
-/// Checks a launch's buffers against `problem` (`imp` names the path in errors): an LSE buffer
+/// Checks a launch's buffers against `problem` (for family `imp`'s errors): an LSE buffer
 /// exactly when it asks for LSE, descales only with E4M3, and every buffer's size, alignment and
 /// overlap.
-pub(crate) fn check_buffers(problem: &Problem, imp: &str, buffers: &LaunchBuffers, has_lse: bool) -> Result<()> {
+pub(crate) fn check_buffers(problem: &Problem, imp: Impl, buffers: &LaunchBuffers, has_lse: bool) -> Result<()> {
     if problem.with_lse != has_lse {
         return Err(Error::Unsupported {
             imp: imp.to_string(),

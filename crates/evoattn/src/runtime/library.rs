@@ -5,7 +5,7 @@
 //! cuBLASLt handle, so one problem may run on several streams at once (the library's
 //! concurrency rule for every path).
 
-use crate::config::{KernelConfig, KernelSpec};
+use crate::config::{Impl, KernelConfig, KernelSpec};
 use crate::error::{Error, Result};
 use crate::kernels::library::geometry::{self, Geometry};
 use crate::kernels::library::{Scores, ROWS_THREADS};
@@ -17,8 +17,6 @@ use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr};
 use std::ffi::c_void;
 
-/// The path's name in errors.
-const PATH: &str = "cublas";
 /// cuBLASLt's workspace a GEMM may use: its recommendation for Hopper.
 pub const WORKSPACE_BYTES: usize = 32 << 20;
 /// S's start and the workspace's in the scratch: cuBLASLt wants 256-byte aligned pointers for
@@ -102,7 +100,7 @@ impl LibraryLaunch {
     /// Prepares `problem` (validated, 16-bit) for the loaded `cublas` row kernel `kernel` (its
     /// config says what S holds), S taking at most `budget_bytes` (see [`scores_budget`]).
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem, budget_bytes: usize) -> Result<Self> {
-        let unsupported = |reason: String| Error::Unsupported { imp: PATH.into(), reason };
+        let unsupported = |reason: String| Error::Unsupported { imp: Impl::Cublas.to_string(), reason };
         let KernelConfig::Cublas(config) = kernel.spec().config else {
             return Err(unsupported(format!("{} is not the cublas path's row kernel", kernel.spec().name())));
         };
@@ -201,30 +199,30 @@ impl LibraryLaunch {
         has_lse: bool,
     ) -> Result<()> {
         let problem = &self.problem;
-        check_buffers(problem, PATH, &buffers, has_lse)?;
+        check_buffers(problem, self.spec.imp(), &buffers, has_lse)?;
         if problem.is_empty() {
             return Ok(());
         }
         stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         let key = stream.cu_stream() as usize;
-        if !self.handles.iter().any(|(k, _)| *k == key) {
-            self.handles.push((key, LtHandle::new()?));
-        }
-        let handle = &self.handles.iter().find(|(k, _)| *k == key).expect("inserted above").1;
+        let i = match self.handles.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.handles.push((key, LtHandle::new()?));
+                self.handles.len() - 1
+            }
+        };
+        let handle = &self.handles[i].1;
         let lease = scratch.lease(gpu, stream, self.need)?;
         let (s_ptr, workspace) = (lease.ptrs.floats, lease.ptrs.floats + self.workspace_offset as u64);
         let [q, k, v, o, lse, _] = buffers.addrs;
         (self.params.q, self.params.k, self.params.v, self.params.o, self.params.lse) = (q, k, v, o, lse);
-        let mut result = Ok(());
-        for chunk in &mut self.chunks {
+        let (rows, params) = (&self.rows, &mut self.params);
+        let result = self.chunks.iter_mut().try_for_each(|chunk| {
             // Safety: the caller's contract and the checks above (every buffer holds the
             // problem's extent; the lease covers S and the workspace; the handle is the stream's).
-            result =
-                unsafe { chunk.run(handle, &self.rows, &mut self.params, stream, [q, k, v, o], [s_ptr, workspace]) };
-            if result.is_err() {
-                break;
-            }
-        }
+            unsafe { chunk.run(handle, rows, params, stream, [q, k, v, o], [s_ptr, workspace]) }
+        });
         scratch.release(stream, lease)?;
         result
     }
