@@ -6,6 +6,7 @@
 //! the scale taken as the f32 the kernels receive and applied in f64; a query row that may see
 //! no key (a bottom-right mask with Sq > Sk, or Sk = 0) has O = 0 and LSE = -inf.
 
+use crate::config::KernelSpec;
 use crate::fp8::{Descales, E4M3_UNIT_ROUNDOFF};
 use crate::problem::{Dtype, Problem, TensorName};
 use std::num::NonZeroUsize;
@@ -350,6 +351,25 @@ pub fn tolerance(dtype: Dtype) -> Tolerance {
     Tolerance { max_abs: MAX_ABS_UNITS * u, rel_l2: REL_L2_UNITS * u, lse: LSE_RELATIVE }
 }
 
+/// The bounds of `spec`'s kernel on `problem`: the dtype's, with the LSE's widened where the
+/// kernel rounds the scores to a 16-bit dtype before the softmax (`cublas` with
+/// `scores=input`). Each score is then off by ≤ u·|s_j|, so the LSE, Σ_j p_j s_j's
+/// derivative, moves by ≤ u·Σ_j p_j|s_j|. As s_j = LSE + ln p_j, |s_j| ≤ |LSE| + ln(1/p_j) and
+/// Σ_j p_j|s_j| ≤ |LSE| + H(p) ≤ |LSE| + ln Sk (the entropy of Sk weights). Relative to
+/// max(1, |LSE|max): u·(1 + ln Sk), all roundings one way; it adds to the fp32 bound. O's
+/// bounds stay the dtype's: the roundings are unbiased there, and a lever that misses them is
+/// one the gate rejects.
+pub fn tolerance_of(spec: &KernelSpec, problem: &Problem) -> Tolerance {
+    let tol = tolerance(problem.dtype);
+    match spec.config.rounds_scores_to(problem.dtype) {
+        Some(scores) => Tolerance {
+            lse: tol.lse + unit_roundoff(scores) * (1.0 + (problem.shape.sk.max(1) as f64).ln()),
+            ..tol
+        },
+        None => tol,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,6 +611,52 @@ mod tests {
         let bf16 = tolerance(Dtype::Bf16);
         assert_eq!((bf16.max_abs, bf16.rel_l2), (4.0 / 256.0, 2.5 / 256.0));
         assert_eq!(f16.lse, bf16.lse);
+    }
+
+    #[test]
+    fn scores_rounded_to_16_bits_widen_only_the_lse_bound_by_u_times_one_plus_ln_sk() {
+        let problem = |dtype, sk| {
+            Problem::dense(crate::problem::Shape { b: 1, h: 2, hkv: 2, sq: 4, sk, d: 64 }, dtype, Layout::Bhsd)
+        };
+        let spec = |scores, dtype| KernelSpec {
+            config: crate::config::KernelConfig::Cublas(crate::CublasConfig { scores }),
+            dtype,
+            head_dim: 64,
+        };
+        for dtype in [Dtype::F16, Dtype::Bf16] {
+            let plain = tolerance(dtype);
+            assert_eq!(tolerance_of(&spec(crate::Scores::F32, dtype), &problem(dtype, 4096)), plain);
+            for sk in [1, 4096] {
+                let got = tolerance_of(&spec(crate::Scores::Input, dtype), &problem(dtype, sk));
+                let widened = unit_roundoff(dtype) * (1.0 + (sk as f64).ln());
+                assert_eq!((got.max_abs, got.rel_l2), (plain.max_abs, plain.rel_l2));
+                assert!((got.lse - plain.lse - widened).abs() < 1e-15, "{dtype} {sk}: {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_widened_lse_bound_holds_when_every_score_rounds_the_same_way() {
+        // The derivation's worst case, on rows from a fixed generator: each score moved by
+        // u·|s| away from zero, rows spread and peaked, LSE positive and negative.
+        let lse = |s: &[f64]| {
+            let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            m + s.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+        };
+        let u = unit_roundoff(Dtype::Bf16);
+        let mut state = 12345u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for (sk, spread, shift) in [(1, 1.0, 3.0), (64, 1.0, 0.0), (4096, 8.0, -40.0), (4096, 0.1, 5.0), (300, 20.0, 0.0)] {
+            let s: Vec<f64> = (0..sk).map(|_| shift + spread * (2.0 * next() - 1.0)).collect();
+            let rounded: Vec<f64> = s.iter().map(|x| x * (1.0 + u)).collect();
+            let (want, got) = (lse(&s), lse(&rounded));
+            // Sk = 1 reaches the bound: the LSE is the one score.
+            let bound = u * (1.0 + (sk as f64).ln()) * want.abs().max(1.0) * (1.0 + 1e-12);
+            assert!((got - want).abs() <= bound, "sk {sk}: {} > {bound}", (got - want).abs());
+        }
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! The `cublas` path (#38: cuBLASLt Q·Kᵀ into a materialised S, the row kernel, cuBLASLt P·V)
-//! on a GPU, against the float64 reference under the input dtype's tolerance: GQA folded into
+//! on a GPU, against the float64 reference under the kernel's tolerance (`tolerance_of`): GQA folded into
 //! the GEMMs (BHSD) and head by head (BSHD), every mask, rows that see no key, Sk = 1, both
 //! score dtypes, and S cut into chunks by a small budget. Each test returns with the reason
 //! printed when no GPU or no cuBLAS is usable (CI has neither).
 
 use evoattn::draw::{host_tensor, Stream};
-use evoattn::reference::{attention_f64, compare, dense_o, tolerance};
+use evoattn::reference::{attention_f64, compare, dense_o, tolerance_of};
 use evoattn::runtime::launch::Launch;
 use evoattn::runtime::library::LibraryLaunch;
 use evoattn::{
@@ -85,7 +85,7 @@ fn run_case(
             .collect();
         cmp = cmp.with_lse(&got, &want.lse);
     }
-    let tol = tolerance(problem.dtype);
+    let tol = tolerance_of(&plan.spec, problem);
     let what = format!(
         "{} {} {:?} {:?} scores={} ({how}): {cmp:?}",
         problem.dtype,

@@ -4,7 +4,7 @@
 
 use crate::lab::inputs::Inputs;
 use evoattn::runtime::compile::CompiledKernel;
-use evoattn::{Plan, Problem, TensorName};
+use evoattn::{KernelSpec, Plan, Problem, TensorName};
 
 /// A whole kernel source proposed to the tuner, compiled by the parent process.
 #[derive(Clone, Debug)]
@@ -23,6 +23,17 @@ pub enum Kernel<'a> {
     Reference,
     /// A proposed source variant.
     Variant(&'a Variant),
+}
+
+impl Kernel<'_> {
+    /// The kernel's spec; `None` for the oracle's reference kernel, which the backend plans.
+    pub fn spec(&self) -> Option<&KernelSpec> {
+        match self {
+            Kernel::Planned(plan) => Some(&plan.spec),
+            Kernel::Variant(variant) => Some(&variant.compiled.spec),
+            Kernel::Reference => None,
+        }
+    }
 }
 
 /// What a backend says about the machine.

@@ -5,7 +5,7 @@
 use crate::lab::backend::{Backend, Kernel};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::presets::layout_label;
-use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance, Comparison};
+use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance, tolerance_of, Comparison};
 use evoattn::{Impl, Layout, Problem, TensorName};
 use std::collections::HashMap;
 
@@ -182,7 +182,7 @@ pub fn check_case(
         error: None,
         passed: true,
     };
-    let tol = tolerance(problem.dtype);
+    let tol = kernel.spec().map_or_else(|| tolerance(problem.dtype), |spec| tolerance_of(spec, problem));
     for seed in options.seed..options.seed + options.seeds {
         let want = match cache.get_or_compute(backend, problem, seed, on_cpu) {
             Ok(w) => w,

@@ -250,6 +250,15 @@ impl KernelConfig {
         }
     }
 
+    /// The dtype the kernel rounds the scores to before the softmax, if it rounds them at all
+    /// (the fused kernels keep them in fp32 registers).
+    pub fn rounds_scores_to(&self, dtype: Dtype) -> Option<Dtype> {
+        match self {
+            KernelConfig::Cublas(CublasConfig { scores: Scores::Input }) => Some(dtype),
+            _ => None,
+        }
+    }
+
     /// `key=value` pairs, the form `--config` takes and `compile` prints.
     pub fn levers(&self) -> Vec<(&'static str, String)> {
         each_family!(self, c => lever::levers(c))

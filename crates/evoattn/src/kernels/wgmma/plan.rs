@@ -99,27 +99,31 @@ fn fp8_vt_producer_pays(sk: usize, head_dim: usize, given: bool) -> bool {
     }
 }
 
-/// Most keys for which E4M3 causal problems at hd64 run persistent blocks that claim their
-/// tiles past the static tiles' limit (`fp8_persistent_max_keys`): claimed tiles balance the
-/// unequal causal lengths (A/B/B/A, H100, V transposed in the kernel: 1k -20.1%, 2k -14.0%
-/// against the grid).
-/// Evidence: docs/decisions/wgmma.md#fp8-causal-claimed
-pub const FP8_CLAIMED_CAUSAL_MAX_KEYS: usize = 2048;
-/// The E4M3 head dims whose causal problems take claimed tiles (the one measured).
+/// E4M3 causal problems at hd64 past the static tiles' limit (`fp8_persistent_max_keys`) run
+/// persistent blocks that claim their tiles: claimed tiles balance the unequal causal lengths
+/// at every length (A/B/B/A against the grid, H100: 1k -20.1%, 2k -14.0%; H200, with O from
+/// registers: 4k -5.2%; 8k and 16k even with static persistent tiles, which lost 66.7% at 4k).
 /// Evidence: docs/decisions/wgmma.md#fp8-causal-claimed
 const FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM: usize = 64;
 
 /// Most keys for which unmasked E4M3 problems on persistent blocks stage O in a tile of their own
 /// (the default); longer ones store O from registers where that was measured to pay: there a
-/// consumer's staging stores share the MIO queue with the next tile's exponentials (H200
-/// A/B/B/A, O from registers: hd64 2k -0.7%, 4k -2.0%, 8k -6.7%; hd128 8k -1.2%; hd256 8k
-/// +2.6%; hd128 4k, V transposed in the kernel, +9.8%).
+/// consumer's staging stores share the MIO queue with the next tile's exponentials, and V is
+/// then transposed by a kernel of its own (H200 A/B/B/A against O's tile with V transposed in
+/// the kernel: hd64 2k -2.6%, 4k -5.4%, 8k -6.7%; hd128 8k -1.2%; hd256 8k +2.6%).
 /// Evidence: docs/decisions/wgmma.md#fp8-o-staging
-const FP8_PERSISTENT_O_TILE_MAX_KEYS: usize = 2048;
+const FP8_PERSISTENT_O_TILE_MAX_KEYS: usize = 1024;
+
+/// Most keys for which E4M3 causal problems on claimed tiles stage O in a tile of their own;
+/// longer ones store O from registers (the lengths measured: 4k, 8k, 16k, with claimed tiles
+/// and O from registers against the plans before, H200: -5.2%, -3.2%, -0.9%).
+/// Evidence: docs/decisions/wgmma.md#fp8-causal-claimed
+const FP8_CLAIMED_O_TILE_MAX_KEYS: usize = 2048;
 
 /// Whether an unmasked E4M3 problem of `sk` keys on persistent blocks stores O from registers:
-/// past [`FP8_PERSISTENT_O_TILE_MAX_KEYS`] at hd64; at hd128 only past the keys V is transposed
-/// in the kernel for ([`FP8_VT_PRODUCER_MAX_KEYS`], the one length measured there to gain).
+/// past [`FP8_PERSISTENT_O_TILE_MAX_KEYS`] at hd64; at hd128 only past
+/// [`FP8_VT_PRODUCER_MAX_KEYS`] (at 4k, O from registers with V transposed by a kernel of its
+/// own lost to O's tile with V transposed in the kernel: +9.8%).
 /// Evidence: docs/decisions/wgmma.md#fp8-o-staging
 fn fp8_o_from_registers(sk: usize, head_dim: usize) -> bool {
     match head_dim {
@@ -214,20 +218,23 @@ pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
     if problem.dtype.is_fp8() {
         // V as the problem holds it (a caller's Vᵀ needs only its keys permuted), prepared in
         // the kernel where that pays, by a kernel of its own before elsewhere.
-        let vt_given = problem.v_keys_contiguous();
-        let vt_producer = fp8_vt_producer_pays(shape.sk, shape.d, vt_given);
-        let c = WgmmaConfig { vt_producer, vt_given, ..fp8_default(shape.d) };
+        let c = fp8_default(shape.d);
         let causal = problem.causal != Causal::None;
         let schedule = if shape.sk <= fp8_persistent_max_keys(causal, shape.d) {
             Schedule::Persistent
-        } else if causal && shape.d <= FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM && shape.sk <= FP8_CLAIMED_CAUSAL_MAX_KEYS {
+        } else if causal && shape.d <= FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM {
             Schedule::Claimed
         } else {
             c.schedule
         };
-        let o_from_registers = schedule == Schedule::Persistent && !causal && fp8_o_from_registers(shape.sk, shape.d);
-        let o_staging = if o_from_registers { OStaging::Registers } else { c.o_staging };
-        return WgmmaConfig { schedule, o_staging, ..c };
+        let unmasked_o_regs = schedule == Schedule::Persistent && !causal && fp8_o_from_registers(shape.sk, shape.d);
+        let claimed_o_regs = schedule == Schedule::Claimed && shape.sk > FP8_CLAIMED_O_TILE_MAX_KEYS;
+        let o_staging = if unmasked_o_regs || claimed_o_regs { OStaging::Registers } else { c.o_staging };
+        let vt_given = problem.v_keys_contiguous();
+        // Unmasked, O from registers and V transposed in the kernel do not combine: the
+        // transposer's shared-memory traffic then sets the period (docs/decisions/wgmma.md#fp8-o-staging).
+        let vt_producer = fp8_vt_producer_pays(shape.sk, shape.d, vt_given) && (vt_given || !unmasked_o_regs);
+        return WgmmaConfig { schedule, o_staging, vt_producer, vt_given, ..c };
     }
     let c = default(shape.d);
     let p = Facts {
@@ -444,11 +451,23 @@ mod tests {
         for d in [64, 128, 256] {
             let long = Problem::dense(Shape::new(1, 2048 / d, 16384, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&long), fp8_default(d));
-            // V is transposed in the kernel up to FP8_VT_PRODUCER_MAX_KEYS, by a kernel of its own past them.
+            // V is transposed in the kernel up to FP8_VT_PRODUCER_MAX_KEYS, by a kernel of its own
+            // past them, and where O leaves from registers.
             let vt_at =
                 |sk| wgmma_for(&Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd)).vt_producer;
             let in_kernel = d <= FP8_VT_PRODUCER_MAX_HEAD_DIM;
-            assert_eq!((vt_at(FP8_VT_PRODUCER_MAX_KEYS), vt_at(FP8_VT_PRODUCER_MAX_KEYS + 1)), (in_kernel, false));
+            let causal_vt_at = |sk| {
+                wgmma_for(
+                    &Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd)
+                        .with_causal(Causal::TopLeft),
+                )
+                .vt_producer
+            };
+            let max = FP8_VT_PRODUCER_MAX_KEYS;
+            assert_eq!((causal_vt_at(max), causal_vt_at(max + 1)), (in_kernel, false), "hd{d}");
+            let o_regs_below_max = d <= 64;
+            assert_eq!((vt_at(max), vt_at(max + 1)), (in_kernel && !o_regs_below_max, false), "hd{d}");
+            assert_eq!(vt_at(FP8_PERSISTENT_O_TILE_MAX_KEYS), in_kernel, "hd{d}");
             let past =
                 Problem::dense(Shape::new(1, 2048 / d, FP8_PERSISTENT_MAX_KEYS + 1, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&past), fp8_default(d));
@@ -475,14 +494,22 @@ mod tests {
                 )
                 .schedule
             };
-            // hd64 then claims its causal tiles up to FP8_CLAIMED_CAUSAL_MAX_KEYS; the others take the grid.
+            // hd64 then claims its causal tiles at every length, O from registers past
+            // FP8_CLAIMED_O_TILE_MAX_KEYS; the others take the grid.
             let claimed = d <= FP8_CLAIMED_CAUSAL_MAX_HEAD_DIM;
             let after = if claimed { Schedule::Claimed } else { Schedule::Grid };
             assert_eq!((at(causal_limit), at(causal_limit + 1)), (Schedule::Persistent, after), "hd{d}");
-            if claimed {
-                let (last, past) = (at(FP8_CLAIMED_CAUSAL_MAX_KEYS), at(FP8_CLAIMED_CAUSAL_MAX_KEYS + 1));
-                assert_eq!((last, past), (Schedule::Claimed, Schedule::Grid), "hd{d}");
-            }
+            assert_eq!(at(16384), after, "hd{d}");
+            let causal_o_at = |sk| {
+                wgmma_for(
+                    &Problem::dense(Shape::new(1, 2048 / d, sk, d), Dtype::E4m3, Layout::Bhsd)
+                        .with_causal(Causal::TopLeft),
+                )
+                .o_staging
+            };
+            let claimed_regs = if claimed { OStaging::Registers } else { fp8_default(d).o_staging };
+            let (last, past) = (FP8_CLAIMED_O_TILE_MAX_KEYS, FP8_CLAIMED_O_TILE_MAX_KEYS + 1);
+            assert_eq!((causal_o_at(last), causal_o_at(past)), (fp8_default(d).o_staging, claimed_regs), "hd{d}");
             let short = Problem::dense(Shape::new(32, 2048 / d, 512, d), Dtype::E4m3, Layout::Bhsd)
                 .with_causal(Causal::TopLeft);
             let c = wgmma_for(&short);
