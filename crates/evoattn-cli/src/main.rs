@@ -95,7 +95,7 @@ enum Command {
 const ENVIRONMENT: [(&str, &str); 12] = [
     (
         evoattn::plan::IMPL_ENV,
-        "a family for --impl auto to run (mma, wgmma, splitkv, resident, mma8, cublas, reference)",
+        "a family for --impl auto to run (mma, wgmma, splitkv, resident, mma8, cublas, hybrid-qk, hybrid-pv, reference)",
     ),
     (evoattn::runtime::nvrtc::NVRTC_ENV, "libnvrtc (a file or its directory), before the usual places"),
     (

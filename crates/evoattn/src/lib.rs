@@ -27,8 +27,8 @@ pub mod trace;
 pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors, ExternalTensors, InputViews};
 pub use config::{
-    CublasConfig, Impl, KernelConfig, KernelSpec, Loads, MmaConfig, OStaging, Pipeline, ReferenceConfig, Schedule,
-    Scores, SplitkvCombine, SplitkvConfig, WgmmaConfig,
+    CublasConfig, HybridPvConfig, HybridQkConfig, Impl, KernelConfig, KernelSpec, Loads, MmaConfig, OStaging, Pipeline,
+    ReferenceConfig, Schedule, Scores, SplitkvCombine, SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
 pub use plan::{Plan, Request};

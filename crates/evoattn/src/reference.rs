@@ -362,10 +362,9 @@ pub fn tolerance(dtype: Dtype) -> Tolerance {
 pub fn tolerance_of(spec: &KernelSpec, problem: &Problem) -> Tolerance {
     let tol = tolerance(problem.dtype);
     match spec.config.rounds_scores_to(problem.dtype) {
-        Some(scores) => Tolerance {
-            lse: tol.lse + unit_roundoff(scores) * (1.0 + (problem.shape.sk.max(1) as f64).ln()),
-            ..tol
-        },
+        Some(scores) => {
+            Tolerance { lse: tol.lse + unit_roundoff(scores) * (1.0 + (problem.shape.sk.max(1) as f64).ln()), ..tol }
+        }
         None => tol,
     }
 }
@@ -649,7 +648,9 @@ mod tests {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
-        for (sk, spread, shift) in [(1, 1.0, 3.0), (64, 1.0, 0.0), (4096, 8.0, -40.0), (4096, 0.1, 5.0), (300, 20.0, 0.0)] {
+        for (sk, spread, shift) in
+            [(1, 1.0, 3.0), (64, 1.0, 0.0), (4096, 8.0, -40.0), (4096, 0.1, 5.0), (300, 20.0, 0.0)]
+        {
             let s: Vec<f64> = (0..sk).map(|_| shift + spread * (2.0 * next() - 1.0)).collect();
             let rounded: Vec<f64> = s.iter().map(|x| x * (1.0 + u)).collect();
             let (want, got) = (lse(&s), lse(&rounded));

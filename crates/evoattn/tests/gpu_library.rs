@@ -1,16 +1,17 @@
-//! The `cublas` path (#38: cuBLASLt Q·Kᵀ into a materialised S, the row kernel, cuBLASLt P·V)
-//! on a GPU, against the float64 reference under the kernel's tolerance (`tolerance_of`): GQA folded into
-//! the GEMMs (BHSD) and head by head (BSHD), every mask, rows that see no key, Sk = 1, both
-//! score dtypes, and S cut into chunks by a small budget. Each test returns with the reason
-//! printed when no GPU or no cuBLAS is usable (CI has neither).
+//! The library paths (#38: `cublas`: cuBLASLt Q·Kᵀ into a materialised S, the row kernel,
+//! cuBLASLt P·V; `hybrid-qk` and `hybrid-pv`: our GEMM for P·V or for Q·Kᵀ) on a GPU, against
+//! the float64 reference under the kernel's tolerance (`tolerance_of`): GQA folded into the
+//! GEMMs (BHSD) and head by head (BSHD), every mask, rows that see no key, Sk = 1, hd64 to
+//! hd256, both score dtypes, and S cut into chunks by a small budget. Each test returns with
+//! the reason printed when no GPU or no cuBLAS is usable (CI has neither).
 
 use evoattn::draw::{host_tensor, Stream};
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance_of};
 use evoattn::runtime::launch::Launch;
 use evoattn::runtime::library::LibraryLaunch;
 use evoattn::{
-    Attention, Causal, CublasConfig, DeviceTensors, Dtype, InputViews, KernelConfig, Layout, Problem, Request, Scores,
-    Shape, TensorName,
+    Attention, Causal, CublasConfig, DeviceTensors, Dtype, HybridPvConfig, HybridQkConfig, Impl, InputViews,
+    KernelConfig, Layout, Problem, Request, Scores, Shape, TensorName,
 };
 
 /// The GPU with cuBLAS loaded, or why not (printed).
@@ -37,11 +38,18 @@ fn attention_with_cublas() -> Option<Attention> {
 fn run_case(
     attention: &mut Attention,
     problem: &Problem,
+    imp: Impl,
     scores: Scores,
     budget: Option<usize>,
 ) -> Result<String, String> {
     let e = |x: evoattn::Error| x.to_string();
-    let plan = attention.plan(problem, Request::Config(KernelConfig::Cublas(CublasConfig { scores }))).map_err(e)?;
+    let config = match imp {
+        Impl::Cublas => KernelConfig::Cublas(CublasConfig { scores }),
+        Impl::HybridQk => KernelConfig::HybridQk(HybridQkConfig { scores }),
+        Impl::HybridPv => KernelConfig::HybridPv(HybridPvConfig { scores }),
+        other => return Err(format!("{other} is no library path")),
+    };
+    let plan = attention.plan(problem, Request::Config(config)).map_err(e)?;
     let stream = attention.gpu().stream().clone();
     let err = |x: cudarc::driver::DriverError| x.to_string();
     let nan = problem.dtype.to_bits(f64::NAN);
@@ -87,7 +95,7 @@ fn run_case(
     }
     let tol = tolerance_of(&plan.spec, problem);
     let what = format!(
-        "{} {} {:?} {:?} scores={} ({how}): {cmp:?}",
+        "{imp} {} {} {:?} {:?} scores={} ({how}): {cmp:?}",
         problem.dtype,
         problem.shape,
         problem.causal,
@@ -110,25 +118,28 @@ fn layout_of(problem: &Problem) -> Layout {
 }
 
 #[test]
-fn the_cublas_path_matches_float64_on_every_layout_mask_and_score_dtype() {
+fn the_library_paths_match_float64_on_every_layout_mask_and_score_dtype() {
     let Some(mut attention) = attention_with_cublas() else { return };
     let shape = |b, h, hkv, sq, sk, d| Shape { b, h, hkv, sq, sk, d };
     let mut cases = Vec::new();
-    for dtype in [Dtype::Bf16, Dtype::F16] {
-        for scores in Scores::ALL {
-            let p = |s, layout, causal| Problem::dense(s, dtype, layout).with_causal(causal).with_lse(true);
-            cases.push((p(shape(2, 8, 2, 300, 257, 64), Layout::Bhsd, Causal::None), scores, None));
-            cases.push((p(shape(1, 4, 2, 130, 70, 128), Layout::Bshd, Causal::BottomRight), scores, None));
-            cases.push((p(shape(2, 4, 1, 77, 1, 64), Layout::Bhsd, Causal::TopLeft), scores, None));
-            // A budget of one query head's S: chunks of single heads.
-            let chunked = p(shape(2, 4, 4, 128, 200, 64), Layout::Bhsd, Causal::TopLeft);
-            let one_head = 128 * 200usize.next_multiple_of(8) * scores.bytes();
-            cases.push((chunked, scores, Some(one_head)));
+    for imp in [Impl::Cublas, Impl::HybridQk, Impl::HybridPv] {
+        for dtype in [Dtype::Bf16, Dtype::F16] {
+            for scores in Scores::ALL {
+                let p = |s, layout, causal| Problem::dense(s, dtype, layout).with_causal(causal).with_lse(true);
+                cases.push((p(shape(2, 8, 2, 300, 257, 64), Layout::Bhsd, Causal::None), imp, scores, None));
+                cases.push((p(shape(1, 4, 2, 130, 70, 128), Layout::Bshd, Causal::BottomRight), imp, scores, None));
+                cases.push((p(shape(2, 4, 1, 77, 1, 64), Layout::Bhsd, Causal::TopLeft), imp, scores, None));
+                cases.push((p(shape(1, 2, 1, 200, 333, 256), Layout::Bshd, Causal::None), imp, scores, None));
+                // A budget of one query head's S: chunks of single heads.
+                let chunked = p(shape(2, 4, 4, 128, 200, 64), Layout::Bhsd, Causal::TopLeft);
+                let one_head = 128 * 200usize.next_multiple_of(8) * scores.bytes();
+                cases.push((chunked, imp, scores, Some(one_head)));
+            }
         }
     }
     let mut failures = Vec::new();
-    for (problem, scores, budget) in &cases {
-        match run_case(&mut attention, problem, *scores, *budget) {
+    for (problem, imp, scores, budget) in &cases {
+        match run_case(&mut attention, problem, *imp, *scores, *budget) {
             Ok(line) => println!("ok   {line}"),
             Err(line) => {
                 println!("FAIL {line}");

@@ -12,14 +12,15 @@ use std::process::ExitCode;
 /// Where CUDA installs ncu when it is not on PATH.
 const CUDA_NCU: &str = "/usr/local/cuda/bin/ncu";
 /// ncu's kernel filter for `--impl NAME`: our kernels of that family (for `auto`, every family
-/// it plans: not the reference, not cublas), not the L2 flush, the peers, or the `reference`
-/// kernel the correctness check runs on large shapes before the timed launches. For cublas
-/// that is its row kernel (its GEMMs are cuBLAS's kernels).
+/// it plans: not the reference, not the library paths), not the L2 flush, the peers, or the `reference`
+/// kernel the correctness check runs on large shapes before the timed launches. For the library
+/// paths that is the row kernel and a hybrid's own GEMM (`<name>_gemm`); cuBLAS's GEMMs are
+/// cuBLAS's kernels.
 fn kernel_filter(imp: &str) -> String {
     use evoattn::Impl;
-    let families: Vec<&str> = match Impl::parse(imp) {
-        Some(named) => vec![named.name()],
-        None => Impl::ALL.iter().filter(|i| !matches!(i, Impl::Reference | Impl::Cublas)).map(|i| i.name()).collect(),
+    let families: Vec<String> = match Impl::parse(imp) {
+        Some(named) => vec![named.symbol()],
+        None => Impl::ALL.iter().filter(|i| **i != Impl::Reference && !i.is_library()).map(|i| i.symbol()).collect(),
     };
     format!("regex:^evoattn_({})_", families.join("|"))
 }

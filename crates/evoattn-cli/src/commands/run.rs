@@ -48,8 +48,9 @@ pub struct Args {
     #[arg(long, allow_hyphen_values = true)]
     scale: Option<f32>,
     /// Kernel family: auto (the planner's choice; the EVOATTN_IMPL environment variable
-    /// overrides it), reference, mma, wgmma, splitkv, resident, mma8 (E4M3 inputs) or cublas
-    /// (unfused; `evoattn info` says which run here).
+    /// overrides it), reference, mma, wgmma, splitkv, resident, mma8 (E4M3 inputs), cublas
+    /// (unfused), hybrid-qk or hybrid-pv (unfused, one GEMM ours; `evoattn info` says which run
+    /// here).
     #[arg(long = "impl", value_name = "NAME", default_value = "auto")]
     imp: String,
     /// Memory order of q, k, v and o: bhsd [B, H, S, D] or bshd [B, S, H, D].

@@ -60,8 +60,8 @@ pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
     /// The kernel family whose levers are searched: mma, wgmma, splitkv, resident, mma8 (for
-    /// E4M3 problems) or cublas (default: the planner's choice on this GPU for each group's
-    /// first shape).
+    /// E4M3 problems), cublas, hybrid-qk or hybrid-pv (default: the planner's choice on this GPU
+    /// for each group's first shape).
     #[arg(long = "impl")]
     imp: Option<String>,
     /// Generations to run (each: one-lever children of the elites, random restarts, proposals).

@@ -7,7 +7,7 @@ use evoattn::{Arch, Plan, Problem, Request};
 
 #[derive(clap::Args, Debug)]
 pub struct KernelArgs {
-    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, wgmma, splitkv, resident, mma8 (E4M3 only), cublas (unfused: cuBLASLt GEMMs and a row kernel), reference; wgmma takes E4M3 too (the planner's choice for it on Hopper).
+    /// Our kernel: auto (the planner's choice; EVOATTN_IMPL overrides), mma, wgmma, splitkv, resident, mma8 (E4M3 only), cublas (unfused: cuBLASLt GEMMs and a row kernel), hybrid-qk (cuBLASLt Q·Kᵀ and our P·V), hybrid-pv (our Q·Kᵀ and cuBLASLt P·V), reference; wgmma takes E4M3 too (the planner's choice for it on Hopper).
     #[arg(long = "impl", default_value = "auto")]
     pub imp: String,
     /// Lever overrides for a named --impl, e.g. block_n=64,stages=3, applied to that kernel's

@@ -201,8 +201,11 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
         KernelConfig::Splitkv(c) => 1.0 + 0.1 * log2_dist(c.block_n, 64.0) + off(c.block_m == 64, 0.1),
         KernelConfig::Resident(c) => 1.0 + 0.1 * log2_dist(c.block_n, 128.0) + off(c.consumer_warpgroups == 2, 0.2),
         KernelConfig::Mma8(c) => 1.0 + 0.15 * log2_dist(c.block_n, 128.0) + off(c.q_in_regs, 0.2),
-        // 16-bit scores move half the bytes of the unfused path's S.
-        KernelConfig::Cublas(c) => off(c.scores == evoattn::Scores::Input, 0.5) + 1.0,
+        // 16-bit scores move half the bytes of the unfused paths' S.
+        KernelConfig::Cublas(_) | KernelConfig::HybridQk(_) | KernelConfig::HybridPv(_) => {
+            let (scores, _) = config.library().expect("a library path");
+            off(scores == evoattn::Scores::Input, 0.5) + 1.0
+        }
     }
 }
 

@@ -106,9 +106,9 @@ def attention(
 
     scale: the softmax scale, default 1/sqrt(D). impl: "auto" (the planner's choice), or
     "wgmma" (Hopper), "mma" (sm_80+), "splitkv", "resident" (Hopper, short keys), "mma8" (E4M3,
-    sm_89+), "cublas" (unfused: cuBLASLt GEMMs around materialised scores), "reference";
-    config: lever overrides for a
-    named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into
+    sm_89+), "cublas" (unfused: cuBLASLt GEMMs around materialised scores), "hybrid-qk" and
+    "hybrid-pv" (as "cublas", our GEMM for P·V or for Q·Kᵀ), "reference"; config: lever
+    overrides for a named impl, e.g. "block_n=64". out: a tensor of q's shape and o's dtype to write o into
     (for float8_e4m3fn inputs bfloat16, or float16 to have o in float16). out_dtype: o's dtype
     for float8_e4m3fn inputs, torch.bfloat16 (None: FlashAttention-3's) or torch.float16 (3 more
     mantissa bits where o fits float16's range); 16-bit inputs write o in their own dtype.

@@ -10,7 +10,7 @@ use crate::problem::Dtype;
 use lever::Family;
 use std::fmt;
 
-pub use crate::kernels::library::{CublasConfig, Scores};
+pub use crate::kernels::library::{CublasConfig, HybridPvConfig, HybridQkConfig, OurGemm, Scores};
 pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD};
 pub use crate::kernels::mma8::Mma8Config;
 pub use crate::kernels::reference::ReferenceConfig;
@@ -33,6 +33,8 @@ macro_rules! each_family {
             KernelConfig::Resident($c) => $body,
             KernelConfig::Mma8($c) => $body,
             KernelConfig::Cublas($c) => $body,
+            KernelConfig::HybridQk($c) => $body,
+            KernelConfig::HybridPv($c) => $body,
         }
     };
 }
@@ -69,6 +71,14 @@ macro_rules! family_type {
                 type $C = CublasConfig;
                 $body
             }
+            Impl::HybridQk => {
+                type $C = HybridQkConfig;
+                $body
+            }
+            Impl::HybridPv => {
+                type $C = HybridPvConfig;
+                $body
+            }
         }
     };
 }
@@ -90,11 +100,24 @@ pub enum Impl {
     Mma8,
     /// Unfused: cuBLASLt GEMMs around materialised scores and a row kernel (#38); any arch.
     Cublas,
+    /// As `Cublas`, with our GEMM for P·V (the founding documents' HYBRID_QKT).
+    HybridQk,
+    /// As `Cublas`, with our GEMM for Q·Kᵀ (their HYBRID_PV).
+    HybridPv,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 7] =
-        [Impl::Reference, Impl::Mma, Impl::Wgmma, Impl::Splitkv, Impl::Resident, Impl::Mma8, Impl::Cublas];
+    pub const ALL: [Impl; 9] = [
+        Impl::Reference,
+        Impl::Mma,
+        Impl::Wgmma,
+        Impl::Splitkv,
+        Impl::Resident,
+        Impl::Mma8,
+        Impl::Cublas,
+        Impl::HybridQk,
+        Impl::HybridPv,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -105,7 +128,19 @@ impl Impl {
             Impl::Resident => "resident",
             Impl::Mma8 => "mma8",
             Impl::Cublas => "cublas",
+            Impl::HybridQk => "hybrid-qk",
+            Impl::HybridPv => "hybrid-pv",
         }
+    }
+
+    /// The name as kernel symbols carry it (`hybrid-qk` -> `hybrid_qk`).
+    pub fn symbol(self) -> String {
+        self.name().replace('-', "_")
+    }
+
+    /// The library paths (#38): materialised scores, cuBLASLt, `runtime::library`.
+    pub fn is_library(self) -> bool {
+        matches!(self, Impl::Cublas | Impl::HybridQk | Impl::HybridPv)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -235,6 +270,8 @@ pub enum KernelConfig {
     Resident(ResidentConfig),
     Mma8(Mma8Config),
     Cublas(CublasConfig),
+    HybridQk(HybridQkConfig),
+    HybridPv(HybridPvConfig),
 }
 
 impl KernelConfig {
@@ -247,6 +284,8 @@ impl KernelConfig {
             KernelConfig::Resident(_) => Impl::Resident,
             KernelConfig::Mma8(_) => Impl::Mma8,
             KernelConfig::Cublas(_) => Impl::Cublas,
+            KernelConfig::HybridQk(_) => Impl::HybridQk,
+            KernelConfig::HybridPv(_) => Impl::HybridPv,
         }
     }
 
@@ -254,7 +293,20 @@ impl KernelConfig {
     /// (the fused kernels keep them in fp32 registers).
     pub fn rounds_scores_to(&self, dtype: Dtype) -> Option<Dtype> {
         match self {
-            KernelConfig::Cublas(CublasConfig { scores: Scores::Input }) => Some(dtype),
+            KernelConfig::Cublas(CublasConfig { scores: Scores::Input })
+            | KernelConfig::HybridQk(HybridQkConfig { scores: Scores::Input })
+            | KernelConfig::HybridPv(HybridPvConfig { scores: Scores::Input }) => Some(dtype),
+            _ => None,
+        }
+    }
+
+    /// What the materialised scores of a library path hold, and which product our GEMM
+    /// computes; `None` for the fused kernels.
+    pub fn library(&self) -> Option<(Scores, OurGemm)> {
+        match self {
+            KernelConfig::Cublas(c) => Some((c.scores, CublasConfig::OURS)),
+            KernelConfig::HybridQk(c) => Some((c.scores, HybridQkConfig::OURS)),
+            KernelConfig::HybridPv(c) => Some((c.scores, HybridPvConfig::OURS)),
             _ => None,
         }
     }
@@ -284,6 +336,8 @@ impl KernelConfig {
             (KernelConfig::Resident(c), KernelConfig::Resident(d)) => lever::changed(c, d),
             (KernelConfig::Mma8(c), KernelConfig::Mma8(d)) => lever::changed(c, d),
             (KernelConfig::Cublas(c), KernelConfig::Cublas(d)) => lever::changed(c, d),
+            (KernelConfig::HybridQk(c), KernelConfig::HybridQk(d)) => lever::changed(c, d),
+            (KernelConfig::HybridPv(c), KernelConfig::HybridPv(d)) => lever::changed(c, d),
             _ => each_family!(self, c => lever::short_items(c)),
         };
         std::iter::once(self.imp().name().to_string()).chain(changed).collect::<Vec<_>>().join(" ")
@@ -313,7 +367,7 @@ impl KernelSpec {
     /// The kernel's symbol name; the only place names are built.
     pub fn name(&self) -> String {
         let levers = each_family!(&self.config, c => lever::name_suffix(c));
-        format!("evoattn_{}_{}_d{}{levers}", self.imp().name(), self.dtype.name(), self.head_dim)
+        format!("evoattn_{}_{}_d{}{levers}", self.imp().symbol(), self.dtype.name(), self.head_dim)
     }
 
     /// The spec whose [`KernelSpec::name`] is `name`, read back through the families' lever
@@ -321,8 +375,8 @@ impl KernelSpec {
     /// any other text, a peer's name for one.
     pub fn from_name(name: &str) -> Option<KernelSpec> {
         let rest = name.strip_prefix("evoattn_")?;
-        let imp = Impl::ALL.into_iter().find(|i| rest.strip_prefix(i.name()).is_some_and(|r| r.starts_with('_')))?;
-        let rest = &rest[imp.name().len() + 1..];
+        let imp = Impl::ALL.into_iter().find(|i| rest.strip_prefix(&i.symbol()).is_some_and(|r| r.starts_with('_')))?;
+        let rest = &rest[imp.symbol().len() + 1..];
         let dtype =
             Dtype::ALL.into_iter().find(|d| rest.strip_prefix(d.name()).is_some_and(|r| r.starts_with("_d")))?;
         let rest = &rest[dtype.name().len() + 2..];
@@ -353,6 +407,15 @@ impl KernelSpec {
     pub fn transpose_kernel_name(&self) -> Option<String> {
         match self.config {
             KernelConfig::Wgmma(c) if self.dtype.is_fp8() && !c.vt_producer => Some(format!("{}_vt", self.name())),
+            _ => None,
+        }
+    }
+
+    /// The symbol of our GEMM in a hybrid's module (kernels/library/gemm.cuh), derived from
+    /// [`KernelSpec::name`]; `None` for every other kernel.
+    pub fn gemm_kernel_name(&self) -> Option<String> {
+        match self.config.library() {
+            Some((_, OurGemm::Pv | OurGemm::Qk)) => Some(format!("{}_gemm", self.name())),
             _ => None,
         }
     }
@@ -440,6 +503,9 @@ impl KernelSpec {
         }
         if let Some(name) = self.transpose_kernel_name() {
             d.push(("EVOATTN_VT_NAME".to_string(), name));
+        }
+        if let Some(name) = self.gemm_kernel_name() {
+            d.push(("EVOATTN_GEMM_NAME".to_string(), name));
         }
         d.extend(each_family!(&self.config, c => c.extra_defines(self.dtype, self.head_dim)));
         d

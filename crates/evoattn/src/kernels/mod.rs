@@ -54,6 +54,9 @@ pub const HEADERS: &[SourceFile] = &[
     source!("wgmma" / "wgmma_ws.cuh"),
     source!("wgmma" / "trace.cuh"),
     source!("wgmma" / "wgmma_vt.cuh"),
+    // The hybrids' module (library/hybrid.cu) is the row kernel plus our GEMM.
+    source!("library" / "rows.cu"),
+    source!("library" / "gemm.cuh"),
 ];
 
 /// The stream-holding kernel of the timer (`runtime::device::Gpu::hold`).

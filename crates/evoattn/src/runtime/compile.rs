@@ -8,7 +8,7 @@ use crate::kernels::{main_source, HEADERS};
 use crate::runtime::cache::{CacheKey, CachedKernel, CubinCache};
 use crate::runtime::cubin::report;
 use crate::runtime::nvrtc::{CompileFailure, Nvrtc};
-use crate::runtime::resources::{wgmma_serialization, ResourceReport};
+use crate::runtime::resources::{parse_ptxas_log, wgmma_serialization, ResourceReport};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,13 @@ impl CompiledKernel {
     pub fn gate_verdict(&self) -> std::result::Result<(), String> {
         let mut reasons: Vec<String> = self.resources.gate(self.arch).err().into_iter().collect();
         reasons.extend(wgmma_serialization(&self.log, &self.spec.name()));
+        // A hybrid's own GEMM, the module's second kernel that runs on every call, is gated too.
+        if let Some(gemm) = self.spec.gemm_kernel_name() {
+            match parse_ptxas_log(&self.log, &gemm) {
+                Some(report) => reasons.extend(report.gate(self.arch).err().map(|r| format!("{gemm}: {r}"))),
+                None => reasons.push(format!("no ptxas report for {gemm} in the compile log")),
+            }
+        }
         if reasons.is_empty() {
             Ok(())
         } else {

@@ -272,7 +272,8 @@ impl Gpu {
         };
         let combine = second(kernel.spec.combine_kernel_name())?;
         let transpose = second(kernel.spec.transpose_kernel_name())?;
-        Ok(LoadedKernel { module, function, combine, transpose, spec: kernel.spec, smem, resident_per_sm })
+        let gemm = second(kernel.spec.gemm_kernel_name())?;
+        Ok(LoadedKernel { module, function, combine, transpose, gemm, spec: kernel.spec, smem, resident_per_sm })
     }
 }
 
@@ -336,6 +337,8 @@ pub struct LoadedKernel {
     combine: Option<CudaFunction>,
     /// The V transpose an E4M3 `wgmma` kernel runs first, from the same module.
     transpose: Option<CudaFunction>,
+    /// A hybrid's own GEMM (kernels/library/gemm.cuh), from the same module.
+    gemm: Option<CudaFunction>,
     spec: KernelSpec,
     smem: usize,
     resident_per_sm: u32,
@@ -441,6 +444,10 @@ impl LoadedKernel {
         self.combine.as_ref()
     }
 
+    pub(crate) fn gemm_function(&self) -> Option<&CudaFunction> {
+        self.gemm.as_ref()
+    }
+
     pub(crate) fn transpose_function(&self) -> Option<&CudaFunction> {
         self.transpose.as_ref()
     }
@@ -497,9 +504,9 @@ impl LaunchImage {
     pub fn new(kernel: &CompiledKernel, problem: &Problem, sm_count: u32, l2_bytes: usize) -> Result<Self> {
         problem.validate()?;
         let unsupported = |reason: String| Error::Unsupported { imp: kernel.spec.imp().to_string(), reason };
-        if kernel.spec.imp() == crate::config::Impl::Cublas {
+        if kernel.spec.imp().is_library() {
             return Err(unsupported(
-                "the cublas path is cuBLASLt GEMMs around its row kernel; a launch image holds one kernel".into(),
+                "the library paths are cuBLASLt GEMMs around a row kernel; a launch image holds one kernel".into(),
             ));
         }
         if problem.dtype.is_fp8() {

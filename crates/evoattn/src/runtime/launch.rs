@@ -350,11 +350,11 @@ pub enum Launch {
 }
 
 impl Launch {
-    /// Prepares the loaded `kernel` for a validated `problem`: the `cublas` path with S given
+    /// Prepares the loaded `kernel` for a validated `problem`: the library paths with S given
     /// its share of the free device memory ([`scores_budget`]), every other family as
     /// [`PreparedLaunch::new`] does.
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
-        if kernel.spec().imp() == Impl::Cublas {
+        if kernel.spec().imp().is_library() {
             Ok(Launch::Library(Box::new(LibraryLaunch::new(gpu, kernel, problem, scores_budget(gpu)?)?)))
         } else {
             Ok(Launch::Kernel(Box::new(PreparedLaunch::new(gpu, kernel, problem)?)))

@@ -1,14 +1,15 @@
-//! The `cublas` path's launch (#38): a problem's [`Geometry`] prepared once (the row kernel
-//! compiled, gated and loaded; every GEMM's descriptors and algorithm chosen), then per call
-//! and chunk: Q·Kᵀ into S, the row kernel over S, P·V into O, all on the caller's stream. S and
-//! cuBLASLt's workspace come from the stream's scratch arena, and each stream gets its own
-//! cuBLASLt handle, so one problem may run on several streams at once (the library's
-//! concurrency rule for every path).
+//! The library paths' launch (#38: `cublas`, `hybrid-qk`, `hybrid-pv`): a problem's
+//! [`Geometry`] prepared once (the family's module compiled, gated and loaded: the row kernel,
+//! and a hybrid's own GEMM; every cuBLASLt GEMM's descriptors and algorithm chosen), then per
+//! call and chunk: Q·Kᵀ into S, the row kernel over S, P·V into O, all on the caller's stream,
+//! each product by cuBLASLt or by our GEMM as the family says. S and cuBLASLt's workspace come
+//! from the stream's scratch arena, and each stream gets its own cuBLASLt handle, so one
+//! problem may run on several streams at once (the library's concurrency rule for every path).
 
-use crate::config::{Impl, KernelConfig, KernelSpec};
+use crate::config::KernelSpec;
 use crate::error::{Error, Result};
 use crate::kernels::library::geometry::{self, Geometry};
-use crate::kernels::library::{Scores, ROWS_THREADS};
+use crate::kernels::library::{OurGemm, Scores, GEMM_THREADS, GEMM_TILE, ROWS_THREADS};
 use crate::problem::Problem;
 use crate::runtime::cublaslt::{LtGemm, LtHandle};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
@@ -39,10 +40,141 @@ struct RowsChunk {
 // kernels/library/rows.cu (the pointer as u64, `long long` as i64, `int` as i32).
 unsafe impl DeviceRepr for RowsChunk {}
 
-/// One chunk's prepared GEMMs and row-kernel launch.
+/// `GemmArgs` of kernels/library/gemm.cuh, field for field.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct GemmArgs {
+    a: u64,
+    b: u64,
+    c: u64,
+    lda: i64,
+    ldb: i64,
+    ldc: i64,
+    a_batch: i64,
+    b_batch: i64,
+    c_batch: i64,
+    m: i32,
+    n: i32,
+    k: i32,
+    batch: i32,
+}
+
+// Safety: `GemmArgs` is `repr(C)` plain integers matching `GemmArgs` in
+// kernels/library/gemm.cuh (pointers as u64, `long long` as i64, `int` as i32).
+unsafe impl DeviceRepr for GemmArgs {}
+
+/// Most blocks in a grid's y and z (the CUDA limit); our GEMM loops z over larger batches.
+const GRID_YZ_MAX: usize = 65535;
+
+/// One batched product of a chunk: by cuBLASLt, or by our GEMM (its arguments without the
+/// operands' base addresses, which come with each call, and its grid).
+enum Product {
+    Lt(LtGemm),
+    Ours { gemm: geometry::Gemm, args: GemmArgs, grid: (u32, u32, u32), elem_bytes: [usize; 3] },
+}
+
+impl Product {
+    /// Our GEMM's launch of `gemm`, its operands of `elem_bytes` each (A, B, C), A read
+    /// transposed where `a_transposed` (the module's EVOATTN_GEMM_A_T), after checking what
+    /// gemm.cuh assumes: 16-byte aligned rows and batches, a grid within CUDA's limits.
+    fn ours(gemm: geometry::Gemm, elem_bytes: [usize; 3], a_transposed: bool) -> std::result::Result<Self, String> {
+        let (g, [ea, eb, ec]) = (gemm, elem_bytes);
+        for (what, elements, elem) in [
+            ("A's offset", g.a.offset, ea),
+            ("A's row stride", g.a.ld, ea),
+            ("A's batch stride", g.a.batch_stride, ea),
+            ("B's offset", g.b.offset, eb),
+            ("B's row stride", g.b.ld, eb),
+            ("B's batch stride", g.b.batch_stride, eb),
+            ("C's offset", g.c.offset, ec),
+            ("C's row stride", g.c.ld, ec),
+            ("C's batch stride", g.c.batch_stride, ec),
+        ] {
+            if elements * elem % 16 != 0 {
+                return Err(format!(
+                    "our GEMM reads 16-byte chunks: {what} ({elements} elements) is not a multiple of 16 bytes"
+                ));
+            }
+        }
+        // The module's GEMM reads A transposed (K) for Q·Kᵀ, as it is (V) for P·V; B and C never.
+        if g.a.transposed != a_transposed || g.b.transposed || g.c.transposed {
+            return Err("our GEMM takes the operands as the geometry lays Q, K, V, S and O out".into());
+        }
+        let (bm, bn) = GEMM_TILE;
+        let y = g.n.div_ceil(bm);
+        if y > GRID_YZ_MAX {
+            return Err(format!("{} rows of C take {y} block rows, past CUDA's {GRID_YZ_MAX}", g.n));
+        }
+        let int = |x: usize| i32::try_from(x).map_err(|_| format!("a GEMM size ({x}) past 2^31"));
+        let args = GemmArgs {
+            lda: g.a.ld as i64,
+            ldb: g.b.ld as i64,
+            ldc: g.c.ld as i64,
+            a_batch: g.a.batch_stride as i64,
+            b_batch: g.b.batch_stride as i64,
+            c_batch: g.c.batch_stride as i64,
+            m: int(g.m)?,
+            n: int(g.n)?,
+            k: int(g.k)?,
+            batch: int(g.batch)?,
+            ..GemmArgs::default()
+        };
+        let x = u32::try_from(g.m.div_ceil(bn)).map_err(|_| format!("{} columns of C past a grid's x", g.m))?;
+        let grid = (x, y as u32, g.batch.min(GRID_YZ_MAX) as u32);
+        Ok(Product::Ours { gemm, args, grid, elem_bytes })
+    }
+
+    /// Enqueues the product of operands at `[a, b, c]`.
+    ///
+    /// # Safety
+    /// As [`LtGemm::run`]: the operands hold the geometry's extents, `workspace` cuBLASLt's
+    /// bytes, `handle` is `stream`'s, `ours` the module's GEMM; all live until the stream has
+    /// run the work.
+    unsafe fn run(
+        &mut self,
+        handle: &LtHandle,
+        ours: Option<&CudaFunction>,
+        operands: [u64; 3],
+        workspace: u64,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        match self {
+            // Safety: the caller's contract.
+            Product::Lt(gemm) => unsafe { gemm.run(handle, operands, workspace, stream.cu_stream()) },
+            Product::Ours { gemm, args, grid, elem_bytes } => {
+                let function = ours.expect("a product of ours comes with the module's GEMM");
+                let at = |base: u64, offset: usize, elem: usize| base + (offset * elem) as u64;
+                let [a, b, c] = operands;
+                args.a = at(a, gemm.a.offset, elem_bytes[0]);
+                args.b = at(b, gemm.b.offset, elem_bytes[1]);
+                args.c = at(c, gemm.c.offset, elem_bytes[2]);
+                let mut params: [*mut c_void; 1] = [args as *mut GemmArgs as *mut c_void];
+                // Safety: gemm.cuh's kernel takes one GemmArgs, whose mirror `params` points at;
+                // it reads A and B and writes C within the extents the caller vouches for.
+                unsafe { launch(function, *grid, GEMM_THREADS, 0, stream, &mut params) }
+            }
+        }
+    }
+
+    fn workspace_bytes(&self) -> usize {
+        match self {
+            Product::Lt(gemm) => gemm.workspace_bytes,
+            Product::Ours { .. } => 0,
+        }
+    }
+}
+
+/// The kernels of a library module a chunk launches: the row kernel, and a hybrid's GEMM.
+#[derive(Clone, Copy)]
+struct Kernels<'a> {
+    rows: &'a CudaFunction,
+    ours: Option<&'a CudaFunction>,
+}
+
+/// One chunk's prepared products and row-kernel launch.
 struct PreparedChunk {
-    qk: Vec<LtGemm>,
-    pv: Vec<LtGemm>,
+    qk: Vec<Product>,
+    pv: Vec<Product>,
     rows: u32,
     args: RowsChunk,
 }
@@ -57,36 +189,38 @@ impl PreparedChunk {
     unsafe fn run(
         &mut self,
         handle: &LtHandle,
-        rows: &CudaFunction,
+        Kernels { rows, ours }: Kernels,
         params: &mut KernelParams,
         stream: &CudaStream,
         [q, k, v, o]: [u64; 4],
         [s, workspace]: [u64; 2],
     ) -> Result<()> {
         self.args.s = s;
-        for gemm in &self.qk {
+        for gemm in &mut self.qk {
             // Safety: K, Q and S as the contract above says.
-            unsafe { gemm.run(handle, [k, q, s], workspace, stream.cu_stream())? };
+            unsafe { gemm.run(handle, ours, [k, q, s], workspace, stream)? };
         }
         let mut args: [*mut c_void; 2] =
             [params as *mut KernelParams as *mut c_void, &mut self.args as *mut RowsChunk as *mut c_void];
         // Safety: the row kernel takes (AttnParams, RowsChunk), whose mirrors `args` points at;
         // it reads and writes the chunk's rows of S and its units' LSE rows.
         unsafe { launch(rows, (self.rows, 1, 1), ROWS_THREADS, 0, stream, &mut args)? };
-        for gemm in &self.pv {
+        for gemm in &mut self.pv {
             // Safety: V, P (over S) and O as the contract above says.
-            unsafe { gemm.run(handle, [v, s, o], workspace, stream.cu_stream())? };
+            unsafe { gemm.run(handle, ours, [v, s, o], workspace, stream)? };
         }
         Ok(())
     }
 }
 
-/// A problem's `cublas` launch, prepared.
+/// A problem's library-path launch, prepared.
 pub struct LibraryLaunch {
     spec: KernelSpec,
     problem: Problem,
     geometry: Geometry,
     rows: CudaFunction,
+    /// A hybrid's own GEMM.
+    ours: Option<CudaFunction>,
     params: KernelParams,
     chunks: Vec<PreparedChunk>,
     need: ScratchNeed,
@@ -97,13 +231,18 @@ pub struct LibraryLaunch {
 }
 
 impl LibraryLaunch {
-    /// Prepares `problem` (validated, 16-bit) for the loaded `cublas` row kernel `kernel` (its
-    /// config says what S holds), S taking at most `budget_bytes` (see [`scores_budget`]).
+    /// Prepares `problem` (validated, 16-bit) for the loaded module `kernel` of a library
+    /// family (its config says what S holds and which product is ours), S taking at most
+    /// `budget_bytes` (see [`scores_budget`]).
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem, budget_bytes: usize) -> Result<Self> {
-        let unsupported = |reason: String| Error::Unsupported { imp: Impl::Cublas.to_string(), reason };
-        let KernelConfig::Cublas(config) = kernel.spec().config else {
-            return Err(unsupported(format!("{} is not the cublas path's row kernel", kernel.spec().name())));
+        let unsupported = |reason: String| Error::Unsupported { imp: kernel.spec().imp().to_string(), reason };
+        let Some((scores, ours)) = kernel.spec().config.library() else {
+            return Err(unsupported(format!("{} is no library path's module", kernel.spec().name())));
         };
+        let our_gemm = kernel.gemm_function().cloned();
+        if (ours == OurGemm::Neither) != our_gemm.is_none() {
+            return Err(unsupported(format!("{}'s module and its family disagree on our GEMM", kernel.spec().name())));
+        }
         if kernel.spec().dtype != problem.dtype || problem.dtype.is_fp8() {
             return Err(unsupported(format!(
                 "{} takes {} inputs, the problem's are {}",
@@ -112,7 +251,6 @@ impl LibraryLaunch {
                 problem.dtype
             )));
         }
-        let scores = config.scores;
         let geometry = geometry::plan(problem, scores.bytes(), budget_bytes).map_err(unsupported)?;
         // cuBLASLt's heuristic reads the current context's device.
         gpu.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
@@ -122,16 +260,25 @@ impl LibraryLaunch {
         let s = problem.shape;
         let mut chunks = Vec::with_capacity(geometry.chunks.len());
         for chunk in &geometry.chunks {
-            let prepare = |gemms: &[geometry::Gemm], c_f32: bool| {
+            // Each product by our GEMM or cuBLASLt; C in f32 only for f32 scores; Q·Kᵀ reads K
+            // transposed.
+            let prepare = |gemms: &[geometry::Gemm], ours: bool, c_f32: bool, qk: bool| {
                 gemms
                     .iter()
-                    .map(|g| LtGemm::new(&handle, *g, problem.dtype, c_f32, WORKSPACE_BYTES))
+                    .map(|g| {
+                        if ours {
+                            let c_bytes = if c_f32 { 4 } else { 2 };
+                            Product::ours(*g, [2, 2, c_bytes], qk).map_err(unsupported)
+                        } else {
+                            LtGemm::new(&handle, *g, problem.dtype, c_f32, WORKSPACE_BYTES).map(Product::Lt)
+                        }
+                    })
                     .collect::<Result<Vec<_>>>()
             };
             let rows = chunk.units * units.rows;
             chunks.push(PreparedChunk {
-                qk: prepare(&chunk.qk, scores == Scores::F32)?,
-                pv: prepare(&chunk.pv, false)?,
+                qk: prepare(&chunk.qk, ours == OurGemm::Qk, scores == Scores::F32, true)?,
+                pv: prepare(&chunk.pv, ours == OurGemm::Pv, false, false)?,
                 rows: u32::try_from(int("rows of a chunk", rows)?).expect("non-negative"),
                 args: RowsChunk {
                     s: 0,
@@ -143,7 +290,7 @@ impl LibraryLaunch {
                 },
             });
         }
-        let workspace = chunks.iter().flat_map(|c| c.qk.iter().chain(&c.pv)).map(|g| g.workspace_bytes).max();
+        let workspace = chunks.iter().flat_map(|c| c.qk.iter().chain(&c.pv)).map(Product::workspace_bytes).max();
         let workspace_offset = geometry.scratch_bytes.next_multiple_of(SCRATCH_ALIGN);
         let bytes = workspace_offset + workspace.unwrap_or(0);
         Ok(LibraryLaunch {
@@ -151,6 +298,7 @@ impl LibraryLaunch {
             problem: problem.clone(),
             geometry,
             rows: kernel.function().clone(),
+            ours: our_gemm,
             params: KernelParams::new(problem, [0; 5], gpu.l2_bytes())?,
             chunks,
             need: ScratchNeed { counters: 0, floats: bytes.div_ceil(4) },
@@ -217,11 +365,11 @@ impl LibraryLaunch {
         let (s_ptr, workspace) = (lease.ptrs.floats, lease.ptrs.floats + self.workspace_offset as u64);
         let [q, k, v, o, lse, _] = buffers.addrs;
         (self.params.q, self.params.k, self.params.v, self.params.o, self.params.lse) = (q, k, v, o, lse);
-        let (rows, params) = (&self.rows, &mut self.params);
+        let (kernels, params) = (Kernels { rows: &self.rows, ours: self.ours.as_ref() }, &mut self.params);
         let result = self.chunks.iter_mut().try_for_each(|chunk| {
             // Safety: the caller's contract and the checks above (every buffer holds the
             // problem's extent; the lease covers S and the workspace; the handle is the stream's).
-            unsafe { chunk.run(handle, rows, params, stream, [q, k, v, o], [s_ptr, workspace]) }
+            unsafe { chunk.run(handle, kernels, params, stream, [q, k, v, o], [s_ptr, workspace]) }
         });
         scratch.release(stream, lease)?;
         result
@@ -240,6 +388,14 @@ pub fn scores_budget(gpu: &Gpu) -> Result<usize> {
 mod tests {
     use super::*;
 
+    /// The field declarations of `struct NAME { ... };` in a CUDA source, comments left out.
+    fn struct_fields<'a>(source: &'a str, name: &str) -> Vec<&'a str> {
+        let body = source.split(&format!("struct {name} {{")).nth(1).expect("the struct").split("};").next().unwrap();
+        body.lines()
+            .filter_map(|l| l.trim().split(';').next().filter(|f| !f.is_empty() && !f.starts_with("//")))
+            .collect()
+    }
+
     #[test]
     fn rows_chunk_layout_matches_the_kernels_struct() {
         // A pointer and an i64 (16 bytes), then four ints (16): what `struct RowsChunk` in
@@ -248,18 +404,53 @@ mod tests {
         assert_eq!(std::mem::offset_of!(RowsChunk, first_unit), 16);
         assert_eq!(std::mem::offset_of!(RowsChunk, bk_units), 28);
         let rows = crate::kernels::main_source(crate::config::Impl::Cublas).text;
-        let fields: Vec<&str> = rows
-            .split("struct RowsChunk {")
-            .nth(1)
-            .unwrap()
-            .split("};")
-            .next()
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.trim().split(';').next().filter(|f| !f.is_empty() && !f.starts_with("//")))
-            .collect();
-        assert_eq!(fields, ["void* s", "i64 ld", "int first_unit, unit_rows, unit_heads", "int bk_units"]);
+        assert_eq!(
+            struct_fields(rows, "RowsChunk"),
+            ["void* s", "i64 ld", "int first_unit, unit_rows, unit_heads", "int bk_units"]
+        );
         // The kernel takes `AttnParams` (mirrored by `KernelParams`), then the chunk.
         assert!(rows.contains("(const AttnParams p, const RowsChunk c)"));
+    }
+
+    #[test]
+    fn gemm_args_layout_matches_the_kernels_struct() {
+        // Three pointers, six i64 (72 bytes), then four ints (16): `struct GemmArgs` of
+        // kernels/library/gemm.cuh, its fields in this order.
+        assert_eq!(std::mem::size_of::<GemmArgs>(), 88);
+        assert_eq!(std::mem::offset_of!(GemmArgs, lda), 24);
+        assert_eq!(std::mem::offset_of!(GemmArgs, m), 72);
+        assert_eq!(std::mem::offset_of!(GemmArgs, batch), 84);
+        let gemm = crate::kernels::HEADERS.iter().find(|h| h.name == "gemm.cuh").expect("gemm.cuh embedded").text;
+        assert_eq!(
+            struct_fields(gemm, "GemmArgs"),
+            [
+                "const elem_t* a",
+                "const elem_t* b",
+                "void* c",
+                "i64 lda, ldb, ldc",
+                "i64 a_batch, b_batch, c_batch",
+                "int m, n, k, batch"
+            ]
+        );
+        assert!(gemm.contains("EVOATTN_GEMM_NAME(const GemmArgs g)"));
+    }
+
+    #[test]
+    fn our_gemm_refuses_what_gemm_cuh_does_not_read() {
+        use crate::kernels::library::geometry::{Gemm, Operand};
+        let op = |offset, ld, transposed| Operand { offset, ld, batch_stride: 0, transposed };
+        // Q·Kᵀ of 300 keys, 2 x 1024 query rows, hd64: K transposed, S in f32.
+        let qk =
+            Gemm { m: 300, n: 2048, k: 64, batch: 1, a: op(0, 64, true), b: op(0, 64, false), c: op(0, 300, false) };
+        let Ok(Product::Ours { grid, args, .. }) = Product::ours(qk, [2, 2, 4], true) else { panic!("refused") };
+        assert_eq!(grid, (5, 16, 1));
+        assert_eq!((args.m, args.n, args.k, args.ldc), (300, 2048, 64, 300));
+        // The other side's reading of A, a row that is not 16 bytes, and a grid past 65535 rows.
+        assert!(Product::ours(qk, [2, 2, 4], false).is_err());
+        let odd = Gemm { c: op(0, 301, false), ..qk };
+        let refusal = |g| Product::ours(g, [2, 2, 4], true).err().unwrap_or_default();
+        assert!(refusal(odd).contains("C's row stride"), "{}", refusal(odd));
+        let tall = Gemm { n: 65536 * 128, ..qk };
+        assert!(refusal(tall).contains("65535"), "{}", refusal(tall));
     }
 }
