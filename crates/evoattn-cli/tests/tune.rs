@@ -294,3 +294,43 @@ fn processes_opening_a_fresh_store_at_once_all_succeed() {
         }
     }
 }
+
+#[test]
+fn tune_any_searches_every_family_that_runs_the_group_from_the_planners_choice() {
+    if !have_nvrtc() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path();
+    let json = cache.join("any.json");
+    let out = run(
+        cache,
+        &["tune", "--impl", "any", "--shape", "1,2,128,64", "--generations", "3", "--json", json.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &runs[0];
+    let families: Vec<&str> = run["families"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    // The mock is an sm_90a GPU: the fused families of f16 hd64, the planner's (wgmma) first.
+    assert_eq!(run["imp"], "wgmma", "{run}");
+    for family in ["mma", "wgmma", "splitkv", "resident"] {
+        assert!(families.contains(&family), "{family} not searched: {families:?}");
+    }
+    assert!(!families.contains(&"reference") && !families.contains(&"mma8"), "{families:?}");
+    // The library paths where cuBLAS loads; said when it does not.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        families.contains(&"cublas"),
+        !stderr.contains("--impl any leaves the library paths (cublas, hybrid-qk, hybrid-pv) out"),
+        "{}",
+        text(&out)
+    );
+    assert!(stderr.contains("tune: any of "), "{}", text(&out));
+    // Evaluations of more than one family reach the store.
+    let rows = stored(cache);
+    let searched: std::collections::HashSet<&str> = rows
+        .iter()
+        .filter_map(|r| families.iter().copied().find(|f| r.contains(&format!("evoattn_{}_", f.replace('-', "_")))))
+        .collect();
+    assert!(searched.len() > 1, "one family stored: {rows:?}");
+}

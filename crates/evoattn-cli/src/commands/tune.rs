@@ -61,7 +61,9 @@ pub struct Args {
     problems: ProblemArgs,
     /// The kernel family whose levers are searched: mma, wgmma, splitkv, resident, mma8 (for
     /// E4M3 problems), cublas, hybrid-qk or hybrid-pv (default: the planner's choice on this GPU
-    /// for each group's first shape).
+    /// for each group's first shape); or `any`: every family that runs the group here, the
+    /// family a gene of its own (a switch starts from that family's default), from the
+    /// planner's choice.
     #[arg(long = "impl")]
     imp: Option<String>,
     /// Generations to run (each: one-lever children of the elites, random restarts, proposals).
@@ -134,6 +136,19 @@ pub struct Args {
 /// the others are checked against.
 pub fn tunable(imp: Impl) -> bool {
     imp != Impl::Reference
+}
+
+/// `--impl` for a search across families.
+const ANY: &str = "any";
+
+/// The families `--impl any` searches for a group: every tunable family built for the arch,
+/// dtype and head dim, the library paths where `library` (cuBLAS loads).
+fn any_families(arch: Arch, dtype: Dtype, head_dim: usize, library: bool) -> Vec<Impl> {
+    Impl::ALL
+        .into_iter()
+        .filter(|&i| tunable(i) && (library || !i.is_library()))
+        .filter(|i| i.archs().contains(&arch) && i.dtypes().contains(&dtype) && i.head_dims().contains(&head_dim))
+        .collect()
 }
 
 /// `90s`, `10m`, `1h` or plain seconds.
@@ -346,7 +361,10 @@ struct WorkerJson {
 struct RunJson {
     gpu: String,
     driver: String,
+    /// The baseline's family.
     imp: String,
+    /// The families searched (`--impl any`: several).
+    families: Vec<String>,
     dtype: String,
     head_dim: usize,
     causal: String,
@@ -398,6 +416,8 @@ struct RunSetup<'a> {
     arch: Arch,
     sm_count: u32,
     request: Request,
+    /// `--impl any`: whether the library paths are among the families.
+    any: Option<bool>,
     deadline: Option<Instant>,
     insights: Option<&'a str>,
     path: &'a std::path::Path,
@@ -416,19 +436,32 @@ fn tune_group(
     // comparable across runs and resumes.
     let probe = evoattn::Problem::dense(shapes[0], dtype, evoattn::Layout::Bhsd).with_causal(causal);
     let baseline = plan(&probe, setup.arch, setup.sm_count, setup.request).spec;
+    let families = match setup.any {
+        Some(library) => any_families(setup.arch, dtype, head_dim, library),
+        None => vec![baseline.imp()],
+    };
     let mut buckets: Vec<Bucket> = Vec::new();
     for bucket in shapes.iter().map(|s| Bucket::of(s, dtype, causal)) {
         if !buckets.contains(&bucket) {
             buckets.push(bucket);
         }
     }
-    let known: HashMap<KernelConfig, Evaluation> =
-        if args.resume { store.completed(&machine.gpu, &buckets[0], &shapes, baseline.imp())? } else { HashMap::new() };
+    let mut known: HashMap<KernelConfig, Evaluation> = HashMap::new();
+    if args.resume {
+        for &imp in &families {
+            known.extend(store.completed(&machine.gpu, &buckets[0], &shapes, imp)?);
+        }
+    }
     eval.causal = causal;
     let progress = Progress::new(args.generations);
     progress.say(&format!(
         "tune: {} {dtype} D={head_dim} {} on {} ({} shapes, {} stored evaluations reused, {} workers, fitness {}{})",
-        baseline.imp(),
+        if families.len() > 1 {
+            let names: Vec<&str> = families.iter().map(|f| f.name()).collect();
+            format!("any of {} (from {})", names.join(", "), baseline.imp())
+        } else {
+            baseline.imp().to_string()
+        },
         causal.name(),
         machine.gpu,
         shapes.len(),
@@ -452,6 +485,7 @@ fn tune_group(
     let mut hooks = RunHooks { progress: &progress, proposer };
     let params = Params {
         arch: setup.arch,
+        families: families.clone(),
         generations: args.generations,
         seed: args.seed,
         elites: args.elite,
@@ -477,6 +511,7 @@ fn tune_group(
         gpu: machine.gpu.clone(),
         driver: machine.driver.clone(),
         imp: baseline.imp().name().to_string(),
+        families: families.iter().map(|f| f.name().to_string()).collect(),
         dtype: dtype.name().to_string(),
         head_dim,
         causal: causal.name().to_string(),
@@ -590,9 +625,18 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     let groups = groups(&args.problems)?;
     let request = match &args.imp {
+        Some(name) if name == ANY => Request::Auto,
         Some(name) => Request::parse(name).map_err(anyhow::Error::msg)?,
         None => Request::Auto,
     };
+    // `--impl any` takes the library paths only where cuBLAS loads, saying so otherwise.
+    let any = (args.imp.as_deref() == Some(ANY)).then(|| match evoattn::runtime::cublas::Cublas::get() {
+        Ok(_) => true,
+        Err(e) => {
+            errln!("tune: --impl any leaves the library paths (cublas, hybrid-qk, hybrid-pv) out: {e}");
+            false
+        }
+    });
     if request.family().is_some_and(|imp| !tunable(imp)) {
         let names: Vec<&str> = Impl::ALL.into_iter().filter(|&i| tunable(i)).map(Impl::name).collect();
         bail!(
@@ -651,6 +695,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             arch,
             sm_count,
             request,
+            any,
             deadline,
             insights: insights.as_deref(),
             path: &path,

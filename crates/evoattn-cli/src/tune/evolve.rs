@@ -5,7 +5,7 @@
 use super::space;
 use crate::lab::ncu::{composite, NcuTerms};
 use evoattn::arch::Arch;
-use evoattn::config::{KernelConfig, KernelSpec};
+use evoattn::config::{Impl, KernelConfig, KernelSpec};
 use evoattn::problem::Shape;
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -258,6 +258,9 @@ pub struct Candidate {
 #[derive(Clone, Debug)]
 pub struct Params {
     pub arch: Arch,
+    /// The families searched: the baseline's alone, or several (`tune --impl any`), the family
+    /// then a gene of its own ([`space::mutate_gene`]).
+    pub families: Vec<Impl>,
     pub generations: usize,
     pub seed: u64,
     /// Elites kept per generation.
@@ -337,10 +340,14 @@ pub fn evolve(
     };
     let mut elites = vec![candidate(baseline, &base_eval)];
     let mut seen: HashSet<KernelConfig> = HashSet::from([baseline.config]);
-    let imp = baseline.imp();
+    let searched = |config: &KernelConfig| params.families.contains(&config.imp());
+    if !searched(&baseline.config) {
+        return Err(format!("the baseline {} is of none of the families searched", baseline.name()));
+    }
+    let family_default = |imp: Impl| imp.default_config(params.arch, baseline.dtype, baseline.head_dim);
     // A resumed run starts from the population the stored evaluations give (sorted: the map's
     // order is not reproducible), and never proposes them again.
-    let mut stored: Vec<(&KernelConfig, &Evaluation)> = known.iter().filter(|(c, _)| c.imp() == imp).collect();
+    let mut stored: Vec<(&KernelConfig, &Evaluation)> = known.iter().filter(|(c, _)| searched(c)).collect();
     stored.sort_by_key(|(c, _)| c.to_string());
     for (config, eval) in stored {
         seen.insert(*config);
@@ -359,9 +366,19 @@ pub fn evolve(
         for i in 0..CHILDREN + RESTARTS {
             let draw = (0..MAX_DRAWS).find_map(|_| {
                 let config = if i < CHILDREN {
-                    space::mutate_one(elites.choose(&mut rng)?.spec.config, &mut rng)?
+                    space::mutate_gene(
+                        elites.choose(&mut rng)?.spec.config,
+                        &params.families,
+                        family_default,
+                        &mut rng,
+                    )?
                 } else {
-                    space::random(imp, &mut rng)
+                    // One family draws nothing for it: a run of one family is what it was.
+                    let family = match params.families.as_slice() {
+                        [one] => *one,
+                        several => *several.choose(&mut rng)?,
+                    };
+                    space::random(family, &mut rng)
                 };
                 let spec = KernelSpec { config, ..baseline };
                 // Invalid combinations never reach the compiler: the tuner draws again.
@@ -376,7 +393,7 @@ pub fn evolve(
             match proposal {
                 Proposal::Config(config) => {
                     let spec = KernelSpec { config, ..baseline };
-                    if config.imp() == imp && seen.insert(config) && spec.validate(params.arch).is_ok() {
+                    if searched(&config) && seen.insert(config) && spec.validate(params.arch).is_ok() {
                         children.push(Child::of(spec));
                     }
                 }
@@ -446,7 +463,7 @@ fn sort_best_first(elites: &mut Vec<Candidate>, keep: usize) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use evoattn::config::{Impl, Loads, Pipeline, Schedule, WgmmaConfig};
+    use evoattn::config::{Loads, Pipeline, Schedule, WgmmaConfig};
     use evoattn::problem::Dtype;
 
     /// Speed is a known function of the levers: fastest at block_n=128, stages=3, two
@@ -481,8 +498,16 @@ pub(crate) mod tests {
     const SWITCHES_OFF: &str =
         "schedule=grid,o_staging=registers,exp2_poly=0,lazy_rescale=0,ring_test=0,rowsum_mma=0,half_last=0,multicast=0,q_in_regs=0";
 
+    /// The mock's `cublas` path, for the runs that search families: faster than any wgmma
+    /// config here (the optimum costs 100), and faster yet with 16-bit scores.
+    const CUBLAS_COST: f64 = 80.0;
+    const CUBLAS_INPUT_SCORES_COST: f64 = 70.0;
+
     pub(crate) fn cost(config: KernelConfig) -> f64 {
-        let KernelConfig::Wgmma(c) = config else { panic!("wgmma only") };
+        if let KernelConfig::Cublas(c) = config {
+            return if c.scores == evoattn::Scores::Input { CUBLAS_INPUT_SCORES_COST } else { CUBLAS_COST };
+        }
+        let KernelConfig::Wgmma(c) = config else { panic!("wgmma or cublas only") };
         let mut t = 100.0;
         t += (c.block_n as f64 - 128.0).abs() / 32.0 * 20.0;
         t += (c.stages as f64 - 3.0).abs() * 15.0;
@@ -553,6 +578,7 @@ pub(crate) mod tests {
     pub(crate) fn params() -> Params {
         Params {
             arch: Arch::Sm90a,
+            families: vec![Impl::Wgmma],
             generations: 28,
             seed: 42,
             elites: ELITES,
@@ -616,6 +642,28 @@ pub(crate) mod tests {
             evolve(&mut Mock::new(), baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {})
                 .unwrap();
         assert_eq!(again.elites, out.elites);
+    }
+
+    #[test]
+    fn searching_families_the_elite_takes_the_faster_family_and_then_its_levers() {
+        // The family is the first gene: a switch to cublas lands on its default (f32 scores),
+        // and a later one-lever child of it finds 16-bit scores.
+        let p = Params { families: vec![Impl::Wgmma, Impl::Cublas], ..params() };
+        let mut mock = Mock::new();
+        let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        let best = out.elites[0].spec.config;
+        assert_eq!(best, KernelConfig::Cublas(evoattn::CublasConfig { scores: evoattn::Scores::Input }), "{best}");
+        assert!((out.elites[0].fitness - cost(baseline().config) / CUBLAS_INPUT_SCORES_COST).abs() < 1e-9);
+        assert!(mock.calls.iter().any(|c| c.imp() == Impl::Wgmma && *c != baseline().config), "wgmma searched too");
+        // One family searched: the faster family is never tried.
+        let mut alone = Mock::new();
+        evolve(&mut alone, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert!(alone.calls.iter().all(|c| c.imp() == Impl::Wgmma));
+        // A baseline outside the families searched is refused.
+        let wrong = Params { families: vec![Impl::Cublas], ..params() };
+        let refused =
+            evolve(&mut Mock::new(), baseline(), &shapes(), &wrong, &HashMap::new(), &mut NoHooks, |_, _, _, _| {});
+        assert!(refused.is_err());
     }
 
     /// Counters that favour two stages: both pipes busy there, and elsewhere idle pipes,
