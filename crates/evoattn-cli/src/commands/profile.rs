@@ -12,18 +12,26 @@ use std::process::ExitCode;
 /// Where CUDA installs ncu when it is not on PATH.
 const CUDA_NCU: &str = "/usr/local/cuda/bin/ncu";
 /// ncu's kernel filter for `--impl NAME`: our kernels of that family (for `auto`, every family
-/// it plans: not the reference, not the library paths), not the L2 flush, the peers, or the `reference`
-/// kernel the correctness check runs on large shapes before the timed launches. For the library
-/// paths that is the row kernel and a hybrid's own GEMM (`<name>_gemm`); cuBLAS's GEMMs are
-/// cuBLAS's kernels.
+/// it plans: not the reference, not the library paths), not the L2 flush, the peers, or the
+/// `reference` kernel the correctness check runs on large shapes before the timed launches. For
+/// a library path: its row kernel, a hybrid's own GEMM (`<name>_gemm`) and cuBLAS's GEMMs.
 fn kernel_filter(imp: &str) -> String {
     use evoattn::Impl;
     let families: Vec<String> = match Impl::parse(imp) {
+        Some(named) if named.is_library() => {
+            return format!("regex:^(evoattn_{}_|{CUBLAS_GEMM_KERNELS})", named.symbol());
+        }
         Some(named) => vec![named.symbol()],
         None => Impl::ALL.iter().filter(|i| **i != Impl::Reference && !i.is_library()).map(|i| i.symbol()).collect(),
     };
     format!("regex:^evoattn_({})_", families.join("|"))
 }
+
+/// The names of cuBLAS(Lt)'s GEMM kernels, which a library path's call launches beside ours
+/// (`profile --impl cublas` on the H200: `nvjet_sm90_tss_...`, `nvjet_sm90_tst_...`; older
+/// GPUs' cuBLAS names its kernels after cutlass or `..._gemm_...`). A bench under `profile`
+/// runs no peers, so no other cuBLAS call is in the process.
+const CUBLAS_GEMM_KERNELS: &str = "nvjet_|cutlass|.*gemm";
 /// Few launches: ncu replays each profiled kernel many times, and the counters do not need
 /// statistics.
 const BENCH_REPS: &str = "2";
@@ -46,6 +54,8 @@ pub struct Args {
     /// with auto, any family but the reference kernel the correctness check may launch). An
     /// E4M3 `wgmma` call that transposes V in a kernel of its own (past 4k keys, and at hd256)
     /// is two kernels, the V transpose (`..._vt`) and then the attention kernel: 2 covers both.
+    /// A library path's call is three a chunk of S (Q·Kᵀ, the row kernel, P·V, cuBLAS's GEMMs
+    /// counted too): 3 covers a problem of one chunk.
     #[arg(long, default_value_t = 1)]
     launches: u32,
     /// Write profile.csv (ncu's raw output) and profile.json (parsed and classified) to this
@@ -212,6 +222,9 @@ mod tests {
         assert_eq!(kernel_filter("wgmma"), "regex:^evoattn_(wgmma)_");
         assert_eq!(kernel_filter("auto"), "regex:^evoattn_(mma|wgmma|splitkv|resident|mma8)_");
         assert_eq!(kernel_filter("reference"), "regex:^evoattn_(reference)_");
+        // The library paths: ours (the row kernel, a hybrid's GEMM) and cuBLAS's GEMMs.
+        assert_eq!(kernel_filter("cublas"), "regex:^(evoattn_cublas_|nvjet_|cutlass|.*gemm)");
+        assert_eq!(kernel_filter("hybrid-qk"), "regex:^(evoattn_hybrid_qk_|nvjet_|cutlass|.*gemm)");
     }
     use clap::Parser;
 
