@@ -227,10 +227,14 @@ pub fn for_problem(problem: &Problem, sm_count: u32) -> WgmmaConfig {
         } else {
             c.schedule
         };
-        let unmasked_o_regs = schedule == Schedule::Persistent && !causal && fp8_o_from_registers(shape.sk, shape.d);
+        let vt_given = problem.v_keys_contiguous();
+        // A V given transposed and permuted in the kernel keeps O's tile: that pair was never
+        // measured against O from registers (whose traced build spills).
+        let permutes_given_v = vt_given && fp8_vt_producer_pays(shape.sk, shape.d, true);
+        let unmasked_o_regs =
+            schedule == Schedule::Persistent && !causal && !permutes_given_v && fp8_o_from_registers(shape.sk, shape.d);
         let claimed_o_regs = schedule == Schedule::Claimed && shape.sk > FP8_CLAIMED_O_TILE_MAX_KEYS;
         let o_staging = if unmasked_o_regs || claimed_o_regs { OStaging::Registers } else { c.o_staging };
-        let vt_given = problem.v_keys_contiguous();
         // Unmasked, O from registers and V transposed in the kernel do not combine: the
         // transposer's shared-memory traffic then sets the period (docs/decisions/wgmma.md#fp8-o-staging).
         let vt_producer = fp8_vt_producer_pays(shape.sk, shape.d, vt_given) && (vt_given || !unmasked_o_regs);
@@ -468,6 +472,11 @@ mod tests {
             let o_regs_below_max = d <= 64;
             assert_eq!((vt_at(max), vt_at(max + 1)), (in_kernel && !o_regs_below_max, false), "hd{d}");
             assert_eq!(vt_at(FP8_PERSISTENT_O_TILE_MAX_KEYS), in_kernel, "hd{d}");
+            // A V given transposed and permuted in the kernel keeps O's tile.
+            let given = Problem::dense(Shape::new(1, 2048 / d, FP8_VT_PERMUTE_MAX_KEYS, d), Dtype::E4m3, Layout::Bhsd)
+                .with_v_keys_contiguous();
+            let c = wgmma_for(&given);
+            assert_eq!((c.vt_producer, c.vt_given, c.o_staging), (true, true, OStaging::Tile), "hd{d}");
             let past =
                 Problem::dense(Shape::new(1, 2048 / d, FP8_PERSISTENT_MAX_KEYS + 1, d), Dtype::E4m3, Layout::Bhsd);
             assert_eq!(wgmma_for(&past), fp8_default(d));
