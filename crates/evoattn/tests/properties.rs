@@ -537,7 +537,7 @@ fn assert_spec_fits(spec: &KernelSpec, arch: Arch) -> Result<(), TestCaseError> 
     prop_assert!((32..=1024).contains(&threads) && threads.is_multiple_of(32), "{} threads", threads);
     prop_assert!(spec.dynamic_smem_bytes() <= arch.max_smem_per_block());
     let name = spec.name();
-    let prefix = format!("evoattn_{}_{}_d{}", spec.imp(), spec.dtype, spec.head_dim);
+    let prefix = format!("evoattn_{}_{}_d{}", spec.imp().symbol(), spec.dtype, spec.head_dim);
     prop_assert!(name.starts_with(&prefix), "{}", name);
     prop_assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{}", name);
     let defines = spec.defines();
