@@ -292,12 +292,7 @@ impl KernelConfig {
     /// The dtype the kernel rounds the scores to before the softmax, if it rounds them at all
     /// (the fused kernels keep them in fp32 registers).
     pub fn rounds_scores_to(&self, dtype: Dtype) -> Option<Dtype> {
-        match self {
-            KernelConfig::Cublas(CublasConfig { scores: Scores::Input })
-            | KernelConfig::HybridQk(HybridQkConfig { scores: Scores::Input })
-            | KernelConfig::HybridPv(HybridPvConfig { scores: Scores::Input }) => Some(dtype),
-            _ => None,
-        }
+        self.library().and_then(|(scores, _)| (scores == Scores::Input).then_some(dtype))
     }
 
     /// What the materialised scores of a library path hold, and which product our GEMM

@@ -66,11 +66,11 @@ unsafe impl DeviceRepr for GemmArgs {}
 /// Most blocks in a grid's y and z (the CUDA limit); our GEMM loops z over larger batches.
 const GRID_YZ_MAX: usize = 65535;
 
-/// One batched product of a chunk: by cuBLASLt, or by our GEMM (its arguments without the
-/// operands' base addresses, which come with each call, and its grid).
+/// One batched product of a chunk: by cuBLASLt, or by our GEMM (its arguments but the
+/// operands' addresses, which are each call's bases plus `offsets` bytes, and its grid).
 enum Product {
     Lt(LtGemm),
-    Ours { gemm: geometry::Gemm, args: GemmArgs, grid: (u32, u32, u32), elem_bytes: [usize; 3] },
+    Ours { args: GemmArgs, offsets: [u64; 3], grid: (u32, u32, u32) },
 }
 
 impl Product {
@@ -121,7 +121,8 @@ impl Product {
         };
         let x = u32::try_from(g.m.div_ceil(bn)).map_err(|_| format!("{} columns of C past a grid's x", g.m))?;
         let grid = (x, y as u32, g.batch.min(GRID_YZ_MAX) as u32);
-        Ok(Product::Ours { gemm, args, grid, elem_bytes })
+        let offsets = [(g.a.offset * ea) as u64, (g.b.offset * eb) as u64, (g.c.offset * ec) as u64];
+        Ok(Product::Ours { args, offsets, grid })
     }
 
     /// Enqueues the product of operands at `[a, b, c]`.
@@ -141,13 +142,10 @@ impl Product {
         match self {
             // Safety: the caller's contract.
             Product::Lt(gemm) => unsafe { gemm.run(handle, operands, workspace, stream.cu_stream()) },
-            Product::Ours { gemm, args, grid, elem_bytes } => {
+            Product::Ours { args, offsets, grid } => {
                 let function = ours.expect("a product of ours comes with the module's GEMM");
-                let at = |base: u64, offset: usize, elem: usize| base + (offset * elem) as u64;
                 let [a, b, c] = operands;
-                args.a = at(a, gemm.a.offset, elem_bytes[0]);
-                args.b = at(b, gemm.b.offset, elem_bytes[1]);
-                args.c = at(c, gemm.c.offset, elem_bytes[2]);
+                (args.a, args.b, args.c) = (a + offsets[0], b + offsets[1], c + offsets[2]);
                 let mut params: [*mut c_void; 1] = [args as *mut GemmArgs as *mut c_void];
                 // Safety: gemm.cuh's kernel takes one GemmArgs, whose mirror `params` points at;
                 // it reads A and B and writes C within the extents the caller vouches for.

@@ -13,11 +13,13 @@
 #pragma once
 #include "ptx.cuh"
 
-#define GEMM_BM 128
-#define GEMM_BN 64
+// The tile and block the host sizes the grid by (kernels/library/mod.rs: GEMM_TILE, GEMM_THREADS).
+#define GEMM_BM EVOATTN_GEMM_BM
+#define GEMM_BN EVOATTN_GEMM_BN
+#define GEMM_THREADS EVOATTN_GEMM_THREADS
 #define GEMM_BK 32
 #define GEMM_PAD 8  // 16 bytes a shared row: ldmatrix's eight rows fall in distinct banks
-#define GEMM_THREADS 128
+static_assert(GEMM_THREADS / 32 * 32 == GEMM_BM && GEMM_BN == 8 * 8, "each warp: 32 rows j by eight n8 tiles");
 // 1: op(A) = Aᵀ (A's k index contiguous: Q·Kᵀ); 0: A as it is (its m index contiguous: P·V).
 #define GEMM_A_T EVOATTN_GEMM_A_T
 // 1: C in float32 (S of f32 scores); 0: C in the input dtype.

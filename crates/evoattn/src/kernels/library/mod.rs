@@ -60,10 +60,11 @@ pub enum OurGemm {
 pub const DEFAULT_SCORES: Scores = Scores::F32;
 /// Threads of a row kernel block (one block a row).
 pub const ROWS_THREADS: u32 = 256;
-/// Threads of a block of our GEMM (kernels/library/gemm.cuh's GEMM_THREADS).
+/// Threads of a block of our GEMM (kernels/library/gemm.cuh, `EVOATTN_GEMM_THREADS`): four
+/// warps, each 32 rows of the tile.
 pub const GEMM_THREADS: u32 = 128;
 /// The tile of Cᵀ one block of our GEMM computes: rows of C's n by columns of its m
-/// (gemm.cuh's GEMM_BM, GEMM_BN).
+/// (`EVOATTN_GEMM_BM`, `EVOATTN_GEMM_BN`; gemm.cuh asserts its warp layout covers them).
 pub const GEMM_TILE: (usize, usize) = (128, 64);
 
 /// One library family: its config holds what S holds; its module the row kernel (and, for the
@@ -161,8 +162,12 @@ fn gemm_defines(ours: OurGemm, scores: Scores) -> Vec<(String, String)> {
         OurGemm::Pv => (false, false),
         OurGemm::Qk => (true, scores == Scores::F32),
     };
+    let (bm, bn) = GEMM_TILE;
     vec![
         ("EVOATTN_GEMM_A_T".to_string(), u32::from(a_t).to_string()),
         ("EVOATTN_GEMM_C_F32".to_string(), u32::from(c_f32).to_string()),
+        ("EVOATTN_GEMM_THREADS".to_string(), GEMM_THREADS.to_string()),
+        ("EVOATTN_GEMM_BM".to_string(), bm.to_string()),
+        ("EVOATTN_GEMM_BN".to_string(), bn.to_string()),
     ]
 }
