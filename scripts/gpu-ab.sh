@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Same-machine A/B of two evoattn builds on one problem set: ROUNDS rounds of A then B then B
-# then A (ABBA, so drift over the run cancels), graph mode, no peers; then per case the median
+# then A (ABBA, so drift over the run cancels), graph mode (MODE=eager for launches as a caller
+# sees them), no peers; then per case the median
 # of each side's per-round medians and B's change. A kernel-only comparison for screening a
 # change; a claim against a peer needs a same-run bench with peers.
 # usage: A=.gpu/evoattn-base B=.gpu/evoattn [ROUNDS=2] [REPS=20] scripts/gpu-ab.sh NAME [bench args...]
@@ -18,7 +19,7 @@ for r in $(seq 1 "$rounds"); do
     side_args=${side}_ARGS
     tag="$name-$side-$r-${#runs[@]}"
     # shellcheck disable=SC2086 # the side's extra arguments split on spaces
-    "$bin" bench "$@" ${!side_args:-} --mode graph --reps "${REPS:-20}" --peers none --no-history --json "$OUT/$tag.json" \
+    "$bin" bench "$@" ${!side_args:-} --mode "${MODE:-graph}" --reps "${REPS:-20}" --peers none --no-history --json "$OUT/$tag.json" \
       > "$OUT/$tag.txt" 2>&1
     rc=$?
     if ((rc != 0)); then

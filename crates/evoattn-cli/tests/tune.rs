@@ -326,11 +326,32 @@ fn tune_any_searches_every_family_that_runs_the_group_from_the_planners_choice()
         text(&out)
     );
     assert!(stderr.contains("tune: any of "), "{}", text(&out));
-    // Evaluations of more than one family reach the store.
+    // Every family is evaluated: its start (the planner's config of it for the shape) before
+    // the first generation, so the baseline and one start each come first.
     let rows = stored(cache);
-    let searched: std::collections::HashSet<&str> = rows
-        .iter()
-        .filter_map(|r| families.iter().copied().find(|f| r.contains(&format!("evoattn_{}_", f.replace('-', "_")))))
-        .collect();
-    assert!(searched.len() > 1, "one family stored: {rows:?}");
+    let family_of =
+        |row: &String| families.iter().copied().find(|f| row.contains(&format!("evoattn_{}_", f.replace('-', "_"))));
+    let searched: std::collections::HashSet<&str> = rows.iter().filter_map(family_of).collect();
+    assert_eq!(searched.len(), families.len(), "{rows:#?}");
+    let first: std::collections::HashSet<&str> = rows[..families.len()].iter().filter_map(family_of).collect();
+    assert_eq!(first.len(), families.len(), "{rows:#?}");
+    let generation_0 = stderr.lines().find(|l| l.starts_with("tune: generation 0: ")).expect("a plain progress line");
+    assert!(generation_0.contains(&format!(", {} evaluated,", families.len())), "{}", text(&out));
+    // Which family wins the shape: each family's best median, and the least of them.
+    let best = run["family_best"].as_array().unwrap();
+    let named: Vec<&str> = best.iter().map(|f| f["imp"].as_str().unwrap()).collect();
+    assert_eq!(named, families, "{run}");
+    let timed: Vec<(&str, f64)> =
+        best.iter().filter_map(|f| Some((f["imp"].as_str().unwrap(), f["medians_us"][0].as_f64()?))).collect();
+    assert!(timed.len() > 1, "{run}");
+    let fastest = timed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
+    assert_eq!(run["winners"], serde_json::json!([fastest]), "{run}");
+    for f in best {
+        assert_eq!(f["medians_us"][0].is_number(), f["configs"][0].is_string(), "{f}");
+    }
+    // The table says so after the elites: a row for the shape, a column per family.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let row = stdout.lines().find(|l| l.starts_with("1,2,128,64,2,128 ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.trim_end().ends_with(fastest), "{row}");
+    assert_eq!(row.split_whitespace().count(), 2 + families.len(), "{row}");
 }

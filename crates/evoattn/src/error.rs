@@ -77,6 +77,10 @@ pub enum Error {
     /// how to install it.
     #[error("{0}")]
     NoCublas(String),
+    /// cuTENSOR (the `gemm=cutensor` lever's library) is missing or unusable: one sentence
+    /// saying what was searched and how to install it.
+    #[error("{0}")]
+    NoCutensor(String),
     #[error("CUDA call {call} failed: {detail}")]
     Driver { call: &'static str, detail: String },
     #[error("{0}")]
@@ -98,6 +102,9 @@ impl Error {
     /// True for errors that mean "this machine lacks what the call needs" (exit 2 in the CLI):
     /// a GPU, the driver, NVRTC or cuBLAS.
     pub fn is_environment(&self) -> bool {
-        matches!(self, Error::NoDriver | Error::NoGpu(_) | Error::NoNvrtc(_) | Error::NoCublas(_))
+        matches!(
+            self,
+            Error::NoDriver | Error::NoGpu(_) | Error::NoNvrtc(_) | Error::NoCublas(_) | Error::NoCutensor(_)
+        )
     }
 }

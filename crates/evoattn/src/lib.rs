@@ -28,7 +28,7 @@ pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors, ExternalTensors, InputViews};
 pub use config::{
     CublasConfig, HybridPvConfig, HybridQkConfig, Impl, KernelConfig, KernelSpec, Loads, MmaConfig, OStaging, Pipeline,
-    ReferenceConfig, Schedule, Scores, SplitkvCombine, SplitkvConfig, WgmmaConfig,
+    Provider, ReferenceConfig, Schedule, Scores, SplitkvCombine, SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
 pub use plan::{Plan, Request};

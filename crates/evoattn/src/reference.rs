@@ -618,7 +618,10 @@ mod tests {
             Problem::dense(crate::problem::Shape { b: 1, h: 2, hkv: 2, sq: 4, sk, d: 64 }, dtype, Layout::Bhsd)
         };
         let spec = |scores, dtype| KernelSpec {
-            config: crate::config::KernelConfig::Cublas(crate::CublasConfig { scores }),
+            config: crate::config::KernelConfig::Cublas(crate::CublasConfig {
+                scores,
+                gemm: crate::Provider::CublasLt,
+            }),
             dtype,
             head_dim: 64,
         };

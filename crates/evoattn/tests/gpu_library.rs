@@ -2,16 +2,17 @@
 //! cuBLASLt P·V; `hybrid-qk` and `hybrid-pv`: our GEMM for P·V or for Q·Kᵀ) on a GPU, against
 //! the float64 reference under the kernel's tolerance (`tolerance_of`): GQA folded into the
 //! GEMMs (BHSD) and head by head (BSHD), every mask, rows that see no key, Sk = 1, hd64 to
-//! hd256, both score dtypes, and S cut into chunks by a small budget. Each test returns with
-//! the reason printed when no GPU or no cuBLAS is usable (CI has neither).
+//! hd256, both score dtypes, and S cut into chunks by a small budget; each with cuBLASLt, and
+//! with cuTENSOR (`gemm=cutensor`) where it is installed and the combination valid. Each test
+//! returns with the reason printed when no GPU or no cuBLAS is usable (CI has neither).
 
 use evoattn::draw::{host_tensor, Stream};
 use evoattn::reference::{attention_f64, compare, dense_o, tolerance_of};
 use evoattn::runtime::launch::Launch;
 use evoattn::runtime::library::LibraryLaunch;
 use evoattn::{
-    Attention, Causal, CublasConfig, DeviceTensors, Dtype, HybridPvConfig, HybridQkConfig, Impl, InputViews,
-    KernelConfig, Layout, Problem, Request, Scores, Shape, TensorName,
+    Arch, Attention, Causal, CublasConfig, DeviceTensors, Dtype, HybridPvConfig, HybridQkConfig, Impl, InputViews,
+    KernelConfig, KernelSpec, Layout, Problem, Provider, Request, Scores, Shape, TensorName,
 };
 
 /// The GPU with cuBLAS loaded, or why not (printed).
@@ -32,23 +33,32 @@ fn attention_with_cublas() -> Option<Attention> {
     }
 }
 
-/// Runs `problem` through the path with `scores`: planned and launched by `Attention` (S given
+/// The GEMM providers to test: cuBLASLt, and cuTENSOR where it loads (else why not, printed).
+fn providers() -> Vec<Provider> {
+    match evoattn::runtime::cutensor::Cutensor::get() {
+        Ok(lib) => {
+            println!("cuTENSOR {:?}: {}", lib.version(), lib.library());
+            vec![Provider::CublasLt, Provider::Cutensor]
+        }
+        Err(e) => {
+            eprintln!("gemm=cutensor skipped: {e}");
+            vec![Provider::CublasLt]
+        }
+    }
+}
+
+/// Runs `problem` through the path with `scores` and `gemm`: planned and launched by `Attention` (S given
 /// its share of the free memory), or, with `budget`, prepared here with S given at most those
 /// bytes. The failure's description, if any.
 fn run_case(
     attention: &mut Attention,
     problem: &Problem,
     imp: Impl,
-    scores: Scores,
+    (scores, gemm): (Scores, Provider),
     budget: Option<usize>,
 ) -> Result<String, String> {
     let e = |x: evoattn::Error| x.to_string();
-    let config = match imp {
-        Impl::Cublas => KernelConfig::Cublas(CublasConfig { scores }),
-        Impl::HybridQk => KernelConfig::HybridQk(HybridQkConfig { scores }),
-        Impl::HybridPv => KernelConfig::HybridPv(HybridPvConfig { scores }),
-        other => return Err(format!("{other} is no library path")),
-    };
+    let config = library_config(imp, scores, gemm).ok_or(format!("{imp} is no library path"))?;
     let plan = attention.plan(problem, Request::Config(config)).map_err(e)?;
     let stream = attention.gpu().stream().clone();
     let err = |x: cudarc::driver::DriverError| x.to_string();
@@ -95,17 +105,27 @@ fn run_case(
     }
     let tol = tolerance_of(&plan.spec, problem);
     let what = format!(
-        "{imp} {} {} {:?} {:?} scores={} ({how}): {cmp:?}",
+        "{imp} {} {} {:?} {:?} scores={} gemm={} ({how}): {cmp:?}",
         problem.dtype,
         problem.shape,
         problem.causal,
         layout_of(problem),
         scores.name(),
+        gemm.name(),
     );
     if cmp.passes(&tol) {
         Ok(what)
     } else {
         Err(format!("{what} exceeds {tol:?}"))
+    }
+}
+
+fn library_config(imp: Impl, scores: Scores, gemm: Provider) -> Option<KernelConfig> {
+    match imp {
+        Impl::Cublas => Some(KernelConfig::Cublas(CublasConfig { scores, gemm })),
+        Impl::HybridQk => Some(KernelConfig::HybridQk(HybridQkConfig { scores, gemm })),
+        Impl::HybridPv => Some(KernelConfig::HybridPv(HybridPvConfig { scores, gemm })),
+        _ => None,
     }
 }
 
@@ -122,9 +142,18 @@ fn the_library_paths_match_float64_on_every_layout_mask_and_score_dtype() {
     let Some(mut attention) = attention_with_cublas() else { return };
     let shape = |b, h, hkv, sq, sk, d| Shape { b, h, hkv, sq, sk, d };
     let mut cases = Vec::new();
+    let providers = providers();
+    let pairs = Scores::ALL.into_iter().flat_map(|s| providers.iter().map(move |&g| (s, g)));
     for imp in [Impl::Cublas, Impl::HybridQk, Impl::HybridPv] {
         for dtype in [Dtype::Bf16, Dtype::F16] {
-            for scores in Scores::ALL {
+            for (scores, gemm) in pairs.clone() {
+                // cuTENSOR writes no f32 scores from 16-bit inputs: the config refuses it.
+                let config = library_config(imp, scores, gemm).expect("a library path");
+                if let Err(why) = (KernelSpec { config, dtype, head_dim: 64 }).validate(Arch::Sm90a) {
+                    assert!(gemm == Provider::Cutensor && scores == Scores::F32, "{why}");
+                    continue;
+                }
+                let scores = (scores, gemm);
                 let p = |s, layout, causal| Problem::dense(s, dtype, layout).with_causal(causal).with_lse(true);
                 cases.push((p(shape(2, 8, 2, 300, 257, 64), Layout::Bhsd, Causal::None), imp, scores, None));
                 cases.push((p(shape(1, 4, 2, 130, 70, 128), Layout::Bshd, Causal::BottomRight), imp, scores, None));
@@ -132,7 +161,7 @@ fn the_library_paths_match_float64_on_every_layout_mask_and_score_dtype() {
                 cases.push((p(shape(1, 2, 1, 200, 333, 256), Layout::Bshd, Causal::None), imp, scores, None));
                 // A budget of one query head's S: chunks of single heads.
                 let chunked = p(shape(2, 4, 4, 128, 200, 64), Layout::Bhsd, Causal::TopLeft);
-                let one_head = 128 * 200usize.next_multiple_of(8) * scores.bytes();
+                let one_head = 128 * 200usize.next_multiple_of(8) * scores.0.bytes();
                 cases.push((chunked, imp, scores, Some(one_head)));
             }
         }

@@ -8,7 +8,7 @@ mod common;
 use common::nvrtc_or_skip;
 use evoattn::runtime::compile::compile;
 use evoattn::runtime::resources::parse_ptxas_log;
-use evoattn::{Arch, CublasConfig, Dtype, HybridPvConfig, HybridQkConfig, KernelConfig, KernelSpec, Scores};
+use evoattn::{Arch, CublasConfig, Dtype, HybridPvConfig, HybridQkConfig, KernelConfig, KernelSpec, Provider, Scores};
 
 #[test]
 fn the_library_modules_compile_and_pass_the_resource_gate_on_every_arch() {
@@ -19,9 +19,10 @@ fn the_library_modules_compile_and_pass_the_resource_gate_on_every_arch() {
         for dtype in [Dtype::F16, Dtype::Bf16] {
             for scores in Scores::ALL {
                 for config in [
-                    KernelConfig::Cublas(CublasConfig { scores }),
-                    KernelConfig::HybridQk(HybridQkConfig { scores }),
-                    KernelConfig::HybridPv(HybridPvConfig { scores }),
+                    // The provider (`gemm`) runs on the host: the module is the same for both.
+                    KernelConfig::Cublas(CublasConfig { scores, gemm: Provider::CublasLt }),
+                    KernelConfig::HybridQk(HybridQkConfig { scores, gemm: Provider::CublasLt }),
+                    KernelConfig::HybridPv(HybridPvConfig { scores, gemm: Provider::CublasLt }),
                 ] {
                     let spec = KernelSpec { config, dtype, head_dim: 128 };
                     let kernel = compile(&spec, arch, None).unwrap_or_else(|e| panic!("{e}"));

@@ -27,11 +27,12 @@ fn kernel_filter(imp: &str) -> String {
     format!("regex:^evoattn_({})_", families.join("|"))
 }
 
-/// The names of cuBLAS(Lt)'s GEMM kernels, which a library path's call launches beside ours
+/// The names of the libraries' GEMM kernels, which a library path's call launches beside ours
 /// (`profile --impl cublas` on the H200: `nvjet_sm90_tss_...`, `nvjet_sm90_tst_...`; older
-/// GPUs' cuBLAS names its kernels after cutlass or `..._gemm_...`). A bench under `profile`
-/// runs no peers, so no other cuBLAS call is in the process.
-const CUBLAS_GEMM_KERNELS: &str = "nvjet_|cutlass|.*gemm";
+/// GPUs' cuBLAS names its kernels after cutlass or `..._gemm_...`; cuTENSOR's, for
+/// `gemm=cutensor`, are `gemm_device`, `gett*` and `*contraction*` in its internal namespace).
+/// A bench under `profile` runs no peers, so no other library call is in the process.
+const CUBLAS_GEMM_KERNELS: &str = "nvjet_|cutlass|.*gemm|.*gett|.*contraction";
 /// Few launches: ncu replays each profiled kernel many times, and the counters do not need
 /// statistics.
 const BENCH_REPS: &str = "2";
@@ -223,8 +224,11 @@ mod tests {
         assert_eq!(kernel_filter("auto"), "regex:^evoattn_(mma|wgmma|splitkv|resident|mma8)_");
         assert_eq!(kernel_filter("reference"), "regex:^evoattn_(reference)_");
         // The library paths: ours (the row kernel, a hybrid's GEMM) and cuBLAS's GEMMs.
-        assert_eq!(kernel_filter("cublas"), "regex:^(evoattn_cublas_|nvjet_|cutlass|.*gemm)");
-        assert_eq!(kernel_filter("hybrid-qk"), "regex:^(evoattn_hybrid_qk_|nvjet_|cutlass|.*gemm)");
+        assert_eq!(kernel_filter("cublas"), "regex:^(evoattn_cublas_|nvjet_|cutlass|.*gemm|.*gett|.*contraction)");
+        assert_eq!(
+            kernel_filter("hybrid-qk"),
+            "regex:^(evoattn_hybrid_qk_|nvjet_|cutlass|.*gemm|.*gett|.*contraction)"
+        );
     }
     use clap::Parser;
 

@@ -61,9 +61,11 @@ pub struct Args {
     problems: ProblemArgs,
     /// The kernel family whose levers are searched: mma, wgmma, splitkv, resident, mma8 (for
     /// E4M3 problems), cublas, hybrid-qk or hybrid-pv (default: the planner's choice on this GPU
-    /// for each group's first shape); or `any`: every family that runs the group here, the
-    /// family a gene of its own (a switch starts from that family's default), from the
-    /// planner's choice.
+    /// for each group's first shape); or `any`: every family that runs the group here, from the
+    /// planner's choice: each family's start (the planner's config of that family for the
+    /// group's first shape) is evaluated once before the first generation, then the family is a
+    /// gene of its own (a switch lands on that start); a table after the elites gives each
+    /// family's best median per shape and the fastest family there.
     #[arg(long = "impl")]
     imp: Option<String>,
     /// Generations to run (each: one-lever children of the elites, random restarts, proposals).
@@ -83,8 +85,8 @@ pub struct Args {
     /// measuring them again (continues an interrupted run).
     #[arg(long)]
     resume: bool,
-    /// Write the final elites (configs, fitness, per-shape medians and speedups) as JSON to this
-    /// file (its directory must exist; checked before tuning); with --show, every stored
+    /// Write the final elites (configs, fitness, per-shape medians and speedups) and each
+    /// family's best per shape (family_best, winners) as JSON to this file (its directory must exist; checked before tuning); with --show, every stored
     /// evaluation (kernel symbol names, full error texts).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -350,6 +352,17 @@ struct EliteJson {
     speedups: Vec<f64>,
 }
 
+/// One family's best per shape over every evaluation of it that passed the gates (discarded
+/// ones included: the discard rule is about the elites, not this comparison).
+#[derive(Serialize)]
+struct FamilyBestJson {
+    imp: String,
+    /// Per shape: the family's lowest median, µs; null where none of its evaluations passed.
+    medians_us: Vec<Option<f64>>,
+    /// Per shape: the config that gave that median.
+    configs: Vec<Option<String>>,
+}
+
 #[derive(Serialize)]
 struct WorkerJson {
     gpu: usize,
@@ -377,6 +390,10 @@ struct RunJson {
     workers: Vec<WorkerJson>,
     failed_gates: String,
     elites: Vec<EliteJson>,
+    /// Per family searched (in `families` order), its best per shape.
+    family_best: Vec<FamilyBestJson>,
+    /// Per shape (in `shapes` order), the family with the lowest of those medians.
+    winners: Vec<Option<String>>,
     /// What the proposer was shown; null without a proposer.
     guidance: Option<&'static str>,
     /// What ranked the candidates: geomean or composite.
@@ -418,6 +435,8 @@ struct RunSetup<'a> {
     request: Request,
     /// `--impl any`: whether the library paths are among the families.
     any: Option<bool>,
+    /// Whether cuTENSOR loads: the library paths' `gemm=cutensor` is drawn only then.
+    cutensor: bool,
     deadline: Option<Instant>,
     insights: Option<&'a str>,
     path: &'a std::path::Path,
@@ -483,15 +502,28 @@ fn tune_group(
         Proposer::new(command, task)
     });
     let mut hooks = RunHooks { progress: &progress, proposer };
+    // Each family searched from the planner's config of it for this group's problem (a family's
+    // default may not run it: a 192-key `resident` default, 512 keys).
+    let starts = families
+        .iter()
+        .map(|&imp| {
+            if imp == baseline.imp() {
+                baseline.config
+            } else {
+                plan(&probe, setup.arch, setup.sm_count, Request::Family(imp)).spec.config
+            }
+        })
+        .collect();
     let params = Params {
         arch: setup.arch,
-        families: families.clone(),
+        starts,
         generations: args.generations,
         seed: args.seed,
         elites: args.elite,
         deadline: setup.deadline,
         fitness: args.fitness,
         ncu_gate: args.ncu_gate,
+        cutensor: setup.cutensor,
     };
     let mut write_error = None;
     let guidance = args.proposer.as_ref().map(|_| args.guidance);
@@ -506,6 +538,16 @@ fn tune_group(
         return Err(err.context(format!("writing to {}", setup.path.display())));
     }
     let outcome = outcome.map_err(anyhow::Error::msg)?;
+    let winners = outcome.winners().into_iter().map(|w| w.map(|imp| imp.name().to_string())).collect();
+    let family_best = outcome
+        .families
+        .iter()
+        .map(|f| FamilyBestJson {
+            imp: f.imp.name().to_string(),
+            medians_us: f.per_shape.iter().map(|b| b.map(|b| b.median_us)).collect(),
+            configs: f.per_shape.iter().map(|b| b.map(|b| b.config.to_string())).collect(),
+        })
+        .collect();
     let baseline_us = outcome.baseline_us;
     Ok(RunJson {
         gpu: machine.gpu.clone(),
@@ -540,6 +582,8 @@ fn tune_group(
             })
             .collect(),
         baseline_us,
+        family_best,
+        winners,
         guidance: guidance.map(Guidance::name),
         fitness: args.fitness.name(),
         ncu_gate: args.ncu_gate,
@@ -594,7 +638,34 @@ fn print_run(run: &RunJson, elapsed: Duration, verbose: bool) -> anyhow::Result<
         "speedup = the baseline's median / the kernel's (above 1 faster), per shape and their geometric mean; kernel = \
          the family and the levers that differ from the baseline",
     ));
+    if run.families.len() > 1 {
+        out.push_str(&families_table(run));
+    }
     crate::out::text(&out)
+}
+
+/// Which family wins each shape (a run of several families): per shape, each family's best
+/// median and the fastest family.
+fn families_table(run: &RunJson) -> String {
+    let mut columns = vec![Column::left("shape")];
+    columns.extend(run.family_best.iter().map(|f| Column::right(&format!("{}\nµs", f.imp))));
+    columns.push(Column::left("winner"));
+    let mut table = Table::new(columns);
+    for (i, shape) in run.shapes.iter().enumerate() {
+        let mut cells = vec![shape.clone()];
+        cells.extend(
+            run.family_best.iter().map(|f| f.medians_us[i].map_or_else(|| "–".into(), |us| format!("{us:.2}"))),
+        );
+        cells.push(run.winners[i].clone().unwrap_or_else(|| "–".into()));
+        table.row(cells);
+    }
+    let mut out = table.render();
+    out.push_str(&text::paragraph(
+        "µs = the family's best median on the shape over its evaluations that passed the gates (discarded ones \
+         included; – none passed); winner = the fastest family there (each family's config per shape in --json's \
+         family_best)",
+    ));
+    out
 }
 
 /// The workers' GPU's measured ceilings, for the integrity gate's roofline: cached, or measured
@@ -637,6 +708,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             false
         }
     });
+    // The library paths' `gemm=cutensor` only where cuTENSOR loads, saying so otherwise.
+    let searches_library = any == Some(true) || request.family().is_some_and(Impl::is_library);
+    let cutensor = searches_library
+        && match evoattn::runtime::cutensor::Cutensor::get() {
+            Ok(_) => true,
+            Err(e) => {
+                errln!("tune: the library paths' gemm=cutensor is left out of the search: {e}");
+                false
+            }
+        };
     if request.family().is_some_and(|imp| !tunable(imp)) {
         let names: Vec<&str> = Impl::ALL.into_iter().filter(|&i| tunable(i)).map(Impl::name).collect();
         bail!(
@@ -696,6 +777,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             sm_count,
             request,
             any,
+            cutensor,
             deadline,
             insights: insights.as_deref(),
             path: &path,

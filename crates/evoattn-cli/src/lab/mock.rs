@@ -203,7 +203,7 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
         KernelConfig::Mma8(c) => 1.0 + 0.15 * log2_dist(c.block_n, 128.0) + off(c.q_in_regs, 0.2),
         // 16-bit scores move half the bytes of the unfused paths' S.
         KernelConfig::Cublas(_) | KernelConfig::HybridQk(_) | KernelConfig::HybridPv(_) => {
-            let (scores, _) = config.library().expect("a library path");
+            let scores = config.library().expect("a library path").scores;
             off(scores == evoattn::Scores::Input, 0.5) + 1.0
         }
     }

@@ -5,7 +5,7 @@
 use super::space;
 use crate::lab::ncu::{composite, NcuTerms};
 use evoattn::arch::Arch;
-use evoattn::config::{Impl, KernelConfig, KernelSpec};
+use evoattn::config::{Impl, KernelConfig, KernelSpec, Provider};
 use evoattn::problem::Shape;
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -258,9 +258,12 @@ pub struct Candidate {
 #[derive(Clone, Debug)]
 pub struct Params {
     pub arch: Arch,
-    /// The families searched: the baseline's alone, or several (`tune --impl any`), the family
-    /// then a gene of its own ([`space::mutate_gene`]).
-    pub families: Vec<Impl>,
+    /// The families searched, each as the config its search starts from: the planner's config of
+    /// that family for the group's problem (`plan` with `Request::Family`), one per family, the
+    /// baseline's included. One: the baseline's family alone. Several (`tune --impl any`): the
+    /// family is a gene of its own ([`space::mutate_gene`]) and a switch lands on the family's
+    /// start; every start is evaluated once before the first generation.
+    pub starts: Vec<KernelConfig>,
     pub generations: usize,
     pub seed: u64,
     /// Elites kept per generation.
@@ -271,6 +274,64 @@ pub struct Params {
     pub fitness: Fitness,
     /// Whether the NCU sanity gate applies ([`crate::lab::ncu::sanity`]).
     pub ncu_gate: bool,
+    /// Whether cuTENSOR loads: without it no library path with `gemm=cutensor` is drawn.
+    pub cutensor: bool,
+}
+
+impl Params {
+    /// Whether the run may evaluate `spec`: valid on the arch, and its library installed.
+    /// Invalid combinations never reach the compiler: the tuner draws again.
+    fn runnable(&self, spec: &KernelSpec) -> bool {
+        let library_missing = !self.cutensor && spec.config.library().is_some_and(|p| p.gemm == Provider::Cutensor);
+        !library_missing && spec.validate(self.arch).is_ok()
+    }
+
+    /// The families searched, in the order of [`Params::starts`].
+    pub fn families(&self) -> Vec<Impl> {
+        self.starts.iter().map(KernelConfig::imp).collect()
+    }
+
+    /// `config` with one gene changed ([`space::mutate_gene`]): a switch of family lands on the
+    /// other family's start.
+    fn mutate(&self, config: KernelConfig, rng: &mut impl rand::Rng) -> Option<KernelConfig> {
+        let start = |imp: Impl| {
+            *self.starts.iter().find(|c| c.imp() == imp).expect("mutate_gene switches to a family searched")
+        };
+        space::mutate_gene(config, &self.families(), start, rng)
+    }
+}
+
+/// The best time of one family on one shape, and the config that gave it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShapeBest {
+    pub median_us: f64,
+    pub config: KernelConfig,
+}
+
+/// One family's best per shape: which family wins each shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FamilyBest {
+    pub imp: Impl,
+    /// Per shape, in the run's order: the lowest median over every evaluation of the family's
+    /// embedded kernel that passed the gates (the baseline, stored and fresh ones; discarded
+    /// ones too: the discard rule is about the elite, not the families' comparison; proposed
+    /// sources not: the planner cannot run them). `None` where none passed.
+    pub per_shape: Vec<Option<ShapeBest>>,
+}
+
+impl FamilyBest {
+    /// Takes `eval`'s medians where they beat the family's best so far (`config` is of this
+    /// family; a failed evaluation changes nothing).
+    fn note(&mut self, config: KernelConfig, eval: &Evaluation) {
+        if eval.failure.is_some() {
+            return;
+        }
+        for (best, &median_us) in self.per_shape.iter_mut().zip(&eval.medians_us) {
+            if best.is_none_or(|b| median_us < b.median_us) {
+                *best = Some(ShapeBest { median_us, config });
+            }
+        }
+    }
 }
 
 /// What a run found.
@@ -280,15 +341,40 @@ pub struct Outcome {
     pub elites: Vec<Candidate>,
     /// Evaluations run by this call (stored ones reused are not counted).
     pub evaluated: usize,
-    /// Generations run.
+    /// Generations run (the families' starts, evaluated before the first, are none of them).
     pub generations: usize,
     /// The baseline's median per shape, what every fitness is relative to.
     pub baseline_us: Vec<f64>,
+    /// Per family searched (in [`Params::starts`] order), its best per shape.
+    pub families: Vec<FamilyBest>,
+}
+
+impl Outcome {
+    /// Per shape, the family with the lowest best median (ties: the first in
+    /// [`Outcome::families`]); `None` where no family passed, which a run whose baseline passed
+    /// never has.
+    pub fn winners(&self) -> Vec<Option<Impl>> {
+        (0..self.baseline_us.len())
+            .map(|shape| {
+                let mut winner: Option<(Impl, f64)> = None;
+                for family in &self.families {
+                    if let Some(Some(best)) = family.per_shape.get(shape) {
+                        if winner.is_none_or(|(_, us)| best.median_us < us) {
+                            winner = Some((family.imp, best.median_us));
+                        }
+                    }
+                }
+                winner.map(|(imp, _)| imp)
+            })
+            .collect()
+    }
 }
 
 /// Runs the loop from `baseline` (the planner's choice). `known` holds evaluations already
 /// stored (resume): their configs are not evaluated again. `record` sees every new evaluation,
 /// as it completes, with its fitness (`None` when a gate failed) and whether it was discarded.
+/// Where several families are searched, their starts are evaluated after the baseline, before
+/// the first generation, so every family is measured at least once.
 pub fn evolve(
     evaluator: &mut impl Evaluator,
     baseline: KernelSpec,
@@ -300,6 +386,14 @@ pub fn evolve(
 ) -> Result<Outcome, String> {
     let mut rng = SmallRng::seed_from_u64(params.seed);
     let mut evaluated = 0;
+    let families = params.families();
+    if let Some(twice) = families.iter().enumerate().find_map(|(i, f)| families[..i].contains(f).then_some(f)) {
+        return Err(format!("two starts of the family {twice}: one each"));
+    }
+    let searched = |config: &KernelConfig| families.contains(&config.imp());
+    if !searched(&baseline.config) {
+        return Err(format!("the baseline {} is of none of the families searched", baseline.name()));
+    }
     // Stored evaluations serve only where they hold what this run ranks and gates by.
     let profiles = params.fitness == Fitness::Composite || params.ncu_gate;
     let known: HashMap<KernelConfig, Evaluation> = known
@@ -338,24 +432,46 @@ pub fn evolve(
         };
         Candidate { spec, medians_us: eval.medians_us.clone(), fitness: rank, speedup, counters: eval.counters }
     };
+    let mut bests: Vec<FamilyBest> =
+        families.iter().map(|&imp| FamilyBest { imp, per_shape: vec![None; shapes.len()] }).collect();
+    let mut note = |config: KernelConfig, eval: &Evaluation| {
+        if let Some(best) = bests.iter_mut().find(|b| b.imp == config.imp()) {
+            best.note(config, eval);
+        }
+    };
+    note(baseline.config, &base_eval);
     let mut elites = vec![candidate(baseline, &base_eval)];
     let mut seen: HashSet<KernelConfig> = HashSet::from([baseline.config]);
-    let searched = |config: &KernelConfig| params.families.contains(&config.imp());
-    if !searched(&baseline.config) {
-        return Err(format!("the baseline {} is of none of the families searched", baseline.name()));
-    }
-    let family_default = |imp: Impl| imp.default_config(params.arch, baseline.dtype, baseline.head_dim);
     // A resumed run starts from the population the stored evaluations give (sorted: the map's
     // order is not reproducible), and never proposes them again.
     let mut stored: Vec<(&KernelConfig, &Evaluation)> = known.iter().filter(|(c, _)| searched(c)).collect();
     stored.sort_by_key(|(c, _)| c.to_string());
     for (config, eval) in stored {
         seen.insert(*config);
+        note(*config, eval);
         if eval.failure.is_none() && *config != baseline.config && !discarded(&base_us, &eval.medians_us) {
             elites.push(candidate(KernelSpec { config: *config, ..baseline }, eval));
         }
     }
     sort_best_first(&mut elites, params.elites);
+    // Every family measured once, from where the planner would run it: random switches alone
+    // may never reach one. Starts evaluated already (the baseline, stored ones) are not again.
+    if families.len() > 1 && !past(params.deadline) {
+        let starts: Vec<Child> = params
+            .starts
+            .iter()
+            .filter(|&&config| seen.insert(config))
+            .map(|&config| Child::of(KernelSpec { config, ..baseline }))
+            .collect();
+        let results = run_children(evaluator, starts, shapes, params, &known, &base_us, &mut evaluated, &mut record);
+        for (child, eval) in results {
+            note(child.spec.config, &eval);
+            if let (Some(_), false) = score(&base_us, &eval) {
+                elites.push(candidate(child.spec, &eval));
+            }
+        }
+        sort_best_first(&mut elites, params.elites);
+    }
     let mut generations = 0;
     for generation in 0..params.generations {
         if past(params.deadline) {
@@ -366,23 +482,17 @@ pub fn evolve(
         for i in 0..CHILDREN + RESTARTS {
             let draw = (0..MAX_DRAWS).find_map(|_| {
                 let config = if i < CHILDREN {
-                    space::mutate_gene(
-                        elites.choose(&mut rng)?.spec.config,
-                        &params.families,
-                        family_default,
-                        &mut rng,
-                    )?
+                    params.mutate(elites.choose(&mut rng)?.spec.config, &mut rng)?
                 } else {
                     // One family draws nothing for it: a run of one family is what it was.
-                    let family = match params.families.as_slice() {
+                    let family = match families.as_slice() {
                         [one] => *one,
                         several => *several.choose(&mut rng)?,
                     };
                     space::random(family, &mut rng)
                 };
                 let spec = KernelSpec { config, ..baseline };
-                // Invalid combinations never reach the compiler: the tuner draws again.
-                (!seen.contains(&config) && spec.validate(params.arch).is_ok()).then_some(spec)
+                (!seen.contains(&config) && params.runnable(&spec)).then_some(spec)
             });
             if let Some(spec) = draw {
                 seen.insert(spec.config);
@@ -393,7 +503,7 @@ pub fn evolve(
             match proposal {
                 Proposal::Config(config) => {
                     let spec = KernelSpec { config, ..baseline };
-                    if searched(&config) && seen.insert(config) && spec.validate(params.arch).is_ok() {
+                    if searched(&config) && params.runnable(&spec) && seen.insert(config) {
                         children.push(Child::of(spec));
                     }
                 }
@@ -404,29 +514,49 @@ pub fn evolve(
             break; // the valid space is exhausted
         }
         generations += 1;
-        // Stored evaluations of a resumed run are reused, not measured again.
-        let (reused, fresh): (Vec<Child>, Vec<Child>) =
-            children.into_iter().partition(|c| c.source.is_none() && known.contains_key(&c.spec.config));
-        let mut results: Vec<(Child, Evaluation)> =
-            reused.into_iter().map(|c| (c.clone(), known[&c.spec.config].clone())).collect();
-        evaluator.evaluate_batch(&fresh, shapes, params.deadline, &mut |i, eval| {
-            evaluated += 1;
-            let eval = ncu_gate(eval, params);
-            let (speedup, dropped) = score(&base_us, &eval);
-            record(&fresh[i], &eval, speedup, dropped);
-            results.push((fresh[i].clone(), eval));
-        });
+        let results = run_children(evaluator, children, shapes, params, &known, &base_us, &mut evaluated, &mut record);
         for (child, eval) in results {
             // Variants are data, not parents: a one-lever mutation of one would drop its source.
-            let (speedup, dropped) = score(&base_us, &eval);
-            if let (Some(_), false, None) = (speedup, dropped, &child.source) {
+            if child.source.is_some() {
+                continue;
+            }
+            note(child.spec.config, &eval);
+            if let (Some(_), false) = score(&base_us, &eval) {
                 elites.push(candidate(child.spec, &eval));
             }
         }
         sort_best_first(&mut elites, params.elites);
     }
     hooks.generation(generations, &elites);
-    Ok(Outcome { elites, evaluated, generations, baseline_us: base_us })
+    Ok(Outcome { elites, evaluated, generations, baseline_us: base_us, families: bests })
+}
+
+/// Evaluates `children`, reusing the stored evaluations of a resumed run (`known`) rather than
+/// measuring them again; each fresh one is counted in `evaluated` and recorded as it completes.
+/// No child starts after the deadline.
+#[allow(clippy::too_many_arguments)]
+fn run_children(
+    evaluator: &mut impl Evaluator,
+    children: Vec<Child>,
+    shapes: &[Shape],
+    params: &Params,
+    known: &HashMap<KernelConfig, Evaluation>,
+    base_us: &[f64],
+    evaluated: &mut usize,
+    record: &mut impl FnMut(&Child, &Evaluation, Option<f64>, bool),
+) -> Vec<(Child, Evaluation)> {
+    let (reused, fresh): (Vec<Child>, Vec<Child>) =
+        children.into_iter().partition(|c| c.source.is_none() && known.contains_key(&c.spec.config));
+    let mut results: Vec<(Child, Evaluation)> =
+        reused.into_iter().map(|c| (c.clone(), known[&c.spec.config].clone())).collect();
+    evaluator.evaluate_batch(&fresh, shapes, params.deadline, &mut |i, eval| {
+        *evaluated += 1;
+        let eval = ncu_gate(eval, params);
+        let (speedup, dropped) = score(base_us, &eval);
+        record(&fresh[i], &eval, speedup, dropped);
+        results.push((fresh[i].clone(), eval));
+    });
+    results
 }
 
 /// `eval` through the NCU sanity gate when the run applies it; a run that profiles needs the
@@ -474,11 +604,13 @@ pub(crate) mod tests {
         pub gates_run: Vec<Gate>,
         /// The counters a config's profile reads, when the run profiles.
         pub counters: Option<fn(KernelConfig) -> NcuTerms>,
+        /// A config's median on a shape, µs ([`scaled`] unless a test says otherwise).
+        pub time: fn(KernelConfig, &Shape) -> f64,
     }
 
     impl Mock {
         pub(crate) fn new() -> Self {
-            Mock { calls: Vec::new(), fail_at: None, gates_run: Vec::new(), counters: None }
+            Mock { calls: Vec::new(), fail_at: None, gates_run: Vec::new(), counters: None, time: scaled }
         }
         fn gate(&mut self, gate: Gate) -> Result<(), String> {
             self.gates_run.push(gate);
@@ -502,6 +634,11 @@ pub(crate) mod tests {
     /// config here (the optimum costs 100), and faster yet with 16-bit scores.
     const CUBLAS_COST: f64 = 80.0;
     const CUBLAS_INPUT_SCORES_COST: f64 = 70.0;
+
+    /// [`cost`] per 1024 query rows: every config keeps its rank on every shape.
+    pub(crate) fn scaled(config: KernelConfig, shape: &Shape) -> f64 {
+        cost(config) * shape.sq as f64 / 1024.0
+    }
 
     pub(crate) fn cost(config: KernelConfig) -> f64 {
         if let KernelConfig::Cublas(c) = config {
@@ -546,7 +683,7 @@ pub(crate) mod tests {
             self.gate(Gate::Timing)?;
             // A proposed source is 10x faster than its config: it would top any population.
             let variant = if child.source.is_some() { VARIANT_SPEEDUP.recip() } else { 1.0 };
-            Ok(shapes.iter().map(|s| variant * cost(child.spec.config) * s.sq as f64 / 1024.0).collect())
+            Ok(shapes.iter().map(|s| variant * (self.time)(child.spec.config, s)).collect())
         }
         fn integrity(&mut self, _: &Child, _: &[Shape], _: &[f64]) -> Result<(), String> {
             self.gate(Gate::Integrity)
@@ -578,13 +715,14 @@ pub(crate) mod tests {
     pub(crate) fn params() -> Params {
         Params {
             arch: Arch::Sm90a,
-            families: vec![Impl::Wgmma],
+            starts: vec![baseline().config],
             generations: 28,
             seed: 42,
             elites: ELITES,
             deadline: None,
             fitness: Fitness::Geomean,
             ncu_gate: false,
+            cutensor: false,
         }
     }
 
@@ -644,26 +782,196 @@ pub(crate) mod tests {
         assert_eq!(again.elites, out.elites);
     }
 
+    /// A cublas config: its default with `levers` set.
+    fn cublas(levers: &str) -> KernelConfig {
+        Impl::Cublas.default_config(Arch::Sm90a, Dtype::Bf16, 64).with_overrides(levers).unwrap()
+    }
+
+    /// The start of `mma` in the runs below: not its default, as the planner's config for a
+    /// problem need not be (a 192-key `resident` default cannot run 512 keys).
+    fn mma_start() -> KernelConfig {
+        let start = Impl::Mma.default_config(Arch::Sm90a, Dtype::Bf16, 64).with_overrides("block_n=128").unwrap();
+        assert_ne!(start, Impl::Mma.default_config(Arch::Sm90a, Dtype::Bf16, 64));
+        start
+    }
+
+    /// Three families from the wgmma baseline: mma's start, then cublas's default.
+    fn three_families() -> Params {
+        Params { starts: vec![baseline().config, mma_start(), cublas("")], ..params() }
+    }
+
+    /// [`scaled`] for wgmma and cublas; `mma` 1000 per 1024 rows, slower than the baseline (240)
+    /// on every shape, so the discard rule keeps every mma config from the elites.
+    fn slow_mma(config: KernelConfig, shape: &Shape) -> f64 {
+        match config {
+            KernelConfig::Mma(_) => 1000.0 * shape.sq as f64 / 1024.0,
+            _ => scaled(config, shape),
+        }
+    }
+
     #[test]
     fn searching_families_the_elite_takes_the_faster_family_and_then_its_levers() {
-        // The family is the first gene: a switch to cublas lands on its default (f32 scores),
-        // and a later one-lever child of it finds 16-bit scores.
-        let p = Params { families: vec![Impl::Wgmma, Impl::Cublas], ..params() };
+        // The family is the first gene: cublas's start (its default here, f32 scores) is
+        // evaluated before the first generation, and a later one-lever child of it finds 16-bit
+        // scores.
+        let p = Params { starts: vec![baseline().config, cublas("")], ..params() };
         let mut mock = Mock::new();
         let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
-        let best = out.elites[0].spec.config;
-        assert_eq!(best, KernelConfig::Cublas(evoattn::CublasConfig { scores: evoattn::Scores::Input }), "{best}");
+        let KernelConfig::Cublas(best) = out.elites[0].spec.config else { panic!("{:?}", out.elites[0]) };
+        assert_eq!(best.scores, evoattn::Scores::Input);
         assert!((out.elites[0].fitness - cost(baseline().config) / CUBLAS_INPUT_SCORES_COST).abs() < 1e-9);
         assert!(mock.calls.iter().any(|c| c.imp() == Impl::Wgmma && *c != baseline().config), "wgmma searched too");
         // One family searched: the faster family is never tried.
         let mut alone = Mock::new();
         evolve(&mut alone, baseline(), &shapes(), &params(), &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
         assert!(alone.calls.iter().all(|c| c.imp() == Impl::Wgmma));
-        // A baseline outside the families searched is refused.
-        let wrong = Params { families: vec![Impl::Cublas], ..params() };
-        let refused =
-            evolve(&mut Mock::new(), baseline(), &shapes(), &wrong, &HashMap::new(), &mut NoHooks, |_, _, _, _| {});
-        assert!(refused.is_err());
+        // A baseline outside the families searched is refused, and so are two starts of a family.
+        for starts in [vec![cublas("")], vec![baseline().config, cublas(""), cublas("scores=input")]] {
+            let wrong = Params { starts, ..params() };
+            let refused =
+                evolve(&mut Mock::new(), baseline(), &shapes(), &wrong, &HashMap::new(), &mut NoHooks, |_, _, _, _| {});
+            assert!(refused.is_err());
+        }
+    }
+
+    #[test]
+    fn gemm_cutensor_is_drawn_only_where_cutensor_loads() {
+        let with_cutensor = |c: &KernelConfig| c.library().is_some_and(|p| p.gemm == Provider::Cutensor);
+        let p = Params { starts: vec![baseline().config, cublas("")], ..params() };
+        let mut without = Mock::new();
+        evolve(&mut without, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert!(without.calls.iter().any(|c| c.imp() == Impl::Cublas), "cublas searched");
+        assert!(!without.calls.iter().any(with_cutensor), "{:?}", without.calls);
+        let mut with = Mock::new();
+        let p = Params { cutensor: true, ..p };
+        evolve(&mut with, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert!(with.calls.iter().any(with_cutensor), "{:?}", with.calls);
+        // Never an invalid one: cuTENSOR writes no f32 scores from 16-bit inputs.
+        for c in with.calls.iter().filter(|c| with_cutensor(c)) {
+            assert_eq!(c.library().map(|p| p.scores), Some(evoattn::Scores::Input), "{c}");
+        }
+    }
+
+    #[test]
+    fn several_families_evaluate_each_start_once_before_the_first_generation_and_switch_to_it() {
+        let p = three_families();
+        let run = |mock: &mut Mock, p: &Params, known: &HashMap<KernelConfig, Evaluation>| {
+            let mut recorded = Vec::new();
+            let out = evolve(mock, baseline(), &shapes(), p, known, &mut NoHooks, |child, _, _, dropped| {
+                recorded.push((child.spec.config, dropped))
+            })
+            .unwrap();
+            (out, recorded)
+        };
+        // No generation: the baseline, then every other family's start, in the order given.
+        let mut mock = Mock { time: slow_mma, ..Mock::new() };
+        let (out, recorded) = run(&mut mock, &Params { generations: 0, ..p.clone() }, &HashMap::new());
+        assert_eq!(mock.calls, [baseline().config, mma_start(), cublas("")]);
+        assert_eq!((out.evaluated, out.generations), (3, 0));
+        // They join the elites as any child: cublas (80 against the baseline's 240) leads, and
+        // mma's start, slower on both shapes, is discarded.
+        assert_eq!(recorded, [(baseline().config, false), (mma_start(), true), (cublas(""), false)]);
+        let elites: Vec<KernelConfig> = out.elites.iter().map(|c| c.spec.config).collect();
+        assert_eq!(elites, [cublas(""), baseline().config]);
+        // Resumed: a stored start is reused, not measured again.
+        let stored = HashMap::from([(
+            mma_start(),
+            Mock { time: slow_mma, ..Mock::new() }
+                .evaluate(&Child::of(KernelSpec { config: mma_start(), ..baseline() }), &shapes()),
+        )]);
+        let mut mock = Mock { time: slow_mma, ..Mock::new() };
+        let (out, _) = run(&mut mock, &Params { generations: 0, ..p.clone() }, &stored);
+        assert_eq!((mock.calls.as_slice(), out.evaluated), ([baseline().config, cublas("")].as_slice(), 2));
+        // A spent budget: the baseline alone.
+        let mut mock = Mock { time: slow_mma, ..Mock::new() };
+        let (out, _) = run(&mut mock, &Params { deadline: Some(Instant::now()), ..p.clone() }, &HashMap::new());
+        assert_eq!((mock.calls.as_slice(), out.evaluated), ([baseline().config].as_slice(), 1));
+        // A whole run: each start once, right after the baseline (a later switch to the family
+        // lands on its start, evaluated already: the tuner draws again).
+        let mut mock = Mock { time: slow_mma, ..Mock::new() };
+        let (out, _) = run(&mut mock, &p, &HashMap::new());
+        assert_eq!(mock.calls[..3], [baseline().config, mma_start(), cublas("")]);
+        for start in [mma_start(), cublas("")] {
+            assert_eq!(mock.calls.iter().filter(|c| **c == start).count(), 1, "{start}");
+        }
+        assert_eq!(out.evaluated, mock.calls.len());
+        // The children's switches, as the loop draws them: onto the other family's start (the
+        // planner's config of it for the problem), never its default.
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut switched = HashSet::new();
+        for _ in 0..2000 {
+            let child = p.mutate(baseline().config, &mut rng).unwrap();
+            if child.imp() != Impl::Wgmma {
+                switched.insert(child);
+            }
+        }
+        assert_eq!(switched, HashSet::from([mma_start(), cublas("")]));
+    }
+
+    #[test]
+    fn per_shape_winners_are_the_faster_family_on_each_shape() {
+        // cublas pays a fixed 300 a call (its three launches) and then runs at a quarter of its
+        // cost: slower than the wgmma baseline (240) on the short shape, 370 against 960 on the
+        // long one. mma is slowest everywhere.
+        fn launches(config: KernelConfig, shape: &Shape) -> f64 {
+            match config {
+                KernelConfig::Cublas(_) => 300.0 + cost(config) / 4.0 * shape.sq as f64 / 1024.0,
+                _ => slow_mma(config, shape),
+            }
+        }
+        let mut mock = Mock { time: launches, ..Mock::new() };
+        let mut passed: Vec<KernelConfig> = Vec::new();
+        let out =
+            evolve(&mut mock, baseline(), &shapes(), &three_families(), &HashMap::new(), &mut NoHooks, |c, e, _, _| {
+                if e.failure.is_none() {
+                    passed.push(c.spec.config)
+                }
+            })
+            .unwrap();
+        assert_eq!(out.winners(), [Some(Impl::Wgmma), Some(Impl::Cublas)]);
+        // Each family's best per shape is the least of its evaluations' medians there, with the
+        // config that gave it; discarded ones count (every mma config is).
+        assert_eq!(out.families.iter().map(|f| f.imp).collect::<Vec<_>>(), [Impl::Wgmma, Impl::Mma, Impl::Cublas]);
+        for family in &out.families {
+            for (shape, best) in shapes().iter().zip(&family.per_shape) {
+                let fastest = passed
+                    .iter()
+                    .filter(|c| c.imp() == family.imp)
+                    .map(|&c| (launches(c, shape), c))
+                    .min_by(|a, b| a.0.total_cmp(&b.0))
+                    .unwrap();
+                let best = best.expect("every family passed");
+                assert_eq!((best.median_us, launches(best.config, shape)), (fastest.0, fastest.0), "{family:?}");
+            }
+        }
+        let KernelConfig::Cublas(c) = out.families[2].per_shape[1].unwrap().config else { panic!("cublas") };
+        assert_eq!(c.scores, evoattn::Scores::Input, "16-bit scores are the faster cublas");
+        // A family with no evaluation that passed has no best.
+        let mut failing = Mock { time: launches, fail_at: Some(Gate::Correctness), ..Mock::new() };
+        let known = HashMap::from([(baseline().config, Mock::new().evaluate(&Child::of(baseline()), &shapes()))]);
+        let out = evolve(&mut failing, baseline(), &shapes(), &three_families(), &known, &mut NoHooks, |_, _, _, _| {})
+            .unwrap();
+        assert_eq!(out.families[1].per_shape, [None, None]);
+        assert_eq!(out.winners(), [Some(Impl::Wgmma), Some(Impl::Wgmma)]);
+    }
+
+    #[test]
+    fn one_family_runs_no_starts_and_its_family_wins_every_shape() {
+        // The baseline, then eight children a generation: no evaluation more than before
+        // families were searched (the golden `tune --impl mma` run's 9).
+        let p = Params { generations: 1, ..params() };
+        let mut mock = Mock::new();
+        let out = evolve(&mut mock, baseline(), &shapes(), &p, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert_eq!((out.evaluated, mock.calls.len()), (1 + CHILDREN + RESTARTS, 1 + CHILDREN + RESTARTS));
+        let none = Params { generations: 0, ..params() };
+        let mut mock = Mock::new();
+        let out =
+            evolve(&mut mock, baseline(), &shapes(), &none, &HashMap::new(), &mut NoHooks, |_, _, _, _| {}).unwrap();
+        assert_eq!(mock.calls, [baseline().config]);
+        assert_eq!(out.families.len(), 1);
+        assert_eq!(out.winners(), [Some(Impl::Wgmma), Some(Impl::Wgmma)]);
+        let best: Vec<f64> = out.families[0].per_shape.iter().map(|b| b.unwrap().median_us).collect();
+        assert_eq!(best, out.baseline_us);
     }
 
     /// Counters that favour two stages: both pipes busy there, and elsewhere idle pipes,

@@ -46,17 +46,17 @@ pub fn mutate_one(config: KernelConfig, rng: &mut impl Rng) -> Option<KernelConf
 
 /// `config` with one gene changed. Where the run searches several families (`tune --impl
 /// any`), the family is a gene beside the config's levers, drawn as often as any one of them:
-/// a switch takes another family's `default` (its levers below it, searched from there on).
-/// One family: [`mutate_one`].
+/// a switch takes another family's `start` (the planner's config of it for the run's problem;
+/// its levers below it, searched from there on). One family: [`mutate_one`].
 pub fn mutate_gene(
     config: KernelConfig,
     families: &[Impl],
-    default: impl Fn(Impl) -> KernelConfig,
+    start: impl Fn(Impl) -> KernelConfig,
     rng: &mut impl Rng,
 ) -> Option<KernelConfig> {
     let others: Vec<Impl> = families.iter().copied().filter(|&f| f != config.imp()).collect();
     if !others.is_empty() && rng.random_range(0..=levers(config.imp()).len()) == 0 {
-        return others.choose(rng).map(|&f| default(f));
+        return others.choose(rng).map(|&f| start(f));
     }
     mutate_one(config, rng)
 }
@@ -78,20 +78,21 @@ mod tests {
     }
 
     #[test]
-    fn the_family_is_one_gene_more_and_a_switch_takes_the_other_familys_default() {
+    fn the_family_is_one_gene_more_and_a_switch_takes_the_other_familys_start() {
         let mut rng = SmallRng::seed_from_u64(3);
-        let default = |imp: Impl| imp.default_config(evoattn::Arch::Sm90a, Dtype::Bf16, 128);
-        let start = default(Impl::Wgmma);
+        // Any map from family to config: the run's is the planner's config for its problem.
+        let starts = |imp: Impl| imp.default_config(evoattn::Arch::Sm90a, Dtype::Bf16, 128);
+        let start = starts(Impl::Wgmma);
         let families = [Impl::Wgmma, Impl::Mma, Impl::Cublas];
         let (mut switches, draws) = (0, 3000);
         for _ in 0..draws {
-            let child = mutate_gene(start, &families, default, &mut rng).unwrap();
+            let child = mutate_gene(start, &families, starts, &mut rng).unwrap();
             if child.imp() == start.imp() {
                 let changed = start.levers().iter().zip(child.levers()).filter(|(a, b)| **a != *b).count();
                 assert_eq!(changed, 1, "{start} -> {child}");
             } else {
                 assert!(families.contains(&child.imp()));
-                assert_eq!(child, default(child.imp()), "a switch lands on the family's default");
+                assert_eq!(child, starts(child.imp()), "a switch lands on the family's start");
                 switches += 1;
             }
         }
@@ -100,7 +101,7 @@ mod tests {
         assert!((switches as f64 - expected).abs() < 0.3 * expected, "{switches} switches, ~{expected} expected");
         // One family: never a switch.
         for _ in 0..200 {
-            assert_eq!(mutate_gene(start, &[Impl::Wgmma], default, &mut rng).unwrap().imp(), Impl::Wgmma);
+            assert_eq!(mutate_gene(start, &[Impl::Wgmma], starts, &mut rng).unwrap().imp(), Impl::Wgmma);
         }
     }
 

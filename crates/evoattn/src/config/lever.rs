@@ -49,6 +49,20 @@ impl Retired {
     }
 }
 
+/// When a lever is rendered in `--config` text and the kernel's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// Always; a tuning lever.
+    Always,
+    /// Only when on, and out of the tuner's space: instrumentation (`trace`), or a switch added
+    /// after the kernels' names were recorded that the planner sets (`vt_producer`), so that
+    /// every other kernel keeps its name.
+    WhenOn,
+    /// Only when not its first value, and a tuning lever: an axis added after the kernels'
+    /// names were recorded (`gemm`), so that every kernel of its first value keeps its name.
+    WhenNotFirst,
+}
+
 /// One lever of a kernel family.
 pub struct Lever<C> {
     /// As `--config` takes it.
@@ -57,10 +71,8 @@ pub struct Lever<C> {
     pub short: &'static str,
     /// What it does, in one line (`--help`, the README's lever tables).
     pub about: &'static str,
-    /// Rendered (in `--config` text and the name) only when on, and out of the tuner's space:
-    /// instrumentation (`trace`), or a switch added after the kernels' names were recorded
-    /// that the planner sets (`vt_producer`), so that every other kernel keeps its name.
-    pub shown_only_when_on: bool,
+    /// When it is rendered (in `--config` text and the name), and whether the tuner draws it.
+    pub shown: Shown,
     /// Whether the tuner's space at a head dim (the second argument) holds this lever's value
     /// in the config.
     pub tuned_at: fn(&C, usize) -> bool,
@@ -72,7 +84,8 @@ impl<C> Lever<C> {
     pub fn value(&self, c: &C) -> Option<String> {
         match &self.kind {
             Kind::Num { get, .. } => Some(get(c).to_string()),
-            Kind::Flag { get, .. } if self.shown_only_when_on && !get(c) => None,
+            Kind::Flag { get, .. } if self.shown == Shown::WhenOn && !get(c) => None,
+            Kind::Axis { get, .. } if self.shown == Shown::WhenNotFirst && get(c) == 0 => None,
             Kind::Flag { get, .. } => Some(u32::from(get(c)).to_string()),
             Kind::Choice { names, get, .. } => Some(names[get(c)].to_string()),
             Kind::Axis { variants, get, .. } => Some(variants[get(c)].name.to_string()),
@@ -82,7 +95,9 @@ impl<C> Lever<C> {
     /// Its part of the kernel's name (`_bn128`); `None` when it is not rendered.
     fn name_part(&self, c: &C) -> Option<String> {
         match &self.kind {
-            Kind::Axis { variants, get, .. } => Some(format!("_{}{}", self.short, variants[get(c)].key)),
+            Kind::Axis { variants, get, .. } => {
+                self.value(c).map(|_| format!("_{}{}", self.short, variants[get(c)].key))
+            }
             _ => self.value(c).map(|v| format!("_{}{v}", self.short)),
         }
     }
@@ -105,13 +120,17 @@ impl<C> Lever<C> {
     }
 
     /// Reads its part of a kernel name ([`Self::name_part`]) off the front of `rest` into `c`,
-    /// and returns what follows; `None` when `rest` does not start with it. An instrumentation
-    /// lever that is off has no part: it reads as off.
+    /// and returns what follows; `None` when `rest` does not start with it. A lever rendered
+    /// only when set ([`Shown`]) that has no part reads as unset (off, or its first value).
     fn read_name_part<'a>(&self, c: &mut C, rest: &'a str) -> Option<&'a str> {
         let Some(after) = rest.strip_prefix('_').and_then(|r| r.strip_prefix(self.short)) else {
             return match &self.kind {
-                Kind::Flag { set, .. } if self.shown_only_when_on => {
+                Kind::Flag { set, .. } if self.shown == Shown::WhenOn => {
                     set(c, false);
+                    Some(rest)
+                }
+                Kind::Axis { set, .. } if self.shown == Shown::WhenNotFirst => {
+                    set(c, 0);
                     Some(rest)
                 }
                 _ => None,
@@ -226,7 +245,7 @@ impl<C> Lever<C> {
     /// instrumentation lever (not a tuning lever).
     pub fn tuning_values(&self) -> Vec<String> {
         match &self.kind {
-            _ if self.shown_only_when_on => Vec::new(),
+            _ if self.shown == Shown::WhenOn => Vec::new(),
             Kind::Num { values, .. } => values.iter().map(u32::to_string).collect(),
             Kind::Flag { .. } => vec!["0".into(), "1".into()],
             Kind::Choice { names, .. } => names.iter().map(|n| n.to_string()).collect(),
@@ -446,7 +465,7 @@ pub fn defines<C: Family>(c: &C) -> Vec<(String, String)> {
 pub fn product<C: Family>(base: C, head_dim: usize) -> impl Iterator<Item = C> + Clone {
     let levers: Vec<(&'static Lever<C>, Vec<usize>)> = C::LEVERS
         .iter()
-        .filter(|l| !l.shown_only_when_on)
+        .filter(|l| l.shown != Shown::WhenOn)
         .map(|l| {
             let kept = (0..l.count()).filter(|&i| {
                 let mut c = base;
@@ -484,7 +503,7 @@ macro_rules! num {
             name: $name,
             short: $short,
             about: $about,
-            shown_only_when_on: false,
+            shown: $crate::config::lever::Shown::Always,
             tuned_at: $crate::config::lever::tuned_at!($($tuned)?),
             kind: $crate::config::lever::Kind::Num { values: $values, get: |c| c.$field, set: |c, v| c.$field = v },
         }
@@ -499,7 +518,7 @@ macro_rules! flag {
             name: $name,
             short: $short,
             about: $about,
-            shown_only_when_on: true,
+            shown: $crate::config::lever::Shown::WhenOn,
             tuned_at: |_, _| true,
             kind: $crate::config::lever::Kind::Flag { get: |c| c.$field, set: |c, v| c.$field = v },
         }
@@ -509,7 +528,7 @@ macro_rules! flag {
             name: $name,
             short: $short,
             about: $about,
-            shown_only_when_on: false,
+            shown: $crate::config::lever::Shown::Always,
             tuned_at: $crate::config::lever::tuned_at!($($tuned)?),
             kind: $crate::config::lever::Kind::Flag { get: |c| c.$field, set: |c, v| c.$field = v },
         }
@@ -517,13 +536,20 @@ macro_rules! flag {
 }
 
 /// A typed axis: `$ty` has `ALL` and `VARIANTS` (its [`Variant`]s) in its discriminants' order.
+/// `axis!(.., shown_when_not_first)`: rendered only when not its first value ([`Shown`]).
 macro_rules! axis {
+    ($name:literal, $short:literal, $field:ident, $ty:ty, $about:literal, shown_when_not_first) => {
+        $crate::config::lever::Lever {
+            shown: $crate::config::lever::Shown::WhenNotFirst,
+            ..$crate::config::lever::axis!($name, $short, $field, $ty, $about)
+        }
+    };
     ($name:literal, $short:literal, $field:ident, $ty:ty, $about:literal $(, tuned_at: $tuned:expr)?) => {
         $crate::config::lever::Lever {
             name: $name,
             short: $short,
             about: $about,
-            shown_only_when_on: false,
+            shown: $crate::config::lever::Shown::Always,
             tuned_at: $crate::config::lever::tuned_at!($($tuned)?),
             kind: $crate::config::lever::Kind::Axis {
                 variants: &<$ty>::VARIANTS,
@@ -551,7 +577,7 @@ macro_rules! choice {
             name: $name,
             short: $short,
             about: $about,
-            shown_only_when_on: false,
+            shown: $crate::config::lever::Shown::Always,
             tuned_at: |_, _| true,
             kind: $crate::config::lever::Kind::Choice {
                 names: &<$ty>::NAMES,

@@ -10,7 +10,9 @@ use crate::problem::Dtype;
 use lever::Family;
 use std::fmt;
 
-pub use crate::kernels::library::{CublasConfig, HybridPvConfig, HybridQkConfig, OurGemm, Scores};
+pub use crate::kernels::library::{
+    CublasConfig, HybridPvConfig, HybridQkConfig, LibraryPath, OurGemm, Provider, Scores,
+};
 pub use crate::kernels::mma::{MmaConfig, MMA_K, MMA_ROWS_PER_WARP, SMEM_ROW_PAD};
 pub use crate::kernels::mma8::Mma8Config;
 pub use crate::kernels::reference::ReferenceConfig;
@@ -292,16 +294,16 @@ impl KernelConfig {
     /// The dtype the kernel rounds the scores to before the softmax, if it rounds them at all
     /// (the fused kernels keep them in fp32 registers).
     pub fn rounds_scores_to(&self, dtype: Dtype) -> Option<Dtype> {
-        self.library().and_then(|(scores, _)| (scores == Scores::Input).then_some(dtype))
+        self.library().and_then(|path| (path.scores == Scores::Input).then_some(dtype))
     }
 
-    /// What the materialised scores of a library path hold, and which product our GEMM
-    /// computes; `None` for the fused kernels.
-    pub fn library(&self) -> Option<(Scores, OurGemm)> {
+    /// What a library path's config says of its steps (what S holds, which product our GEMM
+    /// computes, which library the others); `None` for the fused kernels.
+    pub fn library(&self) -> Option<LibraryPath> {
         match self {
-            KernelConfig::Cublas(c) => Some((c.scores, CublasConfig::OURS)),
-            KernelConfig::HybridQk(c) => Some((c.scores, HybridQkConfig::OURS)),
-            KernelConfig::HybridPv(c) => Some((c.scores, HybridPvConfig::OURS)),
+            KernelConfig::Cublas(c) => Some(c.path()),
+            KernelConfig::HybridQk(c) => Some(c.path()),
+            KernelConfig::HybridPv(c) => Some(c.path()),
             _ => None,
         }
     }
@@ -410,7 +412,7 @@ impl KernelSpec {
     /// [`KernelSpec::name`]; `None` for every other kernel.
     pub fn gemm_kernel_name(&self) -> Option<String> {
         match self.config.library() {
-            Some((_, OurGemm::Pv | OurGemm::Qk)) => Some(format!("{}_gemm", self.name())),
+            Some(LibraryPath { ours: OurGemm::Pv | OurGemm::Qk, .. }) => Some(format!("{}_gemm", self.name())),
             _ => None,
         }
     }

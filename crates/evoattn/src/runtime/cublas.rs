@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 /// the two files.
 pub const CUBLAS_ENV: &str = "EVOATTN_CUBLAS";
 
-/// How to install cuBLAS besides the toolkit, as the error sentences say it.
-const INSTALL: &str = "`pip install nvidia-cublas` (CUDA 13; `nvidia-cublas-cu12` for CUDA 12)";
+/// How to install cuBLAS, as the error sentences say it.
+const INSTALL: &str =
+    "the CUDA 12/13 toolkit or `pip install nvidia-cublas` (CUDA 13; `nvidia-cublas-cu12` for CUDA 12)";
 /// Where cuBLAS wheels put both libraries: CUDA 13's `nvidia-cublas`, then CUDA 12's
 /// `nvidia-cublas-cu12`.
 const WHEEL_LIB_DIRS: &[&str] = &["nvidia/cu13/lib", "nvidia/cublas/lib"];

@@ -35,7 +35,7 @@ pub(crate) struct CuLib {
     pub probe_symbol: &'static str,
     /// Oldest major version evoattn accepts.
     pub min_major: i32,
-    /// How to install it besides the CUDA toolkit, as the error sentences say it.
+    /// How to install it, as the error sentences say it after "install".
     pub install: &'static str,
 }
 
@@ -82,11 +82,10 @@ pub fn add_site_dirs(dirs: impl IntoIterator<Item = PathBuf>) {
 /// call it. Returns the file loaded (the path or loader name when `/proc/self/maps` does not
 /// say) and the handle, which must be kept open.
 pub(crate) fn load(lib: &CuLib, cudarc: &CudarcLoader, var: Vars) -> Result<(String, Library), String> {
-    let (found, handle) = locate(lib, var)?;
-    let ours = probe(&handle, lib.probe_symbol)
-        .ok_or_else(|| format!("{found} is not {}: it has no {}", lib.name, lib.probe_symbol))?;
-    // The file itself, symlinks and loader search resolved.
-    let library = mapped_file(ours as usize).map_or(found, |p| p.display().to_string());
+    let (library, handle) = open(lib, var)?;
+    let Some(ours) = probe(&handle, lib.probe_symbol) else {
+        return Err(format!("{library} is not {}: it has no {}", lib.name, lib.probe_symbol));
+    };
     // Safety: cudarc's `is_culib_present` functions only try to dlopen their library names.
     if !unsafe { (cudarc.present)() } {
         return Err(format!(
@@ -111,13 +110,26 @@ pub(crate) fn load(lib: &CuLib, cudarc: &CudarcLoader, var: Vars) -> Result<(Str
     Ok((library, handle))
 }
 
+/// Finds `lib` ([`locate`]) and loads it for the process, checking that it exports its probe
+/// symbol. Returns the file loaded (the path or loader name when `/proc/self/maps` does not
+/// say) and the handle, which must be kept open. For a library called through its own symbols
+/// (cuTENSOR); [`load`] for those cudarc binds.
+pub(crate) fn open(lib: &CuLib, var: Vars) -> Result<(String, Library), String> {
+    let (found, handle) = locate(lib, var)?;
+    let ours = probe(&handle, lib.probe_symbol)
+        .ok_or_else(|| format!("{found} is not {}: it has no {}", lib.name, lib.probe_symbol))?;
+    // The file itself, symlinks and loader search resolved.
+    let library = mapped_file(ours as usize).map_or(found, |p| p.display().to_string());
+    Ok((library, handle))
+}
+
 /// The sentence for a `library` too old for evoattn, if it is.
 pub(crate) fn check_major(lib: &CuLib, library: &str, major: i32, minor: i32) -> Result<(), String> {
     if major >= lib.min_major {
         return Ok(());
     }
     Err(format!(
-        "{library} is {name} {major}.{minor}, but evoattn needs {min}.0 or newer: install CUDA 12/13 or {install}, \
+        "{library} is {name} {major}.{minor}, but evoattn needs {min}.0 or newer: install {install}, \
          or set {env}",
         name = lib.name,
         min = lib.min_major,
@@ -153,10 +165,10 @@ pub(crate) fn locate(lib: &CuLib, var: Vars) -> Result<(String, Library), String
 }
 
 /// The one sentence saying what was searched and how to install `lib`.
-fn not_found(lib: &CuLib) -> String {
+pub(crate) fn not_found(lib: &CuLib) -> String {
     format!(
         "{name} was not found ({env}, LD_LIBRARY_PATH, ldconfig, $CUDA_HOME, /usr/local/cuda*, Python \
-         site-packages and ./{REPO_LOCAL_DIR} were searched): install the CUDA 12/13 toolkit or {install}, or set \
+         site-packages and ./{REPO_LOCAL_DIR} were searched): install {install}, or set \
          {env} to {value}",
         name = lib.name,
         env = lib.env_var,
@@ -475,8 +487,8 @@ mod tests {
         assert_eq!(check_major(&NVRTC, "/x/libnvrtc.so.12", 12, 0), Ok(()));
         assert_eq!(
             check_major(&NVRTC, "/x/libnvrtc.so.11.2", 11, 8),
-            Err("/x/libnvrtc.so.11.2 is NVRTC 11.8, but evoattn needs 12.0 or newer: install CUDA 12/13 or \
-                 `pip install nvidia-cuda-nvrtc`, or set EVOATTN_NVRTC"
+            Err("/x/libnvrtc.so.11.2 is NVRTC 11.8, but evoattn needs 12.0 or newer: install the CUDA 12/13 \
+                 toolkit or `pip install nvidia-cuda-nvrtc`, or set EVOATTN_NVRTC"
                 .to_string())
         );
         let sentence = check_major(&CUBLASLT, "/x/libcublasLt.so.11", 11, 11).unwrap_err();

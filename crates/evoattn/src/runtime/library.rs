@@ -2,23 +2,28 @@
 //! [`Geometry`] prepared once (the family's module compiled, gated and loaded: the row kernel,
 //! and a hybrid's own GEMM; every cuBLASLt GEMM's descriptors and algorithm chosen), then per
 //! call and chunk: Q·Kᵀ into S, the row kernel over S, P·V into O, all on the caller's stream,
-//! each product by cuBLASLt or by our GEMM as the family says. S and cuBLASLt's workspace come
-//! from the stream's scratch arena, and each stream gets its own cuBLASLt handle, so one
-//! problem may run on several streams at once (the library's concurrency rule for every path).
+//! each product by our GEMM or by the library the config's `gemm` names (cuBLASLt or
+//! cuTENSOR). S and the library's workspace come from the stream's scratch arena, and each
+//! stream gets its own cuBLASLt handle (cuTENSOR's contractions on one handle are thread-safe),
+//! so one problem may run on several streams at once (the library's concurrency rule for every
+//! path).
 
 use crate::config::KernelSpec;
+use crate::config::{LibraryPath, Provider};
 use crate::error::{Error, Result};
 use crate::kernels::library::geometry::{self, Geometry};
 use crate::kernels::library::{OurGemm, Scores, GEMM_THREADS, GEMM_TILE, ROWS_THREADS};
 use crate::problem::Problem;
 use crate::runtime::cublaslt::{LtGemm, LtHandle};
+use crate::runtime::cutensor::{TensorGemm, TensorHandle};
 use crate::runtime::device::{DeviceTensors, Gpu, KernelParams, LoadedKernel};
 use crate::runtime::launch::{check_buffers, launch, with_buffers, LaunchBuffers};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr};
 use std::ffi::c_void;
 
-/// cuBLASLt's workspace a GEMM may use: its recommendation for Hopper.
+/// The workspace a library GEMM may use: cuBLASLt's recommendation for Hopper (cuTENSOR's
+/// default preference asks for less).
 pub const WORKSPACE_BYTES: usize = 32 << 20;
 /// S's start and the workspace's in the scratch: cuBLASLt wants 256-byte aligned pointers for
 /// its fastest kernels.
@@ -66,10 +71,11 @@ unsafe impl DeviceRepr for GemmArgs {}
 /// Most blocks in a grid's y and z (the CUDA limit); our GEMM loops z over larger batches.
 const GRID_YZ_MAX: usize = 65535;
 
-/// One batched product of a chunk: by cuBLASLt, or by our GEMM (its arguments but the
-/// operands' addresses, which are each call's bases plus `offsets` bytes, and its grid).
+/// One batched product of a chunk: by cuBLASLt, by cuTENSOR, or by our GEMM (its arguments
+/// but the operands' addresses, which are each call's bases plus `offsets` bytes, and its grid).
 enum Product {
     Lt(LtGemm),
+    Tensor(TensorGemm),
     Ours { args: GemmArgs, offsets: [u64; 3], grid: (u32, u32, u32) },
 }
 
@@ -128,21 +134,30 @@ impl Product {
     /// Enqueues the product of operands at `[a, b, c]`.
     ///
     /// # Safety
-    /// As [`LtGemm::run`]: the operands hold the geometry's extents, `workspace` cuBLASLt's
-    /// bytes, `handle` is `stream`'s, `ours` the module's GEMM; all live until the stream has
-    /// run the work.
+    /// As [`LtGemm::run`]: the operands hold the geometry's extents, `workspace` the library's
+    /// bytes, `handle` is the one the product was prepared for (cuBLASLt's: `stream`'s), `ours`
+    /// the module's GEMM; all live until the stream has run the work.
     unsafe fn run(
         &mut self,
-        handle: &LtHandle,
+        handle: ProviderHandle,
         ours: Option<&CudaFunction>,
         operands: [u64; 3],
         workspace: u64,
         stream: &CudaStream,
     ) -> Result<()> {
-        match self {
+        match (self, handle) {
             // Safety: the caller's contract.
-            Product::Lt(gemm) => unsafe { gemm.run(handle, operands, workspace, stream.cu_stream()) },
-            Product::Ours { args, offsets, grid } => {
+            (Product::Lt(gemm), ProviderHandle::Lt(h)) => unsafe {
+                gemm.run(h, operands, workspace, stream.cu_stream())
+            },
+            // Safety: the caller's contract.
+            (Product::Tensor(gemm), ProviderHandle::Tensor(h)) => unsafe {
+                gemm.run(h, operands, workspace, stream.cu_stream())
+            },
+            (Product::Lt(_) | Product::Tensor(_), _) => {
+                Err(Error::driver("library product", "prepared for one library, run with the other's handle"))
+            }
+            (Product::Ours { args, offsets, grid }, _) => {
                 let function = ours.expect("a product of ours comes with the module's GEMM");
                 let [a, b, c] = operands;
                 (args.a, args.b, args.c) = (a + offsets[0], b + offsets[1], c + offsets[2]);
@@ -157,7 +172,42 @@ impl Product {
     fn workspace_bytes(&self) -> usize {
         match self {
             Product::Lt(gemm) => gemm.workspace_bytes,
+            Product::Tensor(gemm) => gemm.workspace_bytes,
             Product::Ours { .. } => 0,
+        }
+    }
+}
+
+/// The library handle a product runs with: the stream's cuBLASLt handle, or the launch's
+/// cuTENSOR handle.
+#[derive(Clone, Copy)]
+enum ProviderHandle<'a> {
+    Lt(&'a LtHandle),
+    Tensor(&'a TensorHandle),
+}
+
+/// The library handles of a launch: cuBLASLt's, one per stream by the stream's driver handle;
+/// or cuTENSOR's, one for all streams.
+enum Providers {
+    Lt(Vec<(usize, LtHandle)>),
+    Tensor(TensorHandle),
+}
+
+impl Providers {
+    /// The handle for work on the stream `key` (cuBLASLt's made on first use).
+    fn for_stream(&mut self, key: usize) -> Result<ProviderHandle<'_>> {
+        match self {
+            Providers::Lt(handles) => {
+                let i = match handles.iter().position(|(k, _)| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        handles.push((key, LtHandle::new()?));
+                        handles.len() - 1
+                    }
+                };
+                Ok(ProviderHandle::Lt(&handles[i].1))
+            }
+            Providers::Tensor(handle) => Ok(ProviderHandle::Tensor(handle)),
         }
     }
 }
@@ -183,10 +233,10 @@ impl PreparedChunk {
     /// # Safety
     /// `tensors` (Q, K, V, O) hold the problem's extents and `params` their addresses (and
     /// LSE's); `scratch` (S, workspace) holds the chunk's S and the GEMMs' workspace; `handle`
-    /// is `stream`'s; all live until the stream has run the work.
+    /// is the launch's for `stream`; all live until the stream has run the work.
     unsafe fn run(
         &mut self,
-        handle: &LtHandle,
+        handle: ProviderHandle,
         Kernels { rows, ours }: Kernels,
         params: &mut KernelParams,
         stream: &CudaStream,
@@ -224,8 +274,8 @@ pub struct LibraryLaunch {
     need: ScratchNeed,
     /// The workspace's offset in the scratch floats' bytes.
     workspace_offset: usize,
-    /// Each stream's cuBLASLt handle, by the stream's driver handle.
-    handles: Vec<(usize, LtHandle)>,
+    /// The library's handles. Declared after `chunks`: their plans go before the handle.
+    providers: Providers,
 }
 
 impl LibraryLaunch {
@@ -234,7 +284,7 @@ impl LibraryLaunch {
     /// `budget_bytes` (see [`scores_budget`]).
     pub fn new(gpu: &Gpu, kernel: &LoadedKernel, problem: &Problem, budget_bytes: usize) -> Result<Self> {
         let unsupported = |reason: String| Error::Unsupported { imp: kernel.spec().imp().to_string(), reason };
-        let Some((scores, ours)) = kernel.spec().config.library() else {
+        let Some(LibraryPath { scores, ours, gemm: provider }) = kernel.spec().config.library() else {
             return Err(unsupported(format!("{} is no library path's module", kernel.spec().name())));
         };
         let our_gemm = kernel.gemm_function().cloned();
@@ -252,14 +302,18 @@ impl LibraryLaunch {
         let geometry = geometry::plan(problem, scores.bytes(), budget_bytes).map_err(unsupported)?;
         // cuBLASLt's heuristic reads the current context's device.
         gpu.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
-        let handle = LtHandle::new()?;
+        let mut providers = match provider {
+            Provider::CublasLt => Providers::Lt(vec![(gpu.stream().cu_stream() as usize, LtHandle::new()?)]),
+            Provider::Cutensor => Providers::Tensor(TensorHandle::new()?),
+        };
+        let handle = providers.for_stream(gpu.stream().cu_stream() as usize)?;
         let int = |what: &str, x: usize| i32::try_from(x).map_err(|_| unsupported(format!("{what} ({x}) past 2^31")));
         let units = geometry.units;
         let s = problem.shape;
         let mut chunks = Vec::with_capacity(geometry.chunks.len());
         for chunk in &geometry.chunks {
-            // Each product by our GEMM or cuBLASLt; C in f32 only for f32 scores; Q·Kᵀ reads K
-            // transposed.
+            // Each product by our GEMM or the library; C in f32 only for f32 scores; Q·Kᵀ reads
+            // K transposed.
             let prepare = |gemms: &[geometry::Gemm], ours: bool, c_f32: bool, qk: bool| {
                 gemms
                     .iter()
@@ -268,7 +322,14 @@ impl LibraryLaunch {
                             let c_bytes = if c_f32 { 4 } else { 2 };
                             Product::ours(*g, [2, 2, c_bytes], qk).map_err(unsupported)
                         } else {
-                            LtGemm::new(&handle, *g, problem.dtype, c_f32, WORKSPACE_BYTES).map(Product::Lt)
+                            match handle {
+                                ProviderHandle::Lt(h) => {
+                                    LtGemm::new(h, *g, problem.dtype, c_f32, WORKSPACE_BYTES).map(Product::Lt)
+                                }
+                                ProviderHandle::Tensor(h) => {
+                                    TensorGemm::new(h, *g, problem.dtype, c_f32, WORKSPACE_BYTES).map(Product::Tensor)
+                                }
+                            }
                         }
                     })
                     .collect::<Result<Vec<_>>>()
@@ -301,7 +362,7 @@ impl LibraryLaunch {
             chunks,
             need: ScratchNeed { counters: 0, floats: bytes.div_ceil(4) },
             workspace_offset,
-            handles: vec![(gpu.stream().cu_stream() as usize, handle)],
+            providers,
         })
     }
 
@@ -350,15 +411,7 @@ impl LibraryLaunch {
             return Ok(());
         }
         stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
-        let key = stream.cu_stream() as usize;
-        let i = match self.handles.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                self.handles.push((key, LtHandle::new()?));
-                self.handles.len() - 1
-            }
-        };
-        let handle = &self.handles[i].1;
+        let handle = self.providers.for_stream(stream.cu_stream() as usize)?;
         let lease = scratch.lease(gpu, stream, self.need)?;
         let (s_ptr, workspace) = (lease.ptrs.floats, lease.ptrs.floats + self.workspace_offset as u64);
         let [q, k, v, o, lse, _] = buffers.addrs;

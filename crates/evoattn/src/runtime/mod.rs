@@ -1,4 +1,4 @@
-//! The run-time layer: finding and loading the CUDA libraries (NVRTC, cuBLAS), compiling to
+//! The run-time layer: finding and loading the CUDA libraries (NVRTC, cuBLAS, cuTENSOR), compiling to
 //! CUBIN, the compiler's resource report and the gate on it, the on-disk CUBIN cache, and the
 //! driver (context, module, launch).
 //! All `unsafe` in the crate lives here, each block with a `# Safety` note.
@@ -9,6 +9,7 @@ pub mod cubin;
 pub mod cublas;
 pub mod cublaslt;
 pub mod culib;
+pub mod cutensor;
 pub mod device;
 pub mod dlpack;
 pub mod launch;

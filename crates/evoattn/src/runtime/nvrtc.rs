@@ -29,7 +29,7 @@ pub(crate) const NVRTC: CuLib = CuLib {
     wheel_lib_dirs: &["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"],
     probe_symbol: "nvrtcVersion",
     min_major: 12,
-    install: "`pip install nvidia-cuda-nvrtc`",
+    install: "the CUDA 12/13 toolkit or `pip install nvidia-cuda-nvrtc`",
 };
 
 /// The loaded NVRTC library, one per process.
