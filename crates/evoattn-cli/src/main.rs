@@ -92,7 +92,7 @@ enum Command {
 
 /// Every environment variable evoattn reads, and what it does: `--help` prints this table, and a
 /// test keeps it equal to the code's `*_ENV` constants and to the README's list.
-const ENVIRONMENT: [(&str, &str); 12] = [
+const ENVIRONMENT: [(&str, &str); 13] = [
     (
         evoattn::plan::IMPL_ENV,
         "a family for --impl auto to run (mma, wgmma, splitkv, resident, mma8, cublas, hybrid-qk, hybrid-pv, reference)",
@@ -101,6 +101,10 @@ const ENVIRONMENT: [(&str, &str); 12] = [
     (
         evoattn::runtime::cublas::CUBLAS_ENV,
         "libcublas and libcublasLt (their directory or one file), before the usual places",
+    ),
+    (
+        evoattn::runtime::cutensor::CUTENSOR_ENV,
+        "libcutensor (its directory or the file) for the library paths' gemm=cutensor, before the usual places",
     ),
     (evoattn::runtime::cache::CACHE_DIR_ENV, "moves the kernel cache, the run history and the tuner's store"),
     (tune::tuned::NO_TUNED_ENV, "=1: plan with the hand defaults, not the tuned store"),

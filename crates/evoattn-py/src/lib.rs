@@ -15,7 +15,7 @@ pyo3::create_exception!(
     _evoattn,
     UnavailableError,
     PyRuntimeError,
-    "This machine cannot run evoattn's kernels: no NVIDIA driver, no GPU, or no NVRTC."
+    "This machine cannot run evoattn's kernels: no NVIDIA driver, no GPU, or no NVRTC (or, for the library paths, no cuBLAS or cuTENSOR)."
 );
 
 /// A library error as the Python exception a user expects: a bad argument is a `ValueError`

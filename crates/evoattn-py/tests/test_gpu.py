@@ -145,6 +145,31 @@ def test_two_streams_run_one_problem_at_once():
                     assert_close(o, None, ref, None, torch.bfloat16, f"stream {i} {(b, h, sq, sk)} {causal}")
 
 
+def test_the_library_paths_run_one_problem_on_two_streams_at_once():
+    # #38's concurrency rule: each stream has its own cuBLASLt handle, and S and the workspace
+    # come from its own scratch arena, so two streams never share a score matrix.
+    b, h, hkv, sq, sk, d = 2, 8, 2, 1024, 1024, 128
+    for impl in ("cublas", "hybrid-qk", "hybrid-pv"):
+        streams = [torch.cuda.Stream() for _ in range(2)]
+        inputs = [[randn(b, hh, s, d, dtype=torch.bfloat16) for hh, s in ((h, sq), (hkv, sk), (hkv, sk))]
+                  for _ in range(2)]
+        try:
+            evoattn.attention(*inputs[0], impl=impl)
+        except evoattn.UnavailableError as e:
+            pytest.skip(f"{impl} cannot run here: {e}")
+        torch.cuda.synchronize()
+        outs = [[], []]
+        for _ in range(10):
+            for i, stream in enumerate(streams):
+                with torch.cuda.stream(stream):
+                    outs[i].append(evoattn.attention(*inputs[i], causal="bottom-right", impl=impl))
+        torch.cuda.synchronize()
+        for i in range(2):
+            ref = reference(*inputs[i], "bottom-right")[0]
+            for o in outs[i]:
+                assert_close(o, None, ref, None, torch.bfloat16, f"{impl} stream {i}")
+
+
 def test_eight_threads_share_the_library():
     errors = []
     b, h, hkv, sq, sk, d = 1, 32, 8, 1, 8192, 128

@@ -47,11 +47,19 @@ pub const ROLE_PEER: &str = "peer";
 /// Kernel names are `evoattn_<impl>_<dtype>_d<hd>_<levers>` (`KernelSpec::name`).
 const KERNEL_PREFIX: &str = "evoattn_";
 
-/// The implementation family of a measured name: `mma` for `evoattn_mma_bf16_d128_...`, a
-/// peer's name unchanged. History compares within a family, across configurations, so that a
-/// changed default configuration is judged against the old one rather than starting afresh.
+/// The implementation family of a measured name: `mma` for `evoattn_mma_bf16_d128_...`,
+/// `hybrid-qk` for `evoattn_hybrid_qk_...` (a family's symbol may hold `_`), a peer's name
+/// unchanged. History compares within a family, across configurations, so that a changed
+/// default configuration is judged against the old one rather than starting afresh.
 pub fn family(name: &str) -> &str {
-    name.strip_prefix(KERNEL_PREFIX).and_then(|rest| rest.split('_').next()).unwrap_or(name)
+    let Some(rest) = name.strip_prefix(KERNEL_PREFIX) else { return name };
+    let built = evoattn::Impl::ALL
+        .into_iter()
+        .find(|imp| rest.strip_prefix(imp.symbol().as_str()).is_some_and(|tail| tail.starts_with('_')));
+    match built {
+        Some(imp) => imp.name(),
+        None => rest.split('_').next().unwrap_or(name),
+    }
 }
 
 /// What makes two measurements comparable: the GPU, the timing mode, the problem and the
@@ -407,6 +415,12 @@ mod tests {
     fn family_is_the_impl_of_a_kernel_name_and_a_peer_name_itself() {
         assert_eq!(family("evoattn_mma_bf16_d64_bm128_bn64_s3_qr1"), "mma");
         assert_eq!(family("evoattn_reference_f16_d64"), "reference");
+        // The two hybrids are two families (their symbols hold `_`).
+        assert_eq!(family("evoattn_hybrid_qk_bf16_d64_scf"), "hybrid-qk");
+        assert_eq!(family("evoattn_hybrid_pv_bf16_d64_scin_gmct"), "hybrid-pv");
+        assert_eq!(family("evoattn_cublas_f16_d128_scf"), "cublas");
+        // A family no longer built keeps its first word.
+        assert_eq!(family("evoattn_retired_f16_d64"), "retired");
         assert_eq!(family("sdpa-cudnn"), "sdpa-cudnn");
         assert_eq!(key().shape.to_string(), "1,8,4096,128");
     }

@@ -94,7 +94,7 @@ impl Cublas {
         let (lt_library, lt) = culib::load(&CUBLASLT, &lt_cudarc, var)?;
         // Safety: `culib::load` checked that cudarc's cuBLASLt loader succeeds; the call takes
         // no arguments and needs no GPU.
-        let version = split_version(unsafe { lt_sys::cublasLtGetVersion() });
+        let version = culib::split_version(unsafe { lt_sys::cublasLtGetVersion() });
         culib::check_major(&CUBLASLT, &lt_library, version.0, version.1)?;
 
         let blas_cudarc = CudarcLoader { present: blas_sys::is_culib_present, library: blas_sys::culib };
@@ -124,22 +124,10 @@ impl Cublas {
     }
 }
 
-/// `(major, minor, patch)` from cuBLAS's version number, `major * 10000 + minor * 100 + patch`.
-fn split_version(number: usize) -> (i32, i32, i32) {
-    let part = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-    (part(number / 10_000), part(number / 100 % 100), part(number % 100))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
-
-    #[test]
-    fn the_version_number_splits_into_major_minor_patch() {
-        assert_eq!(split_version(130_002), (13, 0, 2));
-        assert_eq!(split_version(120_405), (12, 4, 5));
-    }
 
     #[test]
     fn an_env_var_naming_a_missing_directory_is_a_no_cublas_sentence_not_a_panic() {

@@ -123,6 +123,13 @@ pub(crate) fn open(lib: &CuLib, var: Vars) -> Result<(String, Library), String> 
     Ok((library, handle))
 }
 
+/// `(major, minor, patch)` from a version number `major * 10000 + minor * 100 + patch`, as
+/// cuBLAS and cuTENSOR give theirs.
+pub(crate) fn split_version(number: usize) -> (i32, i32, i32) {
+    let part = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    (part(number / 10_000), part(number / 100 % 100), part(number % 100))
+}
+
 /// The sentence for a `library` too old for evoattn, if it is.
 pub(crate) fn check_major(lib: &CuLib, library: &str, major: i32, minor: i32) -> Result<(), String> {
     if major >= lib.min_major {
@@ -480,6 +487,13 @@ mod tests {
              nvidia-cublas` (CUDA 13; `nvidia-cublas-cu12` for CUDA 12), or set EVOATTN_CUBLAS to the directory \
              holding libcublas.so and libcublasLt.so"
         );
+    }
+
+    #[test]
+    fn the_version_number_splits_into_major_minor_patch() {
+        assert_eq!(split_version(130_002), (13, 0, 2));
+        assert_eq!(split_version(120_405), (12, 4, 5));
+        assert_eq!(split_version(20_801), (2, 8, 1));
     }
 
     #[test]

@@ -151,10 +151,7 @@ impl Cutensor {
         }
         let get_version: unsafe extern "C" fn() -> usize = entry!("cutensorGetVersion");
         // Safety: `cutensorGetVersion` takes no arguments and needs no GPU.
-        let number = unsafe { get_version() };
-        let version = (number / 10_000, number / 100 % 100, number % 100);
-        let part = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-        let version = (part(version.0), part(version.1), part(version.2));
+        let version = culib::split_version(unsafe { get_version() });
         culib::check_major(&CUTENSOR, &library, version.0, version.1)?;
         // Safety: `CUTENSOR_COMPUTE_DESC_32F` is an exported `const cutensorComputeDescriptor_t`
         // (cutensor/types.h): the symbol's address is that of a pointer-sized constant, read once.
