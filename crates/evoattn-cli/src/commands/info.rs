@@ -16,7 +16,7 @@ use std::process::ExitCode;
 same).
 
 Examples:
-  evoattn info                # this machine: GPU, NVRTC, the peers, the kernels and their defaults
+  evoattn info                # this machine: GPU, NVRTC, cuBLAS/cuTENSOR, the peers, the kernels and defaults
   evoattn info --remeasure    # measure the matmul and copy ceilings again")]
 pub struct Args {
     /// Measure the GPU's ceilings (bf16 matmul peak, copy bandwidth) again instead of reading
@@ -43,6 +43,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             outln!("driver:     CUDA {}", info.driver)?;
             outln!("NVRTC:      {}", info.nvrtc)?;
             if info.mock {
+                outln!("libraries:  none (mock backend)")?;
+            } else {
+                print_libraries()?;
+            }
+            if info.mock {
                 outln!("ceilings:   not measured (mock backend)")?;
             } else {
                 print_ceilings(&info.gpu, &info.driver, args.remeasure)?;
@@ -59,6 +64,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             Ok(n) => outln!("NVRTC:      {}.{} ({})", n.version().0, n.version().1, n.library()),
             Err(e) => outln!("NVRTC:      not found ({e})"),
         }?;
+        print_libraries()?;
     }
     outln!("cache:      {}", CubinCache::default_dir().display())?;
     if let Ok(b) = &backend {
@@ -123,5 +129,19 @@ fn print_ceilings(gpu: &str, driver: &str, remeasure: bool) -> anyhow::Result<()
             n = crate::lab::ceilings::MATMUL_N
         ),
         Err(e) => outln!("ceilings:   not measured ({e:#})"),
+    }
+}
+
+/// The libraries the library paths (`cublas`, `hybrid-qk`, `hybrid-pv`) need, found or why not:
+/// cuBLAS for them all, cuTENSOR for their `gemm=cutensor`. Neither is needed by the fused
+/// kernels, so neither changes the exit code.
+fn print_libraries() -> anyhow::Result<()> {
+    match evoattn::runtime::cublas::Cublas::get() {
+        Ok(c) => outln!("cuBLAS:     {}.{}.{} ({})", c.version().0, c.version().1, c.version().2, c.lt_library()),
+        Err(e) => outln!("cuBLAS:     not found, the library paths cannot run ({e})"),
+    }?;
+    match evoattn::runtime::cutensor::Cutensor::get() {
+        Ok(c) => outln!("cuTENSOR:   {}.{}.{} ({})", c.version().0, c.version().1, c.version().2, c.library()),
+        Err(e) => outln!("cuTENSOR:   not found, gemm=cutensor cannot run ({e})"),
     }
 }
