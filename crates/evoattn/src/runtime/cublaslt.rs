@@ -145,7 +145,7 @@ impl LtGemm {
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<()> {
         let (alpha, beta) = (1f32, 0f32);
-        let at = |base: u64, operand: &Operand, elem: usize| (base + (operand.offset * elem) as u64) as *mut c_void;
+        let at = |base: u64, operand: &Operand, elem: usize| operand.address(base, elem) as *mut c_void;
         let (pa, pb, pc) = (
             at(a, &self.gemm.a, self.elem_bytes[0]),
             at(b, &self.gemm.b, self.elem_bytes[1]),

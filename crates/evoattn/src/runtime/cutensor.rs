@@ -318,7 +318,7 @@ impl TensorGemm {
                             m.extents.as_ptr(),
                             m.strides.as_ptr(),
                             data_type,
-                            alignment(operand.offset * elem),
+                            alignment(operand.offset_bytes(elem)),
                         ),
                     )
                 });
@@ -400,7 +400,7 @@ impl TensorGemm {
         stream: cudarc::driver::sys::CUstream,
     ) -> Result<()> {
         let (alpha, beta) = (1f32, 0f32);
-        let at = |base: u64, operand: &Operand| (base + (operand.offset * self.elem_bytes) as u64) as *mut c_void;
+        let at = |base: u64, operand: &Operand| operand.address(base, self.elem_bytes) as *mut c_void;
         let (pa, pb, pc) = (at(a, &self.gemm.a), at(b, &self.gemm.b), at(c, &self.gemm.c));
         // Safety: the caller's contract; alpha and beta are host floats (fp32 compute's scalars).
         let status = unsafe {

@@ -127,7 +127,7 @@ impl Product {
         };
         let x = u32::try_from(g.m.div_ceil(bn)).map_err(|_| format!("{} columns of C past a grid's x", g.m))?;
         let grid = (x, y as u32, g.batch.min(GRID_YZ_MAX) as u32);
-        let offsets = [(g.a.offset * ea) as u64, (g.b.offset * eb) as u64, (g.c.offset * ec) as u64];
+        let offsets = [g.a.address(0, ea), g.b.address(0, eb), g.c.address(0, ec)];
         Ok(Product::Ours { args, offsets, grid })
     }
 

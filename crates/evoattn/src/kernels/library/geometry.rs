@@ -24,6 +24,18 @@ pub struct Operand {
     pub transposed: bool,
 }
 
+impl Operand {
+    /// Bytes from its tensor's base to its first element, of `elem_bytes` each.
+    pub fn offset_bytes(&self, elem_bytes: usize) -> usize {
+        self.offset * elem_bytes
+    }
+
+    /// The device address of its first element, its tensor at `base`.
+    pub fn address(&self, base: u64, elem_bytes: usize) -> u64 {
+        base + self.offset_bytes(elem_bytes) as u64
+    }
+}
+
 /// `batch` GEMMs C (m × n) = op(A) (m × k) · op(B) (k × n), column-major.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Gemm {
