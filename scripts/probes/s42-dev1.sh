@@ -5,11 +5,13 @@
 # blocks, so the bootstrap interval is an interval; the session-41 records' 10 samples were
 # one block, whose re-gate intervals are points). Predictions: the suite passes; both gates
 # pass against sdpa-math (2-10x) and fail against sdpa-cudnn.
-# Carry: [".gpu", "target/wheels"] (.gpu/evoattn from this tree).
+# (0) gpu_library on the Operand::address refactor (22ece06).
+# Carry: [".gpu", "target/wheels"] (.gpu/evoattn, .gpu/gpu_library from this tree).
 set -u
 BUDGET_S=590
 source scripts/lib-step.sh
 OUT_PY=$OUT/py; mkdir -p $OUT_PY
+step "gpu_library" 90 gpu-library.txt .gpu/gpu_library --test-threads 1 --nocapture
 step "python" 200 python.txt env OUT=$OUT_PY EVOATTN_BIN=$BIN scripts/gpu-python.sh install tests
 for imp in cublas hybrid-pv; do
   step "gate $imp sdpa-math" 120 gate-$imp.txt "$BIN" gate --no-history --preset seed --impl $imp \
