@@ -1,9 +1,10 @@
 //! The safe entry point: plan, compile (or fetch from the cache), load and launch.
 
-use crate::config::KernelSpec;
+use crate::config::{KernelSpec, Pass};
 use crate::error::Result;
 use crate::plan::{plan, Plan, Request};
 use crate::problem::{Causal, Dtype, Problem, Shape, Strides};
+use crate::runtime::backward::{BackwardLaunch, BackwardTensors};
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
 use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
@@ -105,6 +106,7 @@ impl Attention {
     /// often as needed.
     pub fn plan(&self, problem: &Problem, request: Request) -> Result<Plan> {
         problem.validate()?;
+        crate::plan::check_pass(request, Pass::Forward)?;
         if request == Request::Auto {
             crate::plan::auto_covers_head_dim(problem.shape.d)?;
         }
@@ -207,6 +209,38 @@ impl Attention {
         self.launches.len()
     }
 
+    /// The backward kernel `request` resolves to for `problem` (the forward's problem: the
+    /// gradients are laid out as Q, K, V and dO as O), checked like [`Attention::plan`].
+    pub fn plan_backward(&self, problem: &Problem, request: Request) -> Result<Plan> {
+        problem.validate()?;
+        crate::plan::check_pass(request, Pass::Backward)?;
+        let plan = crate::plan::plan_backward(problem, self.gpu.arch(), self.gpu.sm_count(), request);
+        plan.spec
+            .validate(plan.arch)
+            .map_err(|reason| crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;
+        Ok(plan)
+    }
+
+    /// Prepares the backward launch of `plan` (from [`Attention::plan_backward`]): compiles or
+    /// loads its module. Run it with [`Attention::run_backward`] as often as needed.
+    pub fn prepare_backward(&mut self, plan: &Plan) -> Result<BackwardLaunch> {
+        crate::plan::check_pass(Request::Config(plan.spec.config), Pass::Backward)?;
+        let kernel = self.prepare(plan)?;
+        BackwardLaunch::new(kernel, &plan.problem)
+    }
+
+    /// Runs a prepared backward launch on `stream`: dQ, dK and dV from the forward's Q, K, V, O
+    /// and LSE and the loss's dO (asynchronously; every buffer checked first), with scratch
+    /// from the stream's arena.
+    pub fn run_backward(
+        &mut self,
+        launch: &mut BackwardLaunch,
+        stream: &CudaStream,
+        tensors: BackwardTensors<'_>,
+    ) -> Result<()> {
+        launch.run(&self.gpu, &mut self.scratch, stream, tensors)
+    }
+
     fn launch(&mut self, stream: &CudaStream, planned: Planned<'_>, tensors: Tensors<'_>) -> Result<KernelSpec> {
         let key = match planned {
             Planned::Given(plan) => LaunchKey::new(&plan.problem, Request::Config(plan.spec.config)),
@@ -234,6 +268,7 @@ impl Attention {
                     });
                 }
                 plan.problem.validate()?;
+                crate::plan::check_pass(Request::Config(plan.spec.config), Pass::Forward)?;
                 plan.spec
                     .validate(plan.arch)
                     .map_err(|reason| crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;

@@ -32,7 +32,8 @@ impl BufferSpan {
 }
 
 /// Every buffer holds its tensor's extent and lies inside the address space, every non-empty
-/// one is 16-byte aligned, and no output (O, LSE) overlaps an input or the other output.
+/// one is 16-byte aligned, and no output (O, LSE; the backward's dQ, dK, dV) overlaps an input
+/// or another output.
 pub fn validate_buffers(problem: &Problem, spans: &[BufferSpan]) -> Result<(), ProblemError> {
     for span in spans {
         let need = problem.extent(span.tensor);
@@ -46,7 +47,8 @@ pub fn validate_buffers(problem: &Problem, spans: &[BufferSpan]) -> Result<(), P
             return Err(ProblemError::PastAddressSpace { tensor: span.tensor, addr: span.addr, len: span.len });
         }
     }
-    let is_output = |t: TensorName| matches!(t, TensorName::O | TensorName::Lse);
+    let is_output =
+        |t: TensorName| matches!(t, TensorName::O | TensorName::Lse | TensorName::DQ | TensorName::DK | TensorName::DV);
     for (i, out) in spans.iter().enumerate().filter(|(_, s)| is_output(s.tensor)) {
         for (j, other) in spans.iter().enumerate() {
             if i != j && out.overlaps(other) && (!is_output(other.tensor) || j < i) {

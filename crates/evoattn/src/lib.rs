@@ -27,12 +27,13 @@ pub mod trace;
 pub use arch::Arch;
 pub use attention::{Attention, DeviceTensors, ExternalTensors, InputViews};
 pub use config::{
-    CublasConfig, HybridPvConfig, HybridQkConfig, Impl, KernelConfig, KernelSpec, Loads, MmaConfig, OStaging, Pipeline,
-    Provider, ReferenceConfig, Schedule, Scores, SplitkvCombine, SplitkvConfig, WgmmaConfig,
+    BwdConfig, CublasConfig, HybridPvConfig, HybridQkConfig, Impl, KernelConfig, KernelSpec, Loads, MmaConfig,
+    OStaging, Pass, Pipeline, Provider, ReferenceConfig, Schedule, Scores, SplitkvCombine, SplitkvConfig, WgmmaConfig,
 };
 pub use error::{Error, ProblemError, Result};
 pub use plan::{Plan, Request};
 pub use problem::{Causal, Dtype, Layout, Problem, Shape, StridedTensor, Strides, TensorName};
+pub use runtime::backward::{BackwardLaunch, BackwardTensors};
 
 /// The CUDA bindings evoattn is built on: `DeviceTensors` holds their views.
 pub use cudarc;

@@ -2,7 +2,7 @@
 //! with its reason, until the tuner's store overrides it.
 
 use crate::arch::Arch;
-use crate::config::{Impl, KernelConfig, KernelSpec};
+use crate::config::{Impl, KernelConfig, KernelSpec, Pass};
 use crate::problem::Problem;
 use std::fmt;
 
@@ -195,6 +195,42 @@ pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, request: Request) -> P
     Plan { problem: problem.clone(), spec, arch }
 }
 
+/// `request` names a kernel of `pass` (or is `auto`); else why not, naming that pass's families.
+pub fn check_pass(request: Request, pass: Pass) -> crate::Result<()> {
+    match request.family() {
+        Some(imp) if imp.pass() != pass => {
+            let names: Vec<&str> = Impl::ALL.iter().filter(|i| i.pass() == pass).map(|i| i.name()).collect();
+            Err(crate::Error::Unsupported {
+                imp: imp.to_string(),
+                reason: format!(
+                    "it computes the {} pass, not the {}; the {} pass runs on {}",
+                    imp.pass().name(),
+                    pass.name(),
+                    pass.name(),
+                    names.join(", ")
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`plan`] for the backward pass: `auto` is `mma-bwd` (the one backward family so far); `auto`
+/// and a family take the family's default for the problem. The caller checks the request's
+/// pass ([`check_pass`]).
+pub fn plan_backward(problem: &Problem, arch: Arch, sm_count: u32, request: Request) -> Plan {
+    let config = match request {
+        Request::Config(config) => config,
+        Request::Family(imp) => crate::defaults::for_problem(imp, arch, problem, sm_count),
+        Request::Auto => crate::defaults::for_problem(Impl::MmaBwd, arch, problem, sm_count),
+    };
+    Plan {
+        problem: problem.clone(),
+        spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d },
+        arch,
+    }
+}
+
 // ---- tuned configurations (issue 6) ----
 
 /// Configurations found by tuning. The library never reads a store itself (no SQLite here):
@@ -267,6 +303,32 @@ pub fn plan_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_pass_takes_its_own_families_and_auto() {
+        use crate::config::Pass;
+        assert!(check_pass(Request::Auto, Pass::Backward).is_ok());
+        assert!(check_pass(Request::Family(Impl::MmaBwd), Pass::Backward).is_ok());
+        assert!(check_pass(Request::Family(Impl::Wgmma), Pass::Forward).is_ok());
+        let err = check_pass(Request::Family(Impl::Wgmma), Pass::Backward).unwrap_err().to_string();
+        assert!(
+            err.contains("wgmma") && err.contains("forward pass, not the backward") && err.contains("runs on mma-bwd"),
+            "{err}"
+        );
+        let err = check_pass(Request::Family(Impl::MmaBwd), Pass::Forward).unwrap_err().to_string();
+        assert!(err.contains("backward pass, not the forward") && err.contains("mma, wgmma"), "{err}");
+    }
+
+    #[test]
+    fn auto_plans_the_backward_family_default() {
+        let p = Problem::dense(
+            crate::problem::Shape::new(2, 8, 1000, 128),
+            crate::problem::Dtype::Bf16,
+            crate::problem::Layout::Bhsd,
+        );
+        let plan = plan_backward(&p, Arch::Sm90a, 132, Request::Auto);
+        assert_eq!(plan.spec.config, crate::defaults::config(Impl::MmaBwd, Arch::Sm90a, p.dtype, 128));
+    }
     use crate::config::SplitkvConfig;
     use crate::problem::{Dtype, Layout, Shape};
 

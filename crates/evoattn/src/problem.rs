@@ -339,6 +339,12 @@ pub enum TensorName {
     /// An FP8 problem's descales: float32 `[3, B, Hkv]` dense, q's then k's then v's
     /// ([`crate::fp8::Descales`]); no elements for a 16-bit problem.
     Descale,
+    /// The backward pass's gradients: dO (the loss's gradient of O, as O is laid out) in, dQ,
+    /// dK and dV (laid out as Q, K and V) out.
+    DO,
+    DQ,
+    DK,
+    DV,
 }
 
 impl TensorName {
@@ -352,6 +358,10 @@ impl TensorName {
             TensorName::O => "o",
             TensorName::Lse => "lse",
             TensorName::Descale => "descale",
+            TensorName::DO => "do",
+            TensorName::DQ => "dq",
+            TensorName::DK => "dk",
+            TensorName::DV => "dv",
         }
     }
 }
@@ -526,7 +536,10 @@ impl Problem {
             TensorName::Q => self.q_strides,
             TensorName::K => self.k_strides,
             TensorName::V => self.v_strides,
-            TensorName::O => self.o_strides,
+            TensorName::O | TensorName::DO => self.o_strides,
+            TensorName::DQ => self.q_strides,
+            TensorName::DK => self.k_strides,
+            TensorName::DV => self.v_strides,
             TensorName::Lse => {
                 Strides { batch: self.shape.h.saturating_mul(self.shape.sq), head: self.shape.sq, seq: 1, dim: 1 }
             }
@@ -541,7 +554,8 @@ impl Problem {
     pub fn elem_bytes(&self, t: TensorName) -> usize {
         match t {
             TensorName::Q | TensorName::K | TensorName::V => self.dtype.size_bytes(),
-            TensorName::O => self.dtype.output().size_bytes(),
+            TensorName::DQ | TensorName::DK | TensorName::DV => self.dtype.size_bytes(),
+            TensorName::O | TensorName::DO => self.dtype.output().size_bytes(),
             TensorName::Lse | TensorName::Descale => 4,
         }
     }
@@ -572,8 +586,8 @@ impl Problem {
     pub fn dims(&self, t: TensorName) -> [usize; 4] {
         let s = self.shape;
         match t {
-            TensorName::Q | TensorName::O => [s.b, s.h, s.sq, s.d],
-            TensorName::K | TensorName::V => [s.b, s.hkv, s.sk, s.d],
+            TensorName::Q | TensorName::O | TensorName::DQ | TensorName::DO => [s.b, s.h, s.sq, s.d],
+            TensorName::K | TensorName::V | TensorName::DK | TensorName::DV => [s.b, s.hkv, s.sk, s.d],
             TensorName::Lse => [s.b, s.h, s.sq, 1],
             // (tensor, batch, KV head, 1)
             TensorName::Descale => [if self.dtype.is_fp8() { 3 } else { 0 }, s.b, s.hkv, 1],

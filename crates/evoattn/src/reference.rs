@@ -11,6 +11,8 @@ use crate::fp8::{Descales, E4M3_UNIT_ROUNDOFF};
 use crate::problem::{Dtype, Problem, TensorName};
 use std::num::NonZeroUsize;
 
+pub mod backward;
+
 /// The reference result, dense: `o` is `[B, H, Sq, D]`; `lse` is `[B, H, Sq]`, the natural log
 /// of the sum of exp of the row's scaled scores (-inf for a row that sees no key).
 #[derive(Clone, Debug, PartialEq)]
@@ -349,6 +351,26 @@ pub fn tolerance(dtype: Dtype) -> Tolerance {
         return Tolerance { max_abs: FP8_MAX_ABS_UNITS * u, rel_l2: FP8_REL_L2_UNITS * u, lse: FP8_LSE_RELATIVE };
     }
     Tolerance { max_abs: MAX_ABS_UNITS * u, rel_l2: REL_L2_UNITS * u, lse: LSE_RELATIVE }
+}
+
+/// Bounds of the backward pass's gradients (dQ, dK, dV; `reference::backward`), in units of
+/// u. dV = Pᵀ·dO rounds twice as O does (P to the dtype, dV on the store). dQ and dK round dS
+/// and themselves, and inherit delta's error: the kernel takes delta = dO·O from the forward's
+/// O, which carries O's two roundings, and an error in delta_i shifts every dS_ij of the row
+/// by -P_ij·δdelta_i, which does not cancel along the row (dQ_i moves by δdelta_i·(P·K)_i). With
+/// |δdelta_i| ≲ 2u·|dO_i·O_i|, that adds about O's own error again: rms ≈ √(2·u²/3 + u²) ≈
+/// 1.3u expected, so `rel_l2` 4u is three times it; `max_abs` 8u is twice O's worst-case
+/// budget, for the second source. fp32 sums over Sq·(H/Hkv) queries (dK, dV) and the dQ
+/// atomics' order stay below 1e-6 relative. A dropped key or query tile, a wrong mask or LSE
+/// errs by orders more. f16: max_abs 3.9e-3, rel_l2 2.0e-3; bf16: 3.1e-2, 1.6e-2.
+const GRAD_MAX_ABS_UNITS: f64 = 8.0;
+const GRAD_REL_L2_UNITS: f64 = 4.0;
+
+/// The acceptance bounds of the backward pass's gradients for 16-bit `dtype` (no LSE: the
+/// backward writes none).
+pub fn grad_tolerance(dtype: Dtype) -> Tolerance {
+    let u = unit_roundoff(dtype);
+    Tolerance { max_abs: GRAD_MAX_ABS_UNITS * u, rel_l2: GRAD_REL_L2_UNITS * u, lse: LSE_RELATIVE }
 }
 
 /// The bounds of `spec`'s kernel on `problem`: the dtype's, with the LSE's widened where the

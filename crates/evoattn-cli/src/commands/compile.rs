@@ -30,7 +30,7 @@ Examples:
   evoattn compile --impl wgmma --levers      # the levers --config takes, and what each does
   evoattn compile --impl mma --arch sm_89 --dtype bf16 --head-dim 128 --config block_n=32,stages=3 --cubin-dir sass/")]
 pub struct Args {
-    /// Kernel family (reference, mma, wgmma, splitkv, resident, mma8, cublas, hybrid-qk, hybrid-pv), or `all`.
+    /// Kernel family (reference, mma, wgmma, splitkv, resident, mma8, cublas, hybrid-qk, hybrid-pv, mma-bwd: the backward pass), or `all`.
     #[arg(long = "impl", default_value = ALL)]
     imp: String,
     /// Target arch (sm_80, sm_86, sm_89, sm_90, sm_90a), or `all`: every arch each kernel runs on.

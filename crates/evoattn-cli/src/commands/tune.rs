@@ -137,7 +137,8 @@ pub struct Args {
 /// Whether `tune` searches a family's levers: every family but the reference kernel, the oracle
 /// the others are checked against.
 pub fn tunable(imp: Impl) -> bool {
-    imp != Impl::Reference
+    // The tuner times forward launches; the backward pass is not tuned yet.
+    imp != Impl::Reference && imp.pass() == evoattn::Pass::Forward
 }
 
 /// `--impl` for a search across families.

@@ -201,6 +201,7 @@ fn synthetic_cost(config: KernelConfig) -> f64 {
         KernelConfig::Splitkv(c) => 1.0 + 0.1 * log2_dist(c.block_n, 64.0) + off(c.block_m == 64, 0.1),
         KernelConfig::Resident(c) => 1.0 + 0.1 * log2_dist(c.block_n, 128.0) + off(c.consumer_warpgroups == 2, 0.2),
         KernelConfig::Mma8(c) => 1.0 + 0.15 * log2_dist(c.block_n, 128.0) + off(c.q_in_regs, 0.2),
+        KernelConfig::MmaBwd(c) => 1.0 + 0.15 * log2_dist(c.block_n, 128.0) + off(c.stages == 2, 0.1),
         // 16-bit scores move half the bytes of the unfused paths' S.
         KernelConfig::Cublas(_) | KernelConfig::HybridQk(_) | KernelConfig::HybridPv(_) => {
             let scores = config.library().expect("a library path").scores;

@@ -53,10 +53,7 @@ const KERNEL_PREFIX: &str = "evoattn_";
 /// default configuration is judged against the old one rather than starting afresh.
 pub fn family(name: &str) -> &str {
     let Some(rest) = name.strip_prefix(KERNEL_PREFIX) else { return name };
-    let built = evoattn::Impl::ALL
-        .into_iter()
-        .find(|imp| rest.strip_prefix(imp.symbol().as_str()).is_some_and(|tail| tail.starts_with('_')));
-    match built {
+    match evoattn::Impl::of_symbol(rest) {
         Some(imp) => imp.name(),
         None => rest.split('_').next().unwrap_or(name),
     }

@@ -10,6 +10,7 @@ use crate::problem::Dtype;
 use lever::Family;
 use std::fmt;
 
+pub use crate::kernels::bwd::BwdConfig;
 pub use crate::kernels::library::{
     CublasConfig, HybridPvConfig, HybridQkConfig, LibraryPath, OurGemm, Provider, Scores,
 };
@@ -37,6 +38,7 @@ macro_rules! each_family {
             KernelConfig::Cublas($c) => $body,
             KernelConfig::HybridQk($c) => $body,
             KernelConfig::HybridPv($c) => $body,
+            KernelConfig::MmaBwd($c) => $body,
         }
     };
 }
@@ -81,8 +83,30 @@ macro_rules! family_type {
                 type $C = HybridPvConfig;
                 $body
             }
+            Impl::MmaBwd => {
+                type $C = BwdConfig;
+                $body
+            }
         }
     };
+}
+
+/// Which pass of attention a kernel computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pass {
+    /// O (and LSE) from Q, K, V.
+    Forward,
+    /// dQ, dK, dV from Q, K, V, O, LSE and dO.
+    Backward,
+}
+
+impl Pass {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pass::Forward => "forward",
+            Pass::Backward => "backward",
+        }
+    }
 }
 
 /// Which kernel family (`--impl`).
@@ -106,10 +130,25 @@ pub enum Impl {
     HybridQk,
     /// As `Cublas`, with our GEMM for Q·Kᵀ (their HYBRID_PV).
     HybridPv,
+    /// The backward pass (dQ, dK, dV) on `mma.sync`; sm_80+.
+    MmaBwd,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 9] = [
+    pub const ALL: [Impl; 10] = [
+        Impl::Reference,
+        Impl::Mma,
+        Impl::Wgmma,
+        Impl::Splitkv,
+        Impl::Resident,
+        Impl::Mma8,
+        Impl::Cublas,
+        Impl::HybridQk,
+        Impl::HybridPv,
+        Impl::MmaBwd,
+    ];
+    /// The forward families: what `--impl` and the planner choose among for a forward pass.
+    pub const FORWARD: [Impl; 9] = [
         Impl::Reference,
         Impl::Mma,
         Impl::Wgmma,
@@ -132,6 +171,7 @@ impl Impl {
             Impl::Cublas => "cublas",
             Impl::HybridQk => "hybrid-qk",
             Impl::HybridPv => "hybrid-pv",
+            Impl::MmaBwd => "mma-bwd",
         }
     }
 
@@ -140,9 +180,26 @@ impl Impl {
         self.name().replace('-', "_")
     }
 
+    /// Which pass the family's kernels compute.
+    pub fn pass(self) -> Pass {
+        match self {
+            Impl::MmaBwd => Pass::Backward,
+            _ => Pass::Forward,
+        }
+    }
+
     /// The library paths (#38): materialised scores, cuBLASLt, `runtime::library`.
     pub fn is_library(self) -> bool {
         matches!(self, Impl::Cublas | Impl::HybridQk | Impl::HybridPv)
+    }
+
+    /// The family whose kernels' names continue with `text` (what follows `evoattn_`): the
+    /// longest symbol followed by `_`, since `mma_bwd_…` is not an `mma` kernel.
+    pub fn of_symbol(text: &str) -> Option<Self> {
+        Impl::ALL
+            .into_iter()
+            .filter(|i| text.strip_prefix(&i.symbol()).is_some_and(|r| r.starts_with('_')))
+            .max_by_key(|i| i.symbol().len())
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -274,6 +331,7 @@ pub enum KernelConfig {
     Cublas(CublasConfig),
     HybridQk(HybridQkConfig),
     HybridPv(HybridPvConfig),
+    MmaBwd(BwdConfig),
 }
 
 impl KernelConfig {
@@ -288,6 +346,7 @@ impl KernelConfig {
             KernelConfig::Cublas(_) => Impl::Cublas,
             KernelConfig::HybridQk(_) => Impl::HybridQk,
             KernelConfig::HybridPv(_) => Impl::HybridPv,
+            KernelConfig::MmaBwd(_) => Impl::MmaBwd,
         }
     }
 
@@ -335,6 +394,7 @@ impl KernelConfig {
             (KernelConfig::Cublas(c), KernelConfig::Cublas(d)) => lever::changed(c, d),
             (KernelConfig::HybridQk(c), KernelConfig::HybridQk(d)) => lever::changed(c, d),
             (KernelConfig::HybridPv(c), KernelConfig::HybridPv(d)) => lever::changed(c, d),
+            (KernelConfig::MmaBwd(c), KernelConfig::MmaBwd(d)) => lever::changed(c, d),
             _ => each_family!(self, c => lever::short_items(c)),
         };
         std::iter::once(self.imp().name().to_string()).chain(changed).collect::<Vec<_>>().join(" ")
@@ -372,7 +432,7 @@ impl KernelSpec {
     /// any other text, a peer's name for one.
     pub fn from_name(name: &str) -> Option<KernelSpec> {
         let rest = name.strip_prefix("evoattn_")?;
-        let imp = Impl::ALL.into_iter().find(|i| rest.strip_prefix(&i.symbol()).is_some_and(|r| r.starts_with('_')))?;
+        let imp = Impl::of_symbol(rest)?;
         let rest = &rest[imp.symbol().len() + 1..];
         let dtype =
             Dtype::ALL.into_iter().find(|d| rest.strip_prefix(d.name()).is_some_and(|r| r.starts_with("_d")))?;
@@ -386,6 +446,15 @@ impl KernelSpec {
         });
         let spec = KernelSpec { config, dtype, head_dim };
         (spec.name() == name).then_some(spec)
+    }
+
+    /// The symbols of a backward module's dot and dQ-conversion kernels (kernels/bwd/bwd.cu),
+    /// derived from [`KernelSpec::name`]; `None` for every forward kernel.
+    pub fn backward_kernel_names(&self) -> Option<[String; 2]> {
+        match self.config {
+            KernelConfig::MmaBwd(_) => Some([format!("{}_dot", self.name()), format!("{}_dq", self.name())]),
+            _ => None,
+        }
     }
 
     /// The symbol of the second kernel of a `splitkv` variant that merges in a separate
@@ -503,6 +572,10 @@ impl KernelSpec {
         }
         if let Some(name) = self.gemm_kernel_name() {
             d.push(("EVOATTN_GEMM_NAME".to_string(), name));
+        }
+        if let Some([dot, dq]) = self.backward_kernel_names() {
+            d.push(("EVOATTN_BWD_DOT_NAME".to_string(), dot));
+            d.push(("EVOATTN_BWD_DQ_NAME".to_string(), dq));
         }
         d.extend(each_family!(&self.config, c => c.extra_defines(self.dtype, self.head_dim)));
         d

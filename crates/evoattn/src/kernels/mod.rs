@@ -3,6 +3,7 @@
 //! (`.cuh`), in the manner of FlashAttention-3's `hopper/`: main loop, softmax and epilogue
 //! apart. NVRTC receives the headers by name, so `#include "x.cuh"` works without a file system.
 
+pub mod bwd;
 pub mod library;
 pub mod mma;
 pub mod mma8;

@@ -273,7 +273,27 @@ impl Gpu {
         let combine = second(kernel.spec.combine_kernel_name())?;
         let transpose = second(kernel.spec.transpose_kernel_name())?;
         let gemm = second(kernel.spec.gemm_kernel_name())?;
-        Ok(LoadedKernel { module, function, combine, transpose, gemm, spec: kernel.spec, smem, resident_per_sm })
+        let backward = match kernel.spec.backward_kernel_names() {
+            Some(names) => {
+                let [dot, dq] = names.map(|n| module.load_function(&n));
+                Some([
+                    dot.map_err(|e| Error::driver("cuModuleGetFunction", e))?,
+                    dq.map_err(|e| Error::driver("cuModuleGetFunction", e))?,
+                ])
+            }
+            None => None,
+        };
+        Ok(LoadedKernel {
+            module,
+            function,
+            combine,
+            transpose,
+            gemm,
+            backward,
+            spec: kernel.spec,
+            smem,
+            resident_per_sm,
+        })
     }
 }
 
@@ -339,6 +359,8 @@ pub struct LoadedKernel {
     transpose: Option<CudaFunction>,
     /// A hybrid's own GEMM (kernels/library/gemm.cuh), from the same module.
     gemm: Option<CudaFunction>,
+    /// A backward module's dot and dQ-conversion kernels (kernels/bwd/bwd.cu).
+    backward: Option<[CudaFunction; 2]>,
     spec: KernelSpec,
     smem: usize,
     resident_per_sm: u32,
@@ -442,6 +464,11 @@ impl LoadedKernel {
 
     pub(crate) fn combine_function(&self) -> Option<&CudaFunction> {
         self.combine.as_ref()
+    }
+
+    /// A backward module's dot and dQ-conversion kernels.
+    pub(crate) fn backward_functions(&self) -> Option<[CudaFunction; 2]> {
+        self.backward.clone()
     }
 
     pub(crate) fn gemm_function(&self) -> Option<&CudaFunction> {

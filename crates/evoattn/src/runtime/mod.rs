@@ -3,6 +3,7 @@
 //! driver (context, module, launch).
 //! All `unsafe` in the crate lives here, each block with a `# Safety` note.
 
+pub mod backward;
 pub mod cache;
 pub mod compile;
 pub mod cubin;

@@ -49,7 +49,12 @@ impl TensorMapGeometry {
         let (seq, heads) = match t {
             TensorName::Q | TensorName::O => (s.sq, s.h),
             TensorName::K | TensorName::V => (s.sk, s.hkv),
-            TensorName::Lse | TensorName::Descale => {
+            TensorName::Lse
+            | TensorName::Descale
+            | TensorName::DO
+            | TensorName::DQ
+            | TensorName::DK
+            | TensorName::DV => {
                 return Err(unsupported(format!("no tensor map is made for {t}")));
             }
         };

@@ -1,0 +1,243 @@
+//! The backward pass's launch (kernels/bwd/bwd.cu): three kernels of one module on one stream,
+//! the row dot products, the main kernel, dQ's conversion, sharing one `BwdParams` and the
+//! launching stream's scratch (delta and the float32 dQ accumulator).
+
+use crate::buffers::{validate_buffers, BufferSpan};
+use crate::config::{KernelConfig, KernelSpec};
+use crate::error::{Error, Result};
+use crate::kernels::bwd::{scratch as bwd_scratch, AUX_THREADS, DOT_ROWS, DQ_CHUNK};
+use crate::problem::{Problem, Strides, TensorName};
+use crate::runtime::device::{Gpu, LoadedKernel};
+use crate::runtime::launch::launch;
+use crate::runtime::scratch::{ScratchNeed, ScratchStore};
+use cudarc::driver::{CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr};
+use std::ffi::c_void;
+
+/// Field for field `BwdParams` of kernels/bwd/bwd.cu (pointers as u64, `int` as i32).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct BwdParams {
+    q: u64,
+    k: u64,
+    v: u64,
+    o: u64,
+    dout: u64,
+    lse: u64,
+    dq: u64,
+    dk: u64,
+    dv: u64,
+    dq_acc: u64,
+    delta: u64,
+    /// Batch, head and sequence strides of q, k, v, o, dO, dQ, dK, dV, in that order.
+    strides: [[i64; 3]; 8],
+    b: i32,
+    h: i32,
+    hkv: i32,
+    sq: i32,
+    sk: i32,
+    causal: i32,
+    causal_offset: i32,
+    scale: f32,
+    scale_log2: f32,
+}
+
+// Safety: `BwdParams` is `repr(C)` plain integers and floats laid out as `BwdParams` in
+// kernels/bwd/bwd.cu (eleven 8-byte pointers, 24 `long long` strides, seven `int`s, two
+// `float`s), so the driver may copy its bytes.
+unsafe impl DeviceRepr for BwdParams {}
+
+/// The tensors of one backward pass, as device views: the forward's inputs, its O and LSE
+/// (`[B, H, Sq]` float32, natural log: the forward's `with_lse` output), dO laid out as O, and
+/// the gradients, laid out as Q, K and V.
+pub struct BackwardTensors<'a> {
+    pub q: CudaView<'a, u16>,
+    pub k: CudaView<'a, u16>,
+    pub v: CudaView<'a, u16>,
+    pub o: CudaView<'a, u16>,
+    pub lse: CudaView<'a, f32>,
+    pub d_o: CudaView<'a, u16>,
+    pub dq: CudaViewMut<'a, u16>,
+    pub dk: CudaViewMut<'a, u16>,
+    pub dv: CudaViewMut<'a, u16>,
+}
+
+/// A backward launch prepared for one problem signature: grids, block sizes and parameters
+/// but the buffer addresses; like a forward launch it holds no device memory.
+pub struct BackwardLaunch {
+    main: CudaFunction,
+    dot: CudaFunction,
+    convert: CudaFunction,
+    spec: KernelSpec,
+    problem: Problem,
+    grid: (u32, u32, u32),
+    dot_grid: u32,
+    convert_grid: u32,
+    block: u32,
+    smem: u32,
+    params: BwdParams,
+    need: ScratchNeed,
+}
+
+/// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
+const MAX_GRID_X: usize = i32::MAX as usize;
+const MAX_GRID_YZ: usize = 65535;
+
+impl BackwardLaunch {
+    /// Prepares `kernel` (a backward family's) for `problem`, which the caller validated.
+    pub fn new(kernel: &LoadedKernel, problem: &Problem) -> Result<Self> {
+        let spec = *kernel.spec();
+        let unsupported = |reason: String| Error::Unsupported { imp: spec.imp().to_string(), reason };
+        let KernelConfig::MmaBwd(config) = spec.config else {
+            return Err(unsupported(format!("{} is not a backward kernel", spec.name())));
+        };
+        let [dot, convert] =
+            kernel.backward_functions().ok_or_else(|| unsupported("its module lacks the dot and dQ kernels".into()))?;
+        if problem.v_keys_contiguous() {
+            return Err(unsupported("the backward pass reads V with its head dim contiguous, not transposed".into()));
+        }
+        let s = problem.shape;
+        let rows = s.b * s.h * s.sq;
+        let [gx, gy, gz] = crate::config::lever::Family::grid(&config, &s, 1, 0);
+        let dot_blocks = rows.div_ceil(DOT_ROWS as usize);
+        let convert_blocks = (rows * (s.d / DQ_CHUNK)).div_ceil(AUX_THREADS as usize);
+        if gx > MAX_GRID_X || gy > MAX_GRID_YZ || gz > MAX_GRID_YZ || dot_blocks.max(convert_blocks) > MAX_GRID_X {
+            return Err(unsupported(format!(
+                "the grids ({gx}, {gy}, {gz}) and {convert_blocks} blocks exceed CUDA's limits"
+            )));
+        }
+        let int = |n: usize, what: &str| {
+            i32::try_from(n).map_err(|_| unsupported(format!("{what} = {n} does not fit a 32-bit int")))
+        };
+        let signed = |x: usize| x as i64; // strides of a validated problem fit an i64
+        let st = |t: TensorName| {
+            let Strides { batch, head, seq, .. } = problem.strides(t);
+            [signed(batch), signed(head), signed(seq)]
+        };
+        let scale = problem.softmax_scale();
+        let params = BwdParams {
+            strides: [
+                TensorName::Q,
+                TensorName::K,
+                TensorName::V,
+                TensorName::O,
+                TensorName::DO,
+                TensorName::DQ,
+                TensorName::DK,
+                TensorName::DV,
+            ]
+            .map(st),
+            b: int(s.b, "B")?,
+            h: int(s.h, "H")?,
+            hkv: int(s.hkv, "Hkv")?,
+            sq: int(s.sq, "Sq")?,
+            sk: int(s.sk, "Sk")?,
+            causal: problem.causal.code(),
+            causal_offset: problem.causal.offset(s.sq, s.sk).map_or(Ok(0), |o| {
+                i32::try_from(o).map_err(|_| unsupported(format!("the causal offset {o} does not fit a 32-bit int")))
+            })?,
+            scale,
+            scale_log2: scale * std::f32::consts::LOG2_E,
+            ..BwdParams::default()
+        };
+        Ok(BackwardLaunch {
+            main: kernel.function().clone(),
+            dot,
+            convert,
+            spec,
+            problem: problem.clone(),
+            grid: (gx as u32, gy as u32, gz as u32),
+            dot_grid: dot_blocks as u32,
+            convert_grid: convert_blocks as u32,
+            block: spec.threads(),
+            smem: spec.dynamic_smem_bytes() as u32,
+            params,
+            need: bwd_scratch(&s),
+        })
+    }
+
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+
+    /// Runs the three kernels on `stream` with scratch from its arena. Every buffer is checked
+    /// (size, alignment, overlap) before anything is launched.
+    pub fn run(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        tensors: BackwardTensors<'_>,
+    ) -> Result<()> {
+        let BackwardTensors { q, k, v, o, lse, d_o, mut dq, mut dk, mut dv } = tensors;
+        // The sync guards live until the launches are enqueued (stream ordering with the buffers' other uses).
+        let inputs = [
+            (TensorName::Q, &q),
+            (TensorName::K, &k),
+            (TensorName::V, &v),
+            (TensorName::O, &o),
+            (TensorName::DO, &d_o),
+        ];
+        let mut spans = Vec::with_capacity(9);
+        let mut guards = Vec::with_capacity(9);
+        let mut addr = [0u64; 9];
+        for (i, (tensor, view)) in inputs.into_iter().enumerate() {
+            let (ptr, sync) = view.device_ptr(stream);
+            spans.push(BufferSpan { tensor, addr: ptr, len: view.len(), elem_bytes: 2 });
+            addr[i] = ptr;
+            guards.push(sync);
+        }
+        let (lse_ptr, lse_sync) = lse.device_ptr(stream);
+        spans.push(BufferSpan { tensor: TensorName::Lse, addr: lse_ptr, len: lse.len(), elem_bytes: 4 });
+        guards.push(lse_sync);
+        for (i, (tensor, view)) in
+            [(TensorName::DQ, &mut dq), (TensorName::DK, &mut dk), (TensorName::DV, &mut dv)].into_iter().enumerate()
+        {
+            let len = view.len();
+            let (ptr, sync) = view.device_ptr_mut(stream);
+            spans.push(BufferSpan { tensor, addr: ptr, len, elem_bytes: 2 });
+            addr[5 + i] = ptr;
+            guards.push(sync);
+        }
+        validate_buffers(&self.problem, &spans)?;
+        let s = self.problem.shape;
+        if s.b == 0 || s.h == 0 || (s.sq == 0 && s.sk == 0) {
+            return Ok(());
+        }
+        stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        let lease = scratch.lease(gpu, stream, self.need)?;
+        let p = &mut self.params;
+        [p.q, p.k, p.v, p.o, p.dout] = [addr[0], addr[1], addr[2], addr[3], addr[4]];
+        p.lse = lse_ptr;
+        [p.dq, p.dk, p.dv] = [addr[5], addr[6], addr[7]];
+        p.delta = lease.ptrs.floats;
+        p.dq_acc = lease.ptrs.floats + 4 * (s.b * s.h * s.sq) as u64;
+        let mut args = [p as *mut BwdParams as *mut c_void];
+        let rows = s.b * s.h * s.sq;
+        let launched = (|| {
+            if rows > 0 {
+                // Safety: the dot kernel of this module takes one `BwdParams` (`args`, live in
+                // `self`), has no dynamic shared memory, and reads O and dO rows and writes delta
+                // and the dQ accumulator of B·H·Sq rows: the buffers' extents were checked against
+                // the validated problem above, and both scratch arrays lie in this stream's arena
+                // of `need` words (B·H·Sq + B·H·Sq·D), which launches on one stream use in turn.
+                unsafe { launch(&self.dot, (self.dot_grid, 1, 1), AUX_THREADS, 0, stream, &mut args) }?;
+            }
+            if s.sk > 0 {
+                // Safety: the main kernel takes the same `BwdParams`; it was loaded with the
+                // dynamic shared memory `smem` needs (`Gpu::load`), reads Q, K, V, dO, LSE
+                // (checked extents) and the delta written above on this stream, and writes dK,
+                // dV (checked, disjoint from the inputs) and the dQ accumulator (scratch).
+                unsafe { launch(&self.main, self.grid, self.block, self.smem, stream, &mut args) }?;
+            }
+            if rows > 0 {
+                // Safety: the conversion kernel takes the same `BwdParams`, reads the accumulator
+                // (scratch, complete: same stream, after the main kernel) and writes dQ (checked).
+                unsafe { launch(&self.convert, (self.convert_grid, 1, 1), AUX_THREADS, 0, stream, &mut args) }?;
+            }
+            Ok(())
+        })();
+        let released = scratch.release(stream, lease);
+        drop(guards);
+        launched.and(released)
+    }
+}
