@@ -36,7 +36,8 @@ fn run_case(attention: &mut Attention, problem: &Problem, request: Request) -> R
     let (dq_in, dk_in, dv_in, ddo) = (up(&q)?, up(&k)?, up(&v)?, up(&d_o)?);
     let mut o = stream.clone_htod(&vec![nan; problem.extent(TensorName::O).max(1)]).map_err(err)?;
     let mut lse = stream.clone_htod(&vec![f32::NAN; problem.extent(TensorName::Lse).max(1)]).map_err(err)?;
-    let forward = attention.plan(problem, Request::Auto).map_err(e)?;
+    // The forward as a training step runs it: with LSE, which the backward reads.
+    let forward = attention.plan(&problem.clone().with_lse(true), Request::Auto).map_err(e)?;
     attention
         .forward_on(
             &stream,

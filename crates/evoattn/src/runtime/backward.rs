@@ -209,8 +209,10 @@ impl BackwardLaunch {
         [p.q, p.k, p.v, p.o, p.dout] = [addr[0], addr[1], addr[2], addr[3], addr[4]];
         p.lse = lse_ptr;
         [p.dq, p.dk, p.dv] = [addr[5], addr[6], addr[7]];
-        p.delta = lease.ptrs.floats;
-        p.dq_acc = lease.ptrs.floats + 4 * (s.b * s.h * s.sq) as u64;
+        // The accumulator first: the kernels move it in 16-byte vectors (the arena's base is
+        // aligned; B·H·Sq·D floats keep delta's start at a multiple of 64 bytes).
+        p.dq_acc = lease.ptrs.floats;
+        p.delta = lease.ptrs.floats + 4 * (s.b * s.h * s.sq * s.d) as u64;
         let mut args = [p as *mut BwdParams as *mut c_void];
         let rows = s.b * s.h * s.sq;
         let launched = (|| {
@@ -219,7 +221,7 @@ impl BackwardLaunch {
                 // `self`), has no dynamic shared memory, and reads O and dO rows and writes delta
                 // and the dQ accumulator of B·H·Sq rows: the buffers' extents were checked against
                 // the validated problem above, and both scratch arrays lie in this stream's arena
-                // of `need` words (B·H·Sq + B·H·Sq·D), which launches on one stream use in turn.
+                // of `need` words (B·H·Sq·D + B·H·Sq), which launches on one stream use in turn.
                 unsafe { launch(&self.dot, (self.dot_grid, 1, 1), AUX_THREADS, 0, stream, &mut args) }?;
             }
             if s.sk > 0 {

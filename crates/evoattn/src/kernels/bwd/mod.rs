@@ -64,7 +64,7 @@ pub fn default(arch: Arch, head_dim: usize) -> BwdConfig {
     }
 }
 
-/// Scratch of a launch on `shape`: delta (B·H·Sq floats), then the dQ accumulator (B·H·Sq·D).
+/// Scratch of a launch on `shape`: the dQ accumulator (B·H·Sq·D floats), then delta (B·H·Sq).
 pub fn scratch(shape: &Shape) -> ScratchNeed {
     let rows = shape.b * shape.h * shape.sq;
     ScratchNeed { counters: 0, floats: rows + rows * shape.d }
@@ -172,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn scratch_holds_delta_then_the_dq_accumulator() {
+    fn scratch_holds_the_dq_accumulator_and_delta() {
         let need = scratch(&Shape::new(2, 4, 100, 64));
         assert_eq!(need.floats, 800 + 800 * 64);
         assert_eq!(need.counters, 0);
