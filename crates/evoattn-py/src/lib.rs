@@ -5,7 +5,7 @@
 
 use evoattn::problem::{Causal, Dtype, Layout, StridedTensor, TensorName};
 use evoattn::runtime::dlpack::{self, DlpackTensor, DEVICE_CPU, DEVICE_CUDA};
-use evoattn::{Arch, Attention, Error, ExternalTensors, Problem, ProblemError, Request};
+use evoattn::{Arch, Attention, BackwardBuffers, Error, ExternalTensors, Problem, ProblemError, Request};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
@@ -304,22 +304,7 @@ impl Library {
     ) -> PyResult<()> {
         let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
         let read = [dlpack(names[0], q)?, dlpack(names[1], k)?, dlpack(names[2], v)?, dlpack(names[3], o)?];
-        for (name, t) in names.iter().zip(&read) {
-            if t.device_type != DEVICE_CUDA {
-                let place = if t.device_type == DEVICE_CPU {
-                    "cpu".to_string()
-                } else {
-                    format!("DLPack device type {}", t.device_type)
-                };
-                return Err(value_err(format!("{name} is on {place}; evoattn runs on CUDA tensors")));
-            }
-            if t.device_id as usize != self.ordinal {
-                return Err(value_err(format!(
-                    "{name} is on cuda:{} but q is on cuda:{}; put all tensors on one GPU",
-                    t.device_id, self.ordinal
-                )));
-            }
-        }
+        self.check_devices(names.iter().zip(&read))?;
         let mut dtypes = read.each_ref().map(DlpackTensor::dtype_name);
         if descale.is_some() {
             for (name, dtype) in names.iter().zip(&mut dtypes).take(3) {
@@ -353,6 +338,77 @@ impl Library {
         .map_err(to_py)
     }
 
+    /// The backward pass of a forward call on the CUDA stream `stream`: q, k, v, o (the
+    /// forward's), d_o (the loss's gradient of o, laid out as o) and dq, dk, dv (outputs, laid
+    /// out as q, k, v) as DLPack capsules, lse the address of the forward's dense `[B, H, Sq]`
+    /// float32 LSE. Returns the backward kernel's name.
+    #[pyo3(signature = (stream, q, k, v, o, d_o, lse, dq, dk, dv, layout, causal, scale))]
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        py: Python<'_>,
+        stream: usize,
+        q: &Bound<'_, PyAny>,
+        k: &Bound<'_, PyAny>,
+        v: &Bound<'_, PyAny>,
+        o: &Bound<'_, PyAny>,
+        d_o: &Bound<'_, PyAny>,
+        lse: u64,
+        dq: &Bound<'_, PyAny>,
+        dk: &Bound<'_, PyAny>,
+        dv: &Bound<'_, PyAny>,
+        layout: &str,
+        causal: &str,
+        scale: Option<f64>,
+    ) -> PyResult<String> {
+        let names = [TensorName::Q, TensorName::K, TensorName::V, TensorName::O];
+        let read = [dlpack(names[0], q)?, dlpack(names[1], k)?, dlpack(names[2], v)?, dlpack(names[3], o)?];
+        let grads = [TensorName::DO, TensorName::DQ, TensorName::DK, TensorName::DV];
+        let grad = [dlpack(grads[0], d_o)?, dlpack(grads[1], dq)?, dlpack(grads[2], dk)?, dlpack(grads[3], dv)?];
+        self.check_devices(names.iter().zip(&read).chain(grads.iter().zip(&grad)))?;
+        // Each gradient is laid out (and typed) as the tensor it belongs to: dO as O, dQ as Q...
+        for ((g, gt), (t, tt)) in grads.iter().zip(&grad).zip([
+            (names[3], &read[3]),
+            (names[0], &read[0]),
+            (names[1], &read[1]),
+            (names[2], &read[2]),
+        ]) {
+            if gt.sizes != tt.sizes || gt.strides != tt.strides || gt.dtype_name() != tt.dtype_name() {
+                return Err(value_err(format!(
+                    "{g} must have {t}'s sizes, strides and dtype ({:?}, {:?}, {}), got {:?}, {:?}, {}",
+                    tt.sizes,
+                    tt.strides,
+                    tt.dtype_name(),
+                    gt.sizes,
+                    gt.strides,
+                    gt.dtype_name()
+                )));
+            }
+        }
+        let dtypes = read.each_ref().map(DlpackTensor::dtype_name);
+        let tensors: [TensorDesc<'_>; 4] = std::array::from_fn(|i| TensorDesc {
+            view: StridedTensor { sizes: &read[i].sizes, strides: &read[i].strides },
+            dtype: &dtypes[i],
+        });
+        let call = describe_parts(layout, tensors, causal, scale, false, "auto", None)?;
+        let [q, k, v, o] = read.each_ref().map(|t| t.addr);
+        let [d_o, dq, dk, dv] = grad.each_ref().map(|t| t.addr);
+        // Safety: the addresses come from the DLPack exports of CUDA tensors on this Library's
+        // device (checked above) whose sizes, strides and dtypes the problem was described from
+        // (the gradients' checked equal to their tensors'), kept alive by the caller across the
+        // call and by PyTorch's caching allocator's stream semantics after it; lse is the
+        // forward's dense [B, H, Sq] float32 tensor.
+        let buffers = unsafe { BackwardBuffers::new(&call.problem, [q, k, v, o, d_o, lse, dq, dk, dv]) };
+        py.detach(|| {
+            let mut attention = self.lock();
+            // Safety: as for `call`: PyTorch's current stream of this device, in the primary context.
+            let stream = unsafe { attention.gpu().borrow_stream(stream) };
+            attention.call_backward_external(&stream, &call.problem, Request::Auto, buffers)
+        })
+        .map(|spec| spec.name())
+        .map_err(to_py)
+    }
+
     /// The kernel a prepared call runs with here (its name with every lever).
     fn kernel(&self, call: &Prepared) -> PyResult<String> {
         self.lock().plan(&call.problem, call.request).map(|plan| plan.spec.name()).map_err(to_py)
@@ -360,6 +416,27 @@ impl Library {
 }
 
 impl Library {
+    /// Every tensor is a CUDA tensor on this Library's device.
+    fn check_devices<'a>(&self, tensors: impl Iterator<Item = (&'a TensorName, &'a DlpackTensor)>) -> PyResult<()> {
+        for (name, t) in tensors {
+            if t.device_type != DEVICE_CUDA {
+                let place = if t.device_type == DEVICE_CPU {
+                    "cpu".to_string()
+                } else {
+                    format!("DLPack device type {}", t.device_type)
+                };
+                return Err(value_err(format!("{name} is on {place}; evoattn runs on CUDA tensors")));
+            }
+            if t.device_id as usize != self.ordinal {
+                return Err(value_err(format!(
+                    "{name} is on cuda:{} but q is on cuda:{}; put all tensors on one GPU",
+                    t.device_id, self.ordinal
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The call's request: its lever overrides on the planner's config of the named impl for its
     /// problem on this GPU, or the impl asked for.
     fn request_for(&self, call: &Call) -> PyResult<Request> {

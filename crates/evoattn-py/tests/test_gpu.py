@@ -1,7 +1,7 @@
 """The package on a GPU, as PyTorch programs use it: correctness against float64 through both
 calls (layouts, views, GQA, LSE, both causal alignments, odd lengths), streams and threads at
-once on one problem, CUDA-graph capture and replay, torch.compile(fullgraph=True), autograd's
-refusal, bad inputs, and the bounds on what a long decoding loop keeps. Every test skips with a
+once on one problem, CUDA-graph capture and replay, torch.compile(fullgraph=True), gradients (against float64
+and PyTorch's own 16-bit error, eager and compiled), bad inputs, and the bounds on what a long decoding loop keeps. Every test skips with a
 printed reason where PyTorch or a GPU is missing."""
 
 from __future__ import annotations
@@ -254,12 +254,102 @@ def test_torch_compile_fullgraph():
     assert explain.graph_break_count == 0 and explain.graph_count == 1, explain
 
 
-def test_backward_raises_naming_the_missing_piece():
+def grad_units(dtype):
+    """The gradients' bound on ‖g - ref‖ / ‖ref‖ in float64 (the library's grad_tolerance:
+    4 unit roundoffs)."""
+    return 4 * {torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}[dtype]
+
+
+def rel_err(got, want):
+    return ((got.double() - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [64, 128])
+def test_gradients_match_float64_and_stay_within_pytorchs_own_error(dtype, d):
+    # (B, H, Hkv, Sq, Sk, causal): GQA, Sq != Sk both ways, odd lengths; no row without keys
+    # (PyTorch's float64 reference gives those NaN gradients; the Rust test covers them).
+    cases = [(2, 4, 2, 200, 200, "none"), (1, 4, 1, 77, 300, "bottom-right"), (1, 2, 2, 130, 130, "top-left"),
+             (2, 4, 4, 96, 64, "top-left")]
+    for b, h, hkv, sq, sk, causal in cases:
+        q = randn(b, h, sq, d, dtype=dtype).requires_grad_()
+        k = randn(b, hkv, sk, d, dtype=dtype).requires_grad_()
+        v = randn(b, hkv, sk, d, dtype=dtype).requires_grad_()
+        g = randn(b, h, sq, d, dtype=dtype)
+        o = evoattn.attention(q, k, v, causal=causal)
+        o.backward(g)
+        ours = (q.grad, k.grad, v.grad)
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        o64, _ = reference(q64, k64, v64, causal)
+        o64.backward(g.double())
+        refs = (q64.grad, k64.grad, v64.grad)
+        # PyTorch's own 16-bit backward on the same inputs (its math path, GQA by repeat).
+        q16, k16, v16 = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        o16, _ = reference_in(q16, k16, v16, causal)
+        o16.backward(g)
+        theirs = (q16.grad, k16.grad, v16.grad)
+        for name, got, want, peer in zip(("dq", "dk", "dv"), ours, refs, theirs):
+            assert got.dtype == dtype and got.shape == want.shape, (name, got.dtype, got.shape)
+            err, peer_err = rel_err(got, want), rel_err(peer, want)
+            assert err <= grad_units(dtype), f"{name} {dtype} d{d} {(b, h, hkv, sq, sk, causal)}: {err:.3g}"
+            assert err <= 2 * peer_err + 1e-4, f"{name}: ours {err:.3g} against PyTorch's {peer_err:.3g}"
+
+
+def reference_in(q, k, v, causal):
+    """`reference` computed in q's own dtype (PyTorch's unfused 16-bit attention): the
+    same-precision peer whose error ours is held to."""
+    b, h, sq, d = q.shape
+    hkv, sk = k.shape[1], k.shape[2]
+    k = k.repeat_interleave(h // hkv, dim=1)
+    v = v.repeat_interleave(h // hkv, dim=1)
+    s = (q @ k.transpose(-1, -2)).float() / math.sqrt(d)
+    if causal != "none":
+        offset = 0 if causal == "top-left" else sk - sq
+        i = torch.arange(sq, device=q.device)[:, None]
+        j = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(j > i + offset, float("-inf"))
+    p = torch.softmax(s, dim=-1).to(q.dtype)
+    return p @ v, None
+
+
+def test_flash_attn_func_trains_in_its_own_layout():
+    q = randn(2, 100, 4, 64, dtype=torch.bfloat16).requires_grad_()
+    k = randn(2, 150, 2, 64, dtype=torch.bfloat16).requires_grad_()
+    v = randn(2, 150, 2, 64, dtype=torch.bfloat16).requires_grad_()
+    evoattn.flash_attn_func(q, k, v, causal=True).float().square().sum().backward()
+    q64, k64, v64 = (t.detach().double().transpose(1, 2).requires_grad_() for t in (q, k, v))
+    o64, _ = reference(q64, k64, v64, "bottom-right")
+    o64.square().sum().backward()
+    for name, got, want in (("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad), ("dv", v.grad, v64.grad)):
+        assert got.shape == want.transpose(1, 2).shape
+        assert rel_err(got, want.transpose(1, 2)) <= grad_units(torch.bfloat16), name
+
+
+def test_a_training_step_compiles_in_one_graph_with_the_backward():
+    torch._dynamo.reset()
+
+    def step(q, k, v):
+        return evoattn.attention(q, k, v, causal=True).float().square().mean()
+
+    q, k, v = (randn(1, 4, 128, 64, dtype=torch.bfloat16).requires_grad_() for _ in range(3))
+    step(q, k, v).backward()
+    eager = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    torch.compile(step, fullgraph=True)(q, k, v).backward()
+    for a, b in zip(eager, (q.grad, k.grad, v.grad)):
+        assert (a.float() - b.float()).abs().max().item() <= 1e-2 * a.float().abs().max().item()
+
+
+def test_a_gradient_through_lse_raises_naming_it():
     q = randn(1, 2, 64, 64, dtype=torch.float16).requires_grad_()
-    o = evoattn.attention(q, q.detach(), q.detach())
-    assert o.requires_grad
-    with pytest.raises(NotImplementedError, match="backward pass of evoattn's attention is not implemented"):
-        o.sum().backward()
+    o, lse = evoattn.attention(q, q.detach(), q.detach(), return_lse=True)
+    with pytest.raises(NotImplementedError, match="through the returned lse"):
+        (o.float().sum() + lse.sum()).backward()
+    q.grad = None
+    o, lse = evoattn.attention(q, q.detach(), q.detach(), return_lse=True)
+    (o.float().sum() + lse.detach().sum()).backward()  # a detached lse is fine
+    assert q.grad is not None and torch.isfinite(q.grad).all()
 
 
 def test_bad_inputs_raise_before_any_launch():

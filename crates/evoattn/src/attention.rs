@@ -4,7 +4,7 @@ use crate::config::{KernelSpec, Pass};
 use crate::error::Result;
 use crate::plan::{plan, Plan, Request};
 use crate::problem::{Causal, Dtype, Problem, Shape, Strides};
-use crate::runtime::backward::{BackwardLaunch, BackwardTensors};
+use crate::runtime::backward::{BackwardBuffers, BackwardLaunch, BackwardTensors};
 use crate::runtime::cache::CubinCache;
 use crate::runtime::compile::compile;
 use crate::runtime::device::{Gpu, LaunchImage, LoadedKernel};
@@ -74,6 +74,8 @@ pub struct Attention {
     /// problems, so SipHash's resistance to chosen collisions buys nothing here. Each launch
     /// with the call count at its last use, for evicting the least recently used.
     launches: HashMap<LaunchKey, (Launch, u64), foldhash::fast::RandomState>,
+    /// The backward pass's prepared launches, kept as the forward's are.
+    backward_launches: HashMap<LaunchKey, (BackwardLaunch, u64), foldhash::fast::RandomState>,
     calls: u64,
     scratch: ScratchStore,
 }
@@ -90,7 +92,15 @@ impl Attention {
         let gpu = Gpu::open(ordinal)?;
         let cache = CubinCache::open(CubinCache::default_dir())?;
         let scratch = ScratchStore::new(&gpu);
-        Ok(Attention { gpu, cache, loaded: HashMap::new(), launches: HashMap::default(), calls: 0, scratch })
+        Ok(Attention {
+            gpu,
+            cache,
+            loaded: HashMap::new(),
+            launches: HashMap::default(),
+            backward_launches: HashMap::default(),
+            calls: 0,
+            scratch,
+        })
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -241,6 +251,34 @@ impl Attention {
         launch.run(&self.gpu, &mut self.scratch, stream, tensors)
     }
 
+    /// Plans `request` for `problem`'s backward pass (on the first call of a signature only) and
+    /// runs it on `stream`, on buffers given by address: the Python package's autograd path.
+    /// Returns the kernel that ran.
+    pub fn call_backward_external(
+        &mut self,
+        stream: &CudaStream,
+        problem: &Problem,
+        request: Request,
+        buffers: BackwardBuffers,
+    ) -> Result<KernelSpec> {
+        let key = LaunchKey::new(problem, request);
+        self.calls += 1;
+        if let Some((launch, last_use)) = self.backward_launches.get_mut(&key) {
+            *last_use = self.calls;
+            launch.run_buffers(&self.gpu, &mut self.scratch, stream, buffers)?;
+            return Ok(*launch.spec());
+        }
+        let plan = self.plan_backward(problem, request)?;
+        if !self.loaded.contains_key(&plan.spec) && is_capturing(stream)? {
+            return Err(first_call_in_capture(&plan.spec));
+        }
+        let mut launch = self.prepare_backward(&plan)?;
+        launch.run_buffers(&self.gpu, &mut self.scratch, stream, buffers)?;
+        evict_oldest(&mut self.backward_launches);
+        self.backward_launches.insert(key, (launch, self.calls));
+        Ok(plan.spec)
+    }
+
     fn launch(&mut self, stream: &CudaStream, planned: Planned<'_>, tensors: Tensors<'_>) -> Result<KernelSpec> {
         let key = match planned {
             Planned::Given(plan) => LaunchKey::new(&plan.problem, Request::Config(plan.spec.config)),
@@ -280,26 +318,36 @@ impl Attention {
             }
         };
         if !self.loaded.contains_key(&plan.spec) && is_capturing(stream)? {
-            return Err(crate::Error::Unsupported {
-                imp: plan.spec.imp().to_string(),
-                reason: format!(
-                    "the first call of {} compiles and loads it, which CUDA does not allow while the stream \
-                     captures a graph: call it once with the same shape before capturing",
-                    plan.spec.name()
-                ),
-            });
+            return Err(first_call_in_capture(&plan.spec));
         }
         self.prepare(plan)?;
         let mut launch = Launch::new(&self.gpu, &self.loaded[&plan.spec], &plan.problem)?;
         run(&mut launch, &self.gpu, &mut self.scratch, stream, tensors)?;
-        if self.launches.len() >= MAX_PREPARED_LAUNCHES {
-            let oldest = self.launches.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
-            if let Some(oldest) = oldest {
-                self.launches.remove(&oldest);
-            }
-        }
+        evict_oldest(&mut self.launches);
         self.launches.insert(key, (launch, self.calls));
         Ok(plan.spec)
+    }
+}
+
+/// Why a kernel's first call cannot run while its stream captures a graph.
+fn first_call_in_capture(spec: &KernelSpec) -> crate::Error {
+    crate::Error::Unsupported {
+        imp: spec.imp().to_string(),
+        reason: format!(
+            "the first call of {} compiles and loads it, which CUDA does not allow while the stream captures a \
+             graph: call it once with the same shape before capturing",
+            spec.name()
+        ),
+    }
+}
+
+/// Drops the least recently used of `launches` when it holds [`MAX_PREPARED_LAUNCHES`].
+fn evict_oldest<L>(launches: &mut HashMap<LaunchKey, (L, u64), foldhash::fast::RandomState>) {
+    if launches.len() >= MAX_PREPARED_LAUNCHES {
+        let oldest = launches.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k);
+        if let Some(oldest) = oldest {
+            launches.remove(&oldest);
+        }
     }
 }
 

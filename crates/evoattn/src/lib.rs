@@ -33,7 +33,7 @@ pub use config::{
 pub use error::{Error, ProblemError, Result};
 pub use plan::{Plan, Request};
 pub use problem::{Causal, Dtype, Layout, Problem, Shape, StridedTensor, Strides, TensorName};
-pub use runtime::backward::{BackwardLaunch, BackwardTensors};
+pub use runtime::backward::{BackwardBuffers, BackwardLaunch, BackwardTensors};
 
 /// The CUDA bindings evoattn is built on: `DeviceTensors` holds their views.
 pub use cudarc;

@@ -1,4 +1,4 @@
-"""evoattn: fused attention (the forward pass of softmax(Q·Kᵀ·scale + mask)·V) for NVIDIA GPUs,
+"""evoattn: fused attention (softmax(Q·Kᵀ·scale + mask)·V and its gradients) for NVIDIA GPUs,
 on PyTorch tensors.
 
 The kernels are CUDA C++ compiled at run time by NVRTC for the GPU in the machine (about
@@ -54,7 +54,10 @@ def _call(q, k, v, layout, causal, scale, return_lse, impl, config, out, descale
     ):
         o, lse = _api.forward(q, k, v, layout, causal, scale, return_lse, impl, config, out, descale)
     elif out is None:
-        o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse, impl, config, descale)
+        # A gradient needs the LSE: the op computes it whenever one may be wanted.
+        wants_grad = _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+        o, lse = _torch.ops.evoattn.attention(q, k, v, layout, causal, scale, return_lse or wants_grad, impl,
+                                              config, descale)
     else:
         if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
             raise RuntimeError("evoattn: out= does not take part in autograd (like PyTorch's out= functions)")
@@ -116,7 +119,9 @@ def attention(
     Runs on PyTorch's current stream; the first call of a shape compiles or loads its kernel,
     later calls only launch (make one before capturing a CUDA graph). Bad input raises
     ValueError or TypeError before anything is launched. Under torch.compile this is the custom
-    op `torch.ops.evoattn.attention`; gradients are not implemented yet (backward raises).
+    op `torch.ops.evoattn.attention`. Gradients flow to q, k and v (16-bit inputs) through
+    evoattn's backward pass, which recomputes P from the saved LSE (the forward then computes
+    the LSE too); not through a returned lse, nor for float8_e4m3fn inputs (both raise).
     """
     mask = ("top-left" if causal else "none") if causal.__class__ is bool else _api.causal_name(causal, "top-left")
     descale = None

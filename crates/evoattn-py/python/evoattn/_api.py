@@ -219,6 +219,38 @@ def forward(
     return out, lse
 
 
+def _strides_kept(torch: Any, t: Any) -> Any:
+    """`t`, or a dense copy where `torch.empty_like` would not keep its strides (an expanded or
+    overlapping view): a gradient is allocated like its tensor and must match its layout."""
+    return t if torch.empty_like(t).stride() == t.stride() else t.contiguous()
+
+
+def grad_like(t: Any) -> Any:
+    """The gradient `backward` allocates for `t`: its strides where empty_like keeps them."""
+    torch = _torch or _setup()
+    return torch.empty_like(_strides_kept(torch, t))
+
+
+def backward(q: Any, k: Any, v: Any, o: Any, lse: Any, d_o: Any, layout: str, causal: str,
+             scale: Optional[float]) -> Tuple[Any, Any, Any]:
+    """The gradients (dq, dk, dv) of one forward call, on PyTorch's current stream of its
+    device: q, k, v and its o and lse (`[B, H, Sq]` float32), d_o the loss's gradient of o.
+    Each gradient is allocated like its tensor (q's strides where empty_like keeps them)."""
+    torch = _torch or _setup()
+    q, k, v, o = (_strides_kept(torch, t) for t in (q, k, v, o))
+    if d_o.stride() != o.stride() or d_o.dtype != o.dtype:
+        # autograd's gradient of a sum is an expanded view; the kernel reads dO laid out as o.
+        d_o = torch.empty_like(o).copy_(d_o)
+    lse = lse.contiguous()
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    device = q.get_device()
+    lib = _libraries.get(device) or library(device)
+    lib.backward(_current_stream(device), _to_dlpack(q), _to_dlpack(k), _to_dlpack(v), _to_dlpack(o),
+                 _to_dlpack(d_o), lse.data_ptr(), _to_dlpack(dq), _to_dlpack(dk), _to_dlpack(dv), layout, causal,
+                 scale)
+    return dq, dk, dv
+
+
 def kernel(q: Any, k: Any, v: Any, *, causal: Causal = False, layout: str = "bhsd", impl: str = "auto",
            config: Optional[str] = None, out_dtype: Any = None) -> str:
     """The kernel (name with its levers) evoattn.attention would launch for these tensors (and

@@ -3,8 +3,9 @@ them without a graph break and autograd records them.
 
 The ops are what traced code calls (the public functions switch to them under torch.compile,
 for tensor subclasses and when a gradient is wanted); eager calls skip the dispatcher. The
-fake (meta) implementations give the outputs' sizes, strides and dtypes without a GPU. The
-backward pass does not exist yet: autograd records the op, and `.backward()` through it raises.
+fake (meta) implementations give the outputs' sizes, strides and dtypes without a GPU.
+Autograd runs evoattn's backward pass (`mma-bwd`: dQ, dK, dV from the saved q, k, v, o and
+LSE) for 16-bit inputs; the public calls ask the op for the LSE whenever a gradient is wanted.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import torch
 
 from . import _api
 
-_BACKWARD_MISSING = (
-    "evoattn: the backward pass of evoattn's attention is not implemented yet (forward only); "
-    "for training, call torch.nn.functional.scaled_dot_product_attention, or run evoattn under "
-    "torch.no_grad() / with inputs that do not require grad"
+_FP8_BACKWARD = (
+    "evoattn: the backward pass takes float16 or bfloat16 inputs; float8_e4m3fn attention is "
+    "forward only (run it under torch.no_grad())"
+)
+_LSE_BACKWARD = (
+    "evoattn: a gradient through the returned lse is not supported (only through o); "
+    "detach lse (lse.detach()) where it feeds the loss"
 )
 
 
@@ -77,14 +81,54 @@ def _(q, k, v, out, layout, causal, scale, return_lse, impl, config, descale=Non
     return q.new_empty(_api.lse_shape(q, layout), dtype=torch.float32) if return_lse else _no_lse(q)
 
 
+@torch.library.custom_op("evoattn::attention_backward", mutates_args=(), device_types="cuda")
+def attention_backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    grad_o: torch.Tensor,
+    layout: str,
+    causal: str,
+    scale: Optional[float],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of one forward call: an op of its own, so that AOTAutograd traces the
+    backward of a compiled graph as it traces the forward."""
+    return _api.backward(q, k, v, o, lse, grad_o, layout, causal, scale)
+
+
+@attention_backward.register_fake
+def _(q, k, v, o, lse, grad_o, layout, causal, scale):
+    return tuple(_api.grad_like(t) for t in (q, k, v))
+
+
 def _setup_context(ctx, inputs, output) -> None:
-    pass
+    q, k, v, layout, causal, scale, return_lse, impl, config = inputs[:9]
+    descale = inputs[9] if len(inputs) > 9 else None
+    o, lse = output
+    # Unused outputs' gradients arrive as None, not zeros: lse's tells whether one flowed.
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.call = (layout, causal, scale, descale is not None)
 
 
-def _no_backward(ctx, *grads):
-    raise NotImplementedError(_BACKWARD_MISSING)
+def _backward(ctx, grad_o, grad_lse):
+    q, k, v, o, lse = ctx.saved_tensors
+    layout, causal, scale, fp8 = ctx.call
+    if fp8:
+        raise NotImplementedError(_FP8_BACKWARD)
+    if grad_lse is not None:
+        raise NotImplementedError(_LSE_BACKWARD)
+    if lse.numel() == 0:
+        # Recorded without its LSE (a call that asked for no gradient then): recompute both.
+        o, lse = torch.ops.evoattn.attention(q, k, v, layout, causal, scale, True, "auto", None)
+    if grad_o is None:
+        return (None,) * 10
+    dq, dk, dv = torch.ops.evoattn.attention_backward(q, k, v, o, lse, grad_o, layout, causal, scale)
+    return dq, dk, dv, None, None, None, None, None, None, None
 
 
-attention.register_autograd(_no_backward, setup_context=_setup_context)
+attention.register_autograd(_backward, setup_context=_setup_context)
 # `attention_out` gets none: like PyTorch's own out= functions it does not take part in
 # autograd, and the public call refuses out= when a gradient is wanted.

@@ -61,6 +61,42 @@ pub struct BackwardTensors<'a> {
     pub dv: CudaViewMut<'a, u16>,
 }
 
+/// The tensors a backward launch reads and writes, in [`BackwardBuffers`] order.
+const BUFFERS: [TensorName; 9] = [
+    TensorName::Q,
+    TensorName::K,
+    TensorName::V,
+    TensorName::O,
+    TensorName::DO,
+    TensorName::Lse,
+    TensorName::DQ,
+    TensorName::DK,
+    TensorName::DV,
+];
+
+/// A backward pass's buffers by device address and length in elements, in [`BUFFERS`] order.
+#[derive(Clone, Copy, Debug)]
+pub struct BackwardBuffers {
+    addrs: [u64; 9],
+    lens: [usize; 9],
+}
+
+impl BackwardBuffers {
+    /// Q, K, V, O, dO (laid out as O), LSE (`[B, H, Sq]` float32 dense), dQ, dK, dV (laid out as
+    /// Q, K, V) at these device addresses, each taken to hold exactly its extent under
+    /// `problem`'s strides; alignment and overlap are checked at the launch.
+    ///
+    /// # Safety
+    ///
+    /// Each address must point into device memory of the context the launch runs in that holds
+    /// at least [`Problem::extent`] elements of its tensor under `problem`'s strides and stays
+    /// allocated until the launch's work on its stream is done, and the caller orders other work
+    /// on these buffers with that stream. The launch must use this same `problem`.
+    pub unsafe fn new(problem: &Problem, addrs: [u64; 9]) -> Self {
+        BackwardBuffers { addrs, lens: BUFFERS.map(|t| problem.extent(t)) }
+    }
+}
+
 /// A backward launch prepared for one problem signature: grids, block sizes and parameters
 /// but the buffer addresses; like a forward launch it holds no device memory.
 pub struct BackwardLaunch {
@@ -169,36 +205,51 @@ impl BackwardLaunch {
         tensors: BackwardTensors<'_>,
     ) -> Result<()> {
         let BackwardTensors { q, k, v, o, lse, d_o, mut dq, mut dk, mut dv } = tensors;
-        // The sync guards live until the launches are enqueued (stream ordering with the buffers' other uses).
-        let inputs = [
-            (TensorName::Q, &q),
-            (TensorName::K, &k),
-            (TensorName::V, &v),
-            (TensorName::O, &o),
-            (TensorName::DO, &d_o),
-        ];
-        let mut spans = Vec::with_capacity(9);
+        // The sync guards live until the launches are enqueued (stream ordering with the
+        // buffers' other uses).
+        let mut addrs = [0u64; 9];
+        let mut lens = [0usize; 9];
         let mut guards = Vec::with_capacity(9);
-        let mut addr = [0u64; 9];
-        for (i, (tensor, view)) in inputs.into_iter().enumerate() {
+        for (i, view) in [&q, &k, &v, &o, &d_o].into_iter().enumerate() {
             let (ptr, sync) = view.device_ptr(stream);
-            spans.push(BufferSpan { tensor, addr: ptr, len: view.len(), elem_bytes: 2 });
-            addr[i] = ptr;
+            (addrs[i], lens[i]) = (ptr, view.len());
             guards.push(sync);
         }
-        let (lse_ptr, lse_sync) = lse.device_ptr(stream);
-        spans.push(BufferSpan { tensor: TensorName::Lse, addr: lse_ptr, len: lse.len(), elem_bytes: 4 });
-        guards.push(lse_sync);
-        for (i, (tensor, view)) in
-            [(TensorName::DQ, &mut dq), (TensorName::DK, &mut dk), (TensorName::DV, &mut dv)].into_iter().enumerate()
-        {
+        let (ptr, sync) = lse.device_ptr(stream);
+        (addrs[5], lens[5]) = (ptr, lse.len());
+        guards.push(sync);
+        for (i, view) in [&mut dq, &mut dk, &mut dv].into_iter().enumerate() {
             let len = view.len();
             let (ptr, sync) = view.device_ptr_mut(stream);
-            spans.push(BufferSpan { tensor, addr: ptr, len, elem_bytes: 2 });
-            addr[5 + i] = ptr;
+            (addrs[6 + i], lens[6 + i]) = (ptr, len);
             guards.push(sync);
         }
+        let ran = self.run_buffers(gpu, scratch, stream, BackwardBuffers { addrs, lens });
+        drop(guards);
+        ran
+    }
+
+    /// As [`BackwardLaunch::run`], on buffers given by address ([`BackwardBuffers::new`]'s
+    /// contract makes them valid).
+    pub(crate) fn run_buffers(
+        &mut self,
+        gpu: &Gpu,
+        scratch: &mut ScratchStore,
+        stream: &CudaStream,
+        buffers: BackwardBuffers,
+    ) -> Result<()> {
+        let spans: Vec<BufferSpan> = BUFFERS
+            .iter()
+            .zip(buffers.addrs.iter().zip(&buffers.lens))
+            .map(|(&tensor, (&addr, &len))| BufferSpan {
+                tensor,
+                addr,
+                len,
+                elem_bytes: self.problem.elem_bytes(tensor),
+            })
+            .collect();
         validate_buffers(&self.problem, &spans)?;
+        let addr = buffers.addrs;
         let s = self.problem.shape;
         if s.b == 0 || s.h == 0 || (s.sq == 0 && s.sk == 0) {
             return Ok(());
@@ -206,9 +257,7 @@ impl BackwardLaunch {
         stream.context().bind_to_thread().map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         let lease = scratch.lease(gpu, stream, self.need)?;
         let p = &mut self.params;
-        [p.q, p.k, p.v, p.o, p.dout] = [addr[0], addr[1], addr[2], addr[3], addr[4]];
-        p.lse = lse_ptr;
-        [p.dq, p.dk, p.dv] = [addr[5], addr[6], addr[7]];
+        [p.q, p.k, p.v, p.o, p.dout, p.lse, p.dq, p.dk, p.dv] = addr;
         // The accumulator first: the kernels move it in 16-byte vectors (the arena's base is
         // aligned; B·H·Sq·D floats keep delta's start at a multiple of 64 bytes).
         p.dq_acc = lease.ptrs.floats;
@@ -239,7 +288,6 @@ impl BackwardLaunch {
             Ok(())
         })();
         let released = scratch.release(stream, lease);
-        drop(guards);
         launched.and(released)
     }
 }
