@@ -115,8 +115,20 @@ __device__ __forceinline__ void gemm_rows(float (&acc)[D_TILES][4], const float 
     }
 }
 
-__device__ __forceinline__ void red_add(float* p, float x) {
+// dQ's accumulation: two adjacent floats (8-byte aligned) added in one reduction on sm_90+,
+// whose `red.v2` fills each 32-byte sector a warp touches (scalar adds leave half of it unused).
+// 4-byte global -> shared copy (cached in L1); `src_bytes` = 0 zero-fills without reading.
+__device__ __forceinline__ void cp_async_4(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void red_add2(float* p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
+#else
     asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(x) : "memory");
+    asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p + 1), "f"(y) : "memory");
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(const __grid_constant__ BwdParams p) {
@@ -126,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     elem_t* sQ = sV + BN * ROW;                      // [STAGES][BM][ROW]
     elem_t* sdO = sQ + STAGES * BM * ROW;            // [STAGES][BM][ROW]
     elem_t* sdS = sdO + STAGES * BM * ROW;           // [BN][DS_ROW]: dSᵀ
-    float* sLse = (float*)(sdS + BN * DS_ROW);       // [STAGES][BM], in log2 units
+    float* sLse = (float*)(sdS + BN * DS_ROW);       // [STAGES][BM]
     float* sDelta = sLse + STAGES * BM;              // [STAGES][BM]
 
     const int n0 = blockIdx.x * BN, kv_head = blockIdx.y, batch = blockIdx.z;
@@ -142,18 +154,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
     copy_rows<BN>(sK, p.k + batch * p.k_batch + kv_head * p.k_head, p.k_seq, n0, p.sk);
     copy_rows<BN>(sV, p.v + batch * p.v_batch + kv_head * p.v_head, p.v_seq, n0, p.sk);
 
-    // Step `step`'s Q and dO rows (cp.async), LSE and delta (plain stores) into its buffer.
+    // Step `step`'s Q and dO rows, LSE and delta into its buffer, all by cp.async (no thread
+    // waits on a global load before the step's barrier). A padded row gets zeros: its Q and dO
+    // rows are zero, so its P of 1 meets dO = 0 and dP = delta = 0, and it adds nothing.
     auto load_step = [&](int step) {
         const int head = kv_head * group + step / m_blocks, m0 = (first_mb + step % m_blocks) * BM;
         const int buf = step % STAGES;
         copy_rows<BM>(sQ + buf * BM * ROW, p.q + batch * p.q_batch + head * p.q_head, p.q_seq, m0, p.sq);
         copy_rows<BM>(sdO + buf * BM * ROW, p.dout + batch * p.do_batch + head * p.do_head, p.do_seq, m0, p.sq);
-        for (int i = threadIdx.x; i < BM; i += THREADS) {
-            const int row = m0 + i;
-            const i64 at = ((i64)batch * p.h + head) * p.sq + row;
-            // A padded row's LSE of +inf makes its P exactly 0.
-            sLse[buf * BM + i] = row < p.sq ? p.lse[at] * LOG2E : -NEG_INF;
-            sDelta[buf * BM + i] = row < p.sq ? p.delta[at] : 0.f;
+        const i64 rows = ((i64)batch * p.h + head) * p.sq;
+        for (int i = threadIdx.x; i < 2 * BM; i += THREADS) {
+            const int row = m0 + i % BM;
+            const float* src = (i < BM ? p.lse : p.delta) + rows + min(row, p.sq - 1);
+            cp_async_4((i < BM ? sLse : sDelta) + buf * BM + i % BM, src, row < p.sq ? 4 : 0);
         }
     };
     if (steps > 0) load_step(0);
@@ -211,14 +224,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
             }
         }
 
-        // Pᵀ into s, dSᵀ into dp (float32); masked and padded pairs are exactly 0.
+        // Pᵀ into s, dSᵀ into dp (float32); masked and padded pairs are exactly 0. Only a step
+        // with keys past Sk or a query that misses one of the block's keys tests each pair.
+        const bool edge = n0 + BN > p.sk || (p.causal && n0 + BN - 1 > m0 + p.causal_offset);
 #pragma unroll
         for (int nt = 0; nt < Q_TILES; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int key = n0 + key_lo + g + (e / 2) * 8, col = nt * 8 + 2 * t + e % 2;
-                const bool visible = key < p.sk && (!p.causal || key <= m0 + col + p.causal_offset);
-                const float pe = visible ? fast_exp2(s[nt][e] * p.scale_log2 - lse[col]) : 0.f;
+                const bool visible = !edge || (key < p.sk && (!p.causal || key <= m0 + col + p.causal_offset));
+                const float pe = visible ? fast_exp2(s[nt][e] * p.scale_log2 - lse[col] * LOG2E) : 0.f;
                 s[nt][e] = pe;
                 dp[nt][e] = pe * (dp[nt][e] - delta[col]);
             }
@@ -259,14 +274,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) EVOATTN_KERNEL_NAME(con
 #pragma unroll
             for (int nt = 0; nt < DQ_TILES; ++nt) {
                 const int row = m0 + row0 + g, col = col0 + nt * 8 + 2 * t;
-                if (row < p.sq) {
-                    red_add(dq_acc + (i64)row * D + col, acc[nt][0]);
-                    red_add(dq_acc + (i64)row * D + col + 1, acc[nt][1]);
-                }
-                if (row + 8 < p.sq) {
-                    red_add(dq_acc + (i64)(row + 8) * D + col, acc[nt][2]);
-                    red_add(dq_acc + (i64)(row + 8) * D + col + 1, acc[nt][3]);
-                }
+                if (row < p.sq) red_add2(dq_acc + (i64)row * D + col, acc[nt][0], acc[nt][1]);
+                if (row + 8 < p.sq) red_add2(dq_acc + (i64)(row + 8) * D + col, acc[nt][2], acc[nt][3]);
             }
         }
         __syncthreads();  // the next step reuses this buffer and dSᵀ
