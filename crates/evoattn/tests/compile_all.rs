@@ -1,7 +1,7 @@
 //! Every kernel compiles with NVRTC for every arch it supports (`Impl::archs`; no GPU needed)
 //! and passes the resource gate with its default configuration and, for `wgmma`, with every
-//! config the planner picks on the fa3 grid; the `mma`, `wgmma`, `splitkv` and `resident` search spaces
-//! compile for sm_90a.
+//! config the planner picks on the fa3 grid; the `mma`, `wgmma`, `splitkv`, `resident` and `mma-bwd`
+//! search spaces compile for sm_90a.
 //!
 //! Without NVRTC these tests print "skipped: <reason>", except under CI (`CI` set), where a
 //! missing NVRTC is a failure.
@@ -196,6 +196,20 @@ fn the_mma_space_compiles_for_sm90a() {
         return;
     }
     space_compiles_for(Impl::Mma, Arch::Sm90a, Impl::Mma.dtypes(), |_| true);
+}
+
+#[test]
+fn the_backward_space_compiles_for_sm80_and_sm90a() {
+    if nvrtc_or_skip().is_none() {
+        return;
+    }
+    // Both dQ reductions: scalar adds on sm_80, `red.v2` on sm_90.
+    for arch in [Arch::Sm80, Arch::Sm90a] {
+        let (compiled, gate_failures) = space_compiles_for(Impl::MmaBwd, arch, Impl::MmaBwd.dtypes(), |_| true);
+        // Every config but those whose dK, dV, S and dP overflow 255 registers at 128 query rows
+        // (or 64 at hd128) passes; the defaults are among them (the test above).
+        assert!(gate_failures.len() < compiled, "{arch}: every backward variant fails the gate");
+    }
 }
 
 #[test]
