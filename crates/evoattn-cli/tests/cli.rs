@@ -876,3 +876,42 @@ fn blocks_spread_by_a_power_cap_give_the_timer_controls_four_times_the_samples()
     assert_eq!(counts, [10, 10], "{err}");
     assert!(!err.contains("spread"), "{err}");
 }
+
+#[test]
+fn check_pass_backward_checks_the_gradients_and_names_what_it_cannot_check() {
+    let stdout = |out: &Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = evoattn(
+        &["check", "--pass", "backward", "--shape", "1,4,33,64,2,50", "--causal", "all", "--seeds", "1"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("mma-bwd").count(), 3, "{text}");
+    assert!(text.contains("evoattn::reference::grad_tolerance") && text.contains("3 passed, 0 failed"), "{text}");
+
+    // Both passes: each case twice, the forward's row first; --impl then must be auto.
+    let out = evoattn(&["check", "--pass", "both", "--shape", "1,2,40,128", "--seeds", "1"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("forward f16: 1 case") && text.contains("backward f16: 1 case"), "{text}");
+    let out = evoattn(&["check", "--pass", "both", "--impl", "mma", "--shape", "1,2,40,128"], &[]);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_INPUT));
+    assert!(stderr(&out).contains("--pass both runs each pass's planned kernel"), "{}", stderr(&out));
+
+    // A forward family, a head dim mma-bwd lacks, and a case past the float64 limit each fail
+    // with the reason.
+    let out = evoattn(
+        &["check", "--pass", "backward", "--impl", "wgmma", "--shape", "1,2,40,64", "--seeds", "1"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("computes the forward pass, not the backward"), "{}", stdout(&out));
+    let out = evoattn(
+        &["check", "--pass", "backward", "--shape", "1,1,40,256", "--shape", "1,2,4096,128", "--seeds", "1"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out).replace("\n      ", " ");
+    assert!(text.contains("supports head dims [64, 128], not 256"), "{text}");
+    assert!(text.contains("checked against float64 on the CPU only"), "{text}");
+}

@@ -12,8 +12,8 @@ use crate::lab::presets::ProblemArgs;
 use crate::out::{self, outln};
 use crate::text::{self, Column, Layout as Columns, SHAPE_HEADER};
 use anyhow::{bail, Context};
-use evoattn::reference::tolerance;
-use evoattn::{Dtype, Layout, Plan, Problem, TensorName};
+use evoattn::reference::{grad_tolerance, tolerance, Tolerance};
+use evoattn::{Dtype, Layout, Pass, Plan, Problem, TensorName};
 use std::collections::HashMap;
 use std::process::ExitCode;
 
@@ -45,6 +45,11 @@ pub struct Args {
     /// one checks the kernels' reductions over raw scores, which flip from max to min.
     #[arg(long, allow_hyphen_values = true)]
     scale: Option<f32>,
+    /// Which pass to check: forward (O and LSE), backward (dQ, dK, dV of the planner's forward,
+    /// against float64 on the CPU; `--impl` then names a backward family, mma-bwd, or auto), or
+    /// both (each case twice, each pass's planned kernel; `--impl` must be auto).
+    #[arg(long = "pass", value_enum, default_value = "forward")]
+    pass: PassArg,
     /// Print only the failing rows (with the header and the summary).
     #[arg(long)]
     quiet: bool,
@@ -52,6 +57,23 @@ pub struct Args {
     /// family and the levers that differ from the family's default for the problem).
     #[arg(short, long)]
     verbose: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum PassArg {
+    Forward,
+    Backward,
+    Both,
+}
+
+impl PassArg {
+    fn passes(self) -> &'static [Pass] {
+        match self {
+            PassArg::Forward => &[Pass::Forward],
+            PassArg::Backward => &[Pass::Backward],
+            PassArg::Both => &[Pass::Forward, Pass::Backward],
+        }
+    }
 }
 
 /// The table's columns; the metrics and the result are the last five.
@@ -83,14 +105,15 @@ fn case_cells(problem: &Problem, layout: Layout, kernel: &str, oracle: &str) -> 
     ]
 }
 
-/// The metrics and result cells of a checked case (empty metrics where it did not run).
-fn result_cells(r: &CaseResult) -> Vec<String> {
+/// The metrics and result cells of a checked case (empty metrics where it did not run; no LSE
+/// error for the backward pass, which writes none).
+fn result_cells(r: &CaseResult, pass: Pass) -> Vec<String> {
     let verdict = if r.passed { "PASS" } else { "FAIL" };
     match &r.worst {
         Some(c) if r.error.is_none() => vec![
             format!("{:.2e}", c.max_abs),
             format!("{:.2e}", c.rel_l2),
-            format!("{:.2e}", r.lse_err),
+            if pass == Pass::Backward { "-".to_string() } else { format!("{:.2e}", r.lse_err) },
             c.nonfinite.to_string(),
             verdict.to_string(),
         ],
@@ -98,8 +121,10 @@ fn result_cells(r: &CaseResult) -> Vec<String> {
     }
 }
 
-/// What one case will run: its plan (or why it has none) and the table's cells before the result.
+/// What one case will run: its pass and plan (or why it has none) and the table's cells before
+/// the result.
 struct Planned {
+    pass: Pass,
     problem: Problem,
     layout: Layout,
     plan: Result<Plan, String>,
@@ -108,6 +133,9 @@ struct Planned {
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let request = args.kernel.request()?;
+    if args.pass == PassArg::Both && request != evoattn::Request::Auto {
+        bail!("--pass both runs each pass's planned kernel; --impl {request} names one pass's, so give --pass too");
+    }
     if args.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
@@ -127,9 +155,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     // Every case planned first, so that the table's columns are sized before the first row.
     let planned: Vec<Planned> = cases
         .iter()
-        .map(|(problem, layout)| {
-            let plan = args.kernel.plan(request, (arch, info.sm_count), problem, tuned.as_ref());
-            let plan = plan.map(|(plan, _)| plan).map_err(|e| format!("{e:#}"));
+        .flat_map(|case| args.pass.passes().iter().map(move |&pass| (case, pass)))
+        .map(|((problem, layout), pass)| {
+            let plan = args.kernel.plan_pass(pass, request, (arch, info.sm_count), problem, tuned.as_ref());
+            let plan = plan.map_err(|e| format!("{e:#}"));
             let (kernel, oracle) = match &plan {
                 Ok(plan) => (
                     kernel_name::short(&plan.spec, problem, arch, info.sm_count),
@@ -138,7 +167,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 Err(_) => ("–".to_string(), "–"),
             };
             let cells = case_cells(problem, *layout, &kernel, oracle);
-            Planned { problem: problem.clone(), layout: *layout, plan, cells }
+            Planned { pass, problem: problem.clone(), layout: *layout, plan, cells }
         })
         .collect();
     // The non-finite count's column: as wide as the largest output's count (a larger one wraps).
@@ -154,11 +183,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .collect();
     let table = Columns::for_rows(columns(), &sample);
     out::text(&text::paragraph(&format!(
-        "check: {} x {} on {} ({}), impl {request}, tolerances per dtype in evoattn::reference::tolerance",
+        "check: {} x {} on {} ({}), impl {request}, tolerances per dtype in evoattn::reference::{}",
         text::count(cases.len(), "case", "cases"),
         text::count(args.seeds as usize, "seed", "seeds"),
         info.gpu,
-        info.arch
+        info.arch,
+        match args.pass {
+            PassArg::Forward => "tolerance",
+            PassArg::Backward => "grad_tolerance",
+            PassArg::Both => "tolerance and grad_tolerance",
+        }
     )))?;
     for line in table.header() {
         outln!("{line}")?;
@@ -176,13 +210,16 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         // hold memory.
         let mut cache = ExpectedCache::default();
         let r = match &case.plan {
+            Ok(plan) if case.pass == Pass::Backward => {
+                correctness::check_backward_case(backend.as_mut(), &options, plan, case.layout)
+            }
             Ok(plan) => {
                 check_case(backend.as_mut(), &options, Kernel::Planned(plan), &case.problem, case.layout, &mut cache)
             }
             Err(e) => CaseResult::unplanned(&case.problem, case.layout, e.clone()),
         };
         if !args.quiet || !r.passed {
-            let mut lines = table.row(&[case.cells.clone(), result_cells(&r)].concat());
+            let mut lines = table.row(&[case.cells.clone(), result_cells(&r, case.pass)].concat());
             if args.verbose && !r.kernel.is_empty() {
                 lines.extend(text::wrap(&r.kernel, text::WIDTH, "    ", "    "));
             }
@@ -205,18 +242,31 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let failed = results.iter().filter(|r| !r.passed).count();
     let mut summary = String::new();
-    for dtype in Dtype::ALL {
-        let of_dtype: Vec<&CaseResult> = results.iter().filter(|r| r.problem.dtype == dtype).collect();
-        let worst = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.max_abs).fold(0.0, f64::max);
-        let worst_rel = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.rel_l2).fold(0.0, f64::max);
-        if !of_dtype.is_empty() {
-            let tol = tolerance(dtype);
-            summary.push_str(&text::paragraph(&format!(
-                "{dtype}: {}, worst max_abs {worst:.3e}, worst rel_l2 {worst_rel:.3e} (tolerance: max_abs {:.1e} x max(1, |ref|), rel_l2 {:.1e})",
-                text::count(of_dtype.len(), "case", "cases"),
-                tol.max_abs,
-                tol.rel_l2
-            )));
+    for &pass in args.pass.passes() {
+        // A forward-only run's lines name no pass.
+        let (label, tolerance): (&str, fn(Dtype) -> Tolerance) = match pass {
+            Pass::Forward if args.pass == PassArg::Forward => ("", tolerance),
+            Pass::Forward => ("forward ", tolerance),
+            Pass::Backward => ("backward ", grad_tolerance),
+        };
+        for dtype in Dtype::ALL {
+            let of_dtype: Vec<&CaseResult> = results
+                .iter()
+                .zip(&planned)
+                .filter(|(r, case)| r.problem.dtype == dtype && case.pass == pass)
+                .map(|(r, _)| r)
+                .collect();
+            let worst = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.max_abs).fold(0.0, f64::max);
+            let worst_rel = of_dtype.iter().filter_map(|r| r.worst.as_ref()).map(|c| c.rel_l2).fold(0.0, f64::max);
+            if !of_dtype.is_empty() {
+                let tol = tolerance(dtype);
+                summary.push_str(&text::paragraph(&format!(
+                    "{label}{dtype}: {}, worst max_abs {worst:.3e}, worst rel_l2 {worst_rel:.3e} (tolerance: max_abs {:.1e} x max(1, |ref|), rel_l2 {:.1e})",
+                    text::count(of_dtype.len(), "case", "cases"),
+                    tol.max_abs,
+                    tol.rel_l2
+                )));
+            }
         }
     }
     let on_cpu = results.iter().filter(|r| r.oracle == ORACLE_CPU).count();

@@ -2,7 +2,7 @@
 //! that the CLI's behaviour (tables, exit codes, files) is testable on machines with no GPU.
 //! `EVOATTN_BACKEND=mock` selects the mock; it is for tests, and says so in `info`.
 
-use crate::lab::inputs::Inputs;
+use crate::lab::inputs::{HostInputs, Inputs};
 use evoattn::runtime::compile::CompiledKernel;
 use evoattn::{KernelSpec, Plan, Problem, TensorName};
 
@@ -58,6 +58,17 @@ pub struct Forward {
     /// `[B, H, Sq]` natural-log LSE when the problem asked for it.
     pub lse: Option<Vec<f32>>,
     /// The kernel that ran (its symbol name).
+    pub kernel: String,
+}
+
+/// The result of one backward pass, copied back to the host: the gradients laid out as Q, K
+/// and V (NaN-poisoned before the launch).
+#[derive(Clone, Debug)]
+pub struct Backward {
+    pub dq: Vec<u16>,
+    pub dk: Vec<u16>,
+    pub dv: Vec<u16>,
+    /// The backward kernel that ran (its symbol name).
     pub kernel: String,
 }
 
@@ -123,6 +134,14 @@ pub trait Backend {
     /// The output buffer is filled with NaN before the launch so that unwritten elements are
     /// caught.
     fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward>;
+
+    /// The backward pass `plan` (a backward family's) on `inputs` with the loss's gradient `d_o`
+    /// (laid out as O), after the planner's forward with LSE on the same inputs, as a training
+    /// step runs them. Backends without one say so.
+    fn backward(&mut self, plan: &Plan, inputs: &HostInputs, d_o: &[u16]) -> evoattn::Result<Backward> {
+        let _ = (plan, inputs, d_o);
+        Err(evoattn::Error::NoGpu(format!("the {} backend cannot run the backward pass", self.info().gpu)))
+    }
 
     /// Times `samples` launches of `kernel` with device events, each after overwriting a buffer
     /// larger than L2 so no launch reads another's cache. Backends that cannot time say so.

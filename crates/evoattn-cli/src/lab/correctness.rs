@@ -5,8 +5,11 @@
 use crate::lab::backend::{Backend, Kernel};
 use crate::lab::inputs::{Distribution, Draw, Inputs};
 use crate::lab::presets::layout_label;
-use evoattn::reference::{attention_f64_descaled, compare, dense_o, tolerance, tolerance_of, Comparison};
-use evoattn::{Impl, Layout, Problem, TensorName};
+use evoattn::reference::backward::backward_f64;
+use evoattn::reference::{
+    attention_f64_descaled, compare, dense_o, grad_tolerance, logical_offsets, tolerance, tolerance_of, Comparison,
+};
+use evoattn::{Impl, Layout, Plan, Problem, TensorName};
 use std::collections::HashMap;
 
 /// Multiply-adds (B·H·Sq·Sk·D) up to which the float64 CPU reference is the oracle; above it
@@ -208,6 +211,71 @@ pub fn check_case(
         let worse = result.worst.as_ref().is_none_or(|w| cmp.max_abs > w.max_abs || cmp.nonfinite > w.nonfinite);
         if worse {
             result.worst = Some(cmp);
+        }
+    }
+    result
+}
+
+/// Checks the backward `plan` on its problem over the option's seeds against the float64
+/// reference's gradients (`grad_tolerance`; each row's worst gradient by rel_l2). The backward
+/// has no GPU oracle: a problem past the options' CPU limit is refused with the reason.
+pub fn check_backward_case(
+    backend: &mut dyn Backend,
+    options: &CheckOptions,
+    plan: &Plan,
+    layout: Layout,
+) -> CaseResult {
+    let problem = &plan.problem;
+    let mut result = CaseResult {
+        problem: problem.clone(),
+        layout,
+        kernel: plan.spec.name(),
+        oracle: ORACLE_CPU,
+        worst: None,
+        lse_err: 0.0,
+        error: None,
+        passed: true,
+    };
+    if !answered_on_cpu(problem, options.cpu_limit) {
+        result.error = Some(format!(
+            "the backward pass is checked against float64 on the CPU only (it has no GPU oracle yet): at most \
+             {} multiply-adds (--cpu-limit) and {CPU_INPUT_LIMIT} input elements, this case has {}",
+            options.cpu_limit,
+            macs(problem)
+        ));
+        result.passed = false;
+        return result;
+    }
+    let tol = grad_tolerance(problem.dtype);
+    for seed in options.seed..options.seed + options.seeds {
+        let dist = if seed.is_multiple_of(2) { Distribution::Normal } else { Distribution::Wide };
+        let draw = Draw::new(dist, seed);
+        let (inputs, d_o) = (draw.host(problem), draw.d_o(problem));
+        let got = match backend.backward(plan, &inputs, &d_o) {
+            Ok(g) => {
+                result.kernel = g.kernel.clone();
+                g
+            }
+            Err(e) => {
+                result.error = Some(e.to_string());
+                result.passed = false;
+                return result;
+            }
+        };
+        let want = backward_f64(problem, &inputs.q, &inputs.k, &inputs.v, &d_o);
+        let dense = |t: TensorName, bits: &[u16]| -> Vec<f64> {
+            logical_offsets(problem, t).map(|off| problem.dtype.from_bits(bits[off])).collect()
+        };
+        for (t, bits, want) in [
+            (TensorName::DQ, &got.dq, &want.dq),
+            (TensorName::DK, &got.dk, &want.dk),
+            (TensorName::DV, &got.dv, &want.dv),
+        ] {
+            let cmp = compare(&dense(t, bits), want);
+            result.passed &= cmp.passes(&tol);
+            if result.worst.as_ref().is_none_or(|w| cmp.rel_l2 > w.rel_l2 || cmp.nonfinite > w.nonfinite) {
+                result.worst = Some(cmp);
+            }
         }
     }
     result

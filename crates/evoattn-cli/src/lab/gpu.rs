@@ -1,7 +1,7 @@
 //! The real backend: the library on GPU 0.
 
 use crate::lab::backend::{
-    Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
+    Backend, BackendInfo, Backward, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
 use crate::lab::inputs::{Draw, HostInputs, Inputs};
 use crate::out::errln;
@@ -12,7 +12,7 @@ use evoattn::runtime::device::LoadedKernel;
 use evoattn::runtime::launch::Launch;
 use evoattn::runtime::nvml::SmClock;
 use evoattn::runtime::nvrtc::Nvrtc;
-use evoattn::{Attention, DeviceTensors, Impl, InputViews, Plan, Problem, Request, TensorName};
+use evoattn::{Attention, BackwardTensors, DeviceTensors, Impl, InputViews, Plan, Problem, Request, TensorName};
 use std::sync::Arc;
 
 /// GPU time the graph-mode hold lasts per sample: well above the host's few microseconds to
@@ -372,6 +372,61 @@ impl Backend for GpuBackend {
             nvrtc,
             mock: false,
         }
+    }
+
+    fn backward(&mut self, plan: &Plan, inputs: &HostInputs, d_o: &[u16]) -> evoattn::Result<Backward> {
+        let problem = &plan.problem;
+        problem.validate()?;
+        let stream = self.attention.gpu().stream().clone();
+        let [q, k, v, d_o] = [&inputs.q, &inputs.k, &inputs.v, &d_o.to_vec()].map(|h| upload(&stream, h));
+        let (q, k, v, d_o) = (q?, k?, v?, d_o?);
+        let poison =
+            |t: TensorName| upload(&stream, &vec![crate::lab::inputs::nan_bits(problem.dtype); problem.extent(t)]);
+        let mut o = poison(TensorName::O)?;
+        let mut lse = upload(&stream, &vec![F32_NAN; problem.extent(TensorName::Lse)])?;
+        let forward = self.attention.plan(&problem.clone().with_lse(true), Request::Auto)?;
+        let len = |t| problem.extent(t);
+        self.attention.forward(
+            &forward,
+            DeviceTensors {
+                inputs: InputViews::Sixteen {
+                    q: q.slice(..len(TensorName::Q)),
+                    k: k.slice(..len(TensorName::K)),
+                    v: v.slice(..len(TensorName::V)),
+                },
+                o: o.slice_mut(..len(TensorName::O)),
+                lse: Some(lse.slice_mut(..len(TensorName::Lse))),
+            },
+        )?;
+        let (mut dq, mut dk, mut dv) = (poison(TensorName::DQ)?, poison(TensorName::DK)?, poison(TensorName::DV)?);
+        let mut launch = self.attention.prepare_backward(plan)?;
+        self.attention.run_backward(
+            &mut launch,
+            &stream,
+            BackwardTensors {
+                q: q.slice(..len(TensorName::Q)),
+                k: k.slice(..len(TensorName::K)),
+                v: v.slice(..len(TensorName::V)),
+                o: o.slice(..len(TensorName::O)),
+                lse: lse.slice(..len(TensorName::Lse)),
+                d_o: d_o.slice(..len(TensorName::DO)),
+                dq: dq.slice_mut(..len(TensorName::DQ)),
+                dk: dk.slice_mut(..len(TensorName::DK)),
+                dv: dv.slice_mut(..len(TensorName::DV)),
+            },
+        )?;
+        stream.synchronize().map_err(driver("cuStreamSynchronize (kernel execution)"))?;
+        let down = |x: &CudaSlice<u16>, t: TensorName| -> evoattn::Result<Vec<u16>> {
+            let mut host = stream.clone_dtoh(x).map_err(driver("cuMemcpyDtoH"))?;
+            host.truncate(problem.extent(t));
+            Ok(host)
+        };
+        Ok(Backward {
+            dq: down(&dq, TensorName::DQ)?,
+            dk: down(&dk, TensorName::DK)?,
+            dv: down(&dv, TensorName::DV)?,
+            kernel: plan.spec.name(),
+        })
     }
 
     fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward> {

@@ -102,6 +102,12 @@ impl Draw {
         self.stream_and_std(t).0
     }
 
+    /// A backward check's dO (the loss's gradient of O), laid out as O with NaN in its gaps:
+    /// std 1, from a stream of its own.
+    pub fn d_o(&self, problem: &Problem) -> Vec<u16> {
+        host_tensor(problem, TensorName::DO, &Stream::new(self.seed, 3, 1.0), nan_bits(problem.dtype.output()))
+    }
+
     /// The values on the host, laid out by the problem's strides with NaN in every gap, so that
     /// a kernel that reads outside its tensor produces NaN and fails the check. E4M3 inputs are
     /// drawn as 16-bit ones are, divided by their group's descale ([`e4m3_descale`]) and rounded

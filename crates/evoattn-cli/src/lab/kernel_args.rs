@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 use evoattn::plan::{plan_with, ConfigOrigin, ConfigSource};
-use evoattn::{Arch, Plan, Problem, Request};
+use evoattn::{Arch, Pass, Plan, Problem, Request};
 
 #[derive(clap::Args, Debug)]
 pub struct KernelArgs {
@@ -42,6 +42,36 @@ impl KernelArgs {
     /// `--config-on-plan`, on the planner's config for the problem), else the tuned store's
     /// best for this GPU and the problem's bucket (`tuned`), else the planner's default; and
     /// where the config came from.
+    /// [`KernelArgs::plan`] for `pass`: the request must name a family of that pass (or be
+    /// `auto`); the backward pass has no tuned store yet, so it plans the family's default (with
+    /// `--config`'s levers on it).
+    pub fn plan_pass(
+        &self,
+        pass: Pass,
+        request: Request,
+        (arch, sm_count): (Arch, u32),
+        problem: &Problem,
+        tuned: &dyn ConfigSource,
+    ) -> anyhow::Result<Plan> {
+        evoattn::plan::check_pass(request, pass)?;
+        if pass == Pass::Forward {
+            return Ok(self.plan(request, (arch, sm_count), problem, tuned)?.0);
+        }
+        let request = match (&self.config, request) {
+            (Some(text), Request::Family(imp)) => Request::Config(
+                evoattn::defaults::for_problem(imp, arch, problem, sm_count)
+                    .with_overrides(text)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            _ => request,
+        };
+        let plan = evoattn::plan::plan_backward(problem, arch, sm_count, request);
+        plan.spec
+            .validate(arch)
+            .map_err(|reason| evoattn::Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;
+        Ok(plan)
+    }
+
     pub fn plan(
         &self,
         request: Request,

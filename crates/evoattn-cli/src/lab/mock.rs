@@ -5,7 +5,7 @@
 
 use crate::lab::backend::digest;
 use crate::lab::backend::{
-    Backend, BackendInfo, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
+    Backend, BackendInfo, Backward, Forward, HostCostRounds, Kernel, Timing, TimingOptions, TraceRun, Variant,
 };
 use crate::lab::inputs::{nan_bits, Draw, HostInputs, Inputs};
 use crate::out::errln;
@@ -311,6 +311,26 @@ impl Backend for MockBackend {
 
     /// Checks what the GPU path checks before a launch (problem, kernel spec, buffer sizes),
     /// then computes in float64 and stores like a kernel would (or as a planted cheat does).
+    /// The float64 reference's gradients rounded to the dtype: an honest backward pass.
+    fn backward(&mut self, plan: &Plan, inputs: &HostInputs, d_o: &[u16]) -> evoattn::Result<Backward> {
+        let problem = &plan.problem;
+        problem.validate()?;
+        let grads = evoattn::reference::backward::backward_f64(problem, &inputs.q, &inputs.k, &inputs.v, d_o);
+        let laid_out = |t: TensorName, dense: &[f64]| {
+            let mut buf = vec![nan_bits(problem.dtype); problem.extent(t)];
+            for (off, &x) in logical_offsets(problem, t).zip(dense) {
+                buf[off] = problem.dtype.to_bits(x);
+            }
+            buf
+        };
+        Ok(Backward {
+            dq: laid_out(TensorName::DQ, &grads.dq),
+            dk: laid_out(TensorName::DK, &grads.dk),
+            dv: laid_out(TensorName::DV, &grads.dv),
+            kernel: plan.spec.name(),
+        })
+    }
+
     fn forward(&mut self, problem: &Problem, kernel: Kernel, inputs: Inputs) -> evoattn::Result<Forward> {
         // Before drawing: an invalid problem's extents may not fit memory.
         problem.validate()?;
