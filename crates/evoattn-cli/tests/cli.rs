@@ -880,10 +880,8 @@ fn blocks_spread_by_a_power_cap_give_the_timer_controls_four_times_the_samples()
 #[test]
 fn check_pass_backward_checks_the_gradients_and_names_what_it_cannot_check() {
     let stdout = |out: &Output| String::from_utf8_lossy(&out.stdout).into_owned();
-    let out = evoattn(
-        &["check", "--pass", "backward", "--shape", "1,4,33,64,2,50", "--causal", "all", "--seeds", "1"],
-        &[],
-    );
+    let out =
+        evoattn(&["check", "--pass", "backward", "--shape", "1,4,33,64,2,50", "--causal", "all", "--seeds", "1"], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert_eq!(text.matches("mma-bwd").count(), 3, "{text}");
@@ -900,10 +898,7 @@ fn check_pass_backward_checks_the_gradients_and_names_what_it_cannot_check() {
 
     // A forward family, a head dim mma-bwd lacks, and a case past the float64 limit each fail
     // with the reason.
-    let out = evoattn(
-        &["check", "--pass", "backward", "--impl", "wgmma", "--shape", "1,2,40,64", "--seeds", "1"],
-        &[],
-    );
+    let out = evoattn(&["check", "--pass", "backward", "--impl", "wgmma", "--shape", "1,2,40,64", "--seeds", "1"], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("computes the forward pass, not the backward"), "{}", stdout(&out));
     let out = evoattn(

@@ -4,6 +4,7 @@
 use crate::lab::backend::Kernel;
 use crate::lab::correctness::{
     self, check_case, CaseResult, CheckOptions, ExpectedCache, CPU_REFERENCE_LIMIT, DEFAULT_SEEDS, ORACLE_CPU,
+    ORACLE_GPU, ORACLE_NONE,
 };
 use crate::lab::kernel_args::KernelArgs;
 use crate::lab::kernel_name;
@@ -162,7 +163,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             let (kernel, oracle) = match &plan {
                 Ok(plan) => (
                     kernel_name::short(&plan.spec, problem, arch, info.sm_count),
-                    correctness::oracle(&options, Kernel::Planned(plan), problem),
+                    match pass {
+                        Pass::Forward => correctness::oracle(&options, Kernel::Planned(plan), problem),
+                        Pass::Backward => correctness::backward_oracle(&options, problem),
+                    },
                 ),
                 Err(_) => ("–".to_string(), "–"),
             };
@@ -269,11 +273,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let on_cpu = results.iter().filter(|r| r.oracle == ORACLE_CPU).count();
+    let by = |oracle: &str| results.iter().filter(|r| r.oracle == oracle).count();
+    let none = by(ORACLE_NONE);
     summary.push_str(&text::paragraph(&format!(
-        "oracles: {} against float64 on the CPU, {} against the reference kernel",
-        text::count(on_cpu, "case", "cases"),
-        results.len() - on_cpu
+        "oracles: {} against float64 on the CPU, {} against the reference kernel{}",
+        text::count(by(ORACLE_CPU), "case", "cases"),
+        by(ORACLE_GPU),
+        if none > 0 { format!(", {none} with none (the backward past --cpu-limit)") } else { String::new() }
     )));
     let repeated: usize = results.iter().filter_map(|r| r.error.as_ref()).count().saturating_sub(said.len());
     if repeated > 0 {

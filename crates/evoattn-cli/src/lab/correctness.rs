@@ -100,9 +100,20 @@ impl ExpectedCache {
     }
 }
 
-/// Names of the two oracles in `check`'s table.
+/// Names of the oracles in `check`'s table: float64 on the CPU, the reference kernel, and
+/// none (a backward case past the CPU limit: the backward has no GPU oracle yet).
 pub const ORACLE_CPU: &str = "f64-cpu";
-const ORACLE_GPU: &str = "reference-gpu";
+pub const ORACLE_GPU: &str = "reference-gpu";
+pub const ORACLE_NONE: &str = "none";
+
+/// The backward pass's oracle for `problem`: float64 on the CPU up to the options' limit, else none.
+pub fn backward_oracle(options: &CheckOptions, problem: &Problem) -> &'static str {
+    if answered_on_cpu(problem, options.cpu_limit) {
+        ORACLE_CPU
+    } else {
+        ORACLE_NONE
+    }
+}
 
 /// What one case's check does: seeds, and where the CPU reference stops.
 #[derive(Clone, Copy, Debug)]
@@ -230,13 +241,13 @@ pub fn check_backward_case(
         problem: problem.clone(),
         layout,
         kernel: plan.spec.name(),
-        oracle: ORACLE_CPU,
+        oracle: backward_oracle(options, problem),
         worst: None,
         lse_err: 0.0,
         error: None,
         passed: true,
     };
-    if !answered_on_cpu(problem, options.cpu_limit) {
+    if result.oracle == ORACLE_NONE {
         result.error = Some(format!(
             "the backward pass is checked against float64 on the CPU only (it has no GPU oracle yet): at most \
              {} multiply-adds (--cpu-limit) and {CPU_INPUT_LIMIT} input elements, this case has {}",
