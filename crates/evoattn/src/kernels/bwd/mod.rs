@@ -112,7 +112,7 @@ impl Family for BwdConfig {
         one_of("block_m", self.block_m, &BwdConfig::BLOCK_M)?;
         one_of("block_n", self.block_n, &BwdConfig::BLOCK_N)?;
         one_of("stages", self.stages, &BwdConfig::STAGES)?;
-        if self.dq_cols(head_dim) % 16 != 0 {
+        if !self.dq_cols(head_dim).is_multiple_of(16) {
             return Err(format!(
                 "block_m={} with block_n={} splits dQ's {head_dim} columns into pieces of {}, not whole 16-column steps",
                 self.block_m,
