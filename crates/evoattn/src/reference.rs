@@ -77,13 +77,7 @@ pub fn attention_f64_descaled(
     if rows == 0 {
         return ReferenceOutput { o, lse };
     }
-    assert!(
-        s.d > 0 && s.hkv > 0 && s.h.is_multiple_of(s.hkv),
-        "reference: needs D >= 1 and Hkv dividing H, got D={} H={} Hkv={}",
-        s.d,
-        s.h,
-        s.hkv
-    );
+    assert_heads(s);
 
     let mut heads: Vec<_> = o.chunks_mut(s.sq * s.d).zip(lse.chunks_mut(s.sq)).enumerate().collect();
     let threads = std::thread::available_parallelism().map_or(1, NonZeroUsize::get).min(heads.len());
@@ -98,6 +92,17 @@ pub fn attention_f64_descaled(
         }
     });
     ReferenceOutput { o, lse }
+}
+
+/// The reference's precondition on a non-empty problem (`Problem::validate` checks it first).
+fn assert_heads(s: crate::problem::Shape) {
+    assert!(
+        s.d > 0 && s.hkv > 0 && s.h.is_multiple_of(s.hkv),
+        "reference: needs D >= 1 and Hkv dividing H, got D={} H={} Hkv={}",
+        s.d,
+        s.h,
+        s.hkv
+    );
 }
 
 /// One (batch, head): writes the head's dense O rows and LSE entries. `o_head` starts at 0

@@ -135,18 +135,16 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 10] = [
-        Impl::Reference,
-        Impl::Mma,
-        Impl::Wgmma,
-        Impl::Splitkv,
-        Impl::Resident,
-        Impl::Mma8,
-        Impl::Cublas,
-        Impl::HybridQk,
-        Impl::HybridPv,
-        Impl::MmaBwd,
-    ];
+    /// Every family: the forward ones, then the backward pass's.
+    pub const ALL: [Impl; 10] = {
+        let mut all = [Impl::MmaBwd; 10];
+        let mut i = 0;
+        while i < Impl::FORWARD.len() {
+            all[i] = Impl::FORWARD[i];
+            i += 1;
+        }
+        all
+    };
     /// The forward families: what `--impl` and the planner choose among for a forward pass.
     pub const FORWARD: [Impl; 9] = [
         Impl::Reference,

@@ -62,13 +62,7 @@ pub fn backward_dense(s: Shape, diagonal: Option<i64>, scale: f64, x: &DenseInpu
     if grads.dq.is_empty() || grads.dk.is_empty() {
         return grads;
     }
-    assert!(
-        s.d > 0 && s.hkv > 0 && s.h.is_multiple_of(s.hkv),
-        "reference: needs D >= 1 and Hkv dividing H, got D={} H={} Hkv={}",
-        s.d,
-        s.h,
-        s.hkv
-    );
+    super::assert_heads(s);
     let group = s.h / s.hkv;
     // One (batch, KV head) a job: its group's dQ rows are contiguous, as are its dK and dV rows.
     let mut jobs: Vec<_> = grads

@@ -6,9 +6,9 @@ use crate::buffers::{validate_buffers, BufferSpan};
 use crate::config::{KernelConfig, KernelSpec};
 use crate::error::{Error, Result};
 use crate::kernels::bwd::{scratch as bwd_scratch, AUX_THREADS, DOT_ROWS, DQ_CHUNK};
-use crate::problem::{Problem, Strides, TensorName};
-use crate::runtime::device::{Gpu, LoadedKernel};
-use crate::runtime::launch::launch;
+use crate::problem::{Problem, TensorName};
+use crate::runtime::device::{kernel_ints, kernel_strides, Gpu, LoadedKernel};
+use crate::runtime::launch::{launch, MAX_GRID_X, MAX_GRID_YZ};
 use crate::runtime::scratch::{ScratchNeed, ScratchStore};
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr};
 use std::ffi::c_void;
@@ -30,13 +30,8 @@ struct BwdParams {
     delta: u64,
     /// Batch, head and sequence strides of q, k, v, o, dO, dQ, dK, dV, in that order.
     strides: [[i64; 3]; 8],
-    b: i32,
-    h: i32,
-    hkv: i32,
-    sq: i32,
-    sk: i32,
-    causal: i32,
-    causal_offset: i32,
+    /// B, H, Hkv, Sq, Sk, causal, the causal offset (`device::kernel_ints`).
+    ints: [i32; 7],
     scale: f32,
     scale_log2: f32,
 }
@@ -114,9 +109,17 @@ pub struct BackwardLaunch {
     need: ScratchNeed,
 }
 
-/// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
-const MAX_GRID_X: usize = i32::MAX as usize;
-const MAX_GRID_YZ: usize = 65535;
+/// The tensors whose strides `BwdParams` carries, in its order.
+const BUFFERS_LAID_OUT: [TensorName; 8] = [
+    TensorName::Q,
+    TensorName::K,
+    TensorName::V,
+    TensorName::O,
+    TensorName::DO,
+    TensorName::DQ,
+    TensorName::DK,
+    TensorName::DV,
+];
 
 impl BackwardLaunch {
     /// Prepares `kernel` (a backward family's) for `problem`, which the caller validated.
@@ -141,36 +144,10 @@ impl BackwardLaunch {
                 "the grids ({gx}, {gy}, {gz}) and {convert_blocks} blocks exceed CUDA's limits"
             )));
         }
-        let int = |n: usize, what: &str| {
-            i32::try_from(n).map_err(|_| unsupported(format!("{what} = {n} does not fit a 32-bit int")))
-        };
-        let signed = |x: usize| x as i64; // strides of a validated problem fit an i64
-        let st = |t: TensorName| {
-            let Strides { batch, head, seq, .. } = problem.strides(t);
-            [signed(batch), signed(head), signed(seq)]
-        };
         let scale = problem.softmax_scale();
         let params = BwdParams {
-            strides: [
-                TensorName::Q,
-                TensorName::K,
-                TensorName::V,
-                TensorName::O,
-                TensorName::DO,
-                TensorName::DQ,
-                TensorName::DK,
-                TensorName::DV,
-            ]
-            .map(st),
-            b: int(s.b, "B")?,
-            h: int(s.h, "H")?,
-            hkv: int(s.hkv, "Hkv")?,
-            sq: int(s.sq, "Sq")?,
-            sk: int(s.sk, "Sk")?,
-            causal: problem.causal.code(),
-            causal_offset: problem.causal.offset(s.sq, s.sk).map_or(Ok(0), |o| {
-                i32::try_from(o).map_err(|_| unsupported(format!("the causal offset {o} does not fit a 32-bit int")))
-            })?,
+            strides: BUFFERS_LAID_OUT.map(|t| kernel_strides(problem, t)),
+            ints: kernel_ints(problem)?,
             scale,
             scale_log2: scale * std::f32::consts::LOG2_E,
             ..BwdParams::default()
@@ -289,5 +266,20 @@ impl BackwardLaunch {
         })();
         let released = scratch.release(stream, lease);
         launched.and(released)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_match_the_kernels_struct() {
+        // 11 pointers (88) + 24 i64 strides (192) + 7 i32 (28) + 2 f32 (8) = 316, padded to 320
+        // (8-aligned): what `struct BwdParams` in kernels/bwd/bwd.cu occupies.
+        assert_eq!(std::mem::size_of::<BwdParams>(), 320);
+        assert_eq!(std::mem::offset_of!(BwdParams, ints), 280);
+        let src = crate::kernels::main_source(crate::config::Impl::MmaBwd).text;
+        assert!(src.contains("    i64 dv_batch, dv_head, dv_seq;\n    int b, h, hkv, sq, sk;\n    int causal;"));
     }
 }

@@ -608,43 +608,62 @@ impl KernelParams {
     /// size goes in as a 32-bit int by checked conversion: `validate` bounds them, and a
     /// problem that skipped it is refused here rather than truncated.
     pub(crate) fn new(problem: &Problem, ptrs: [u64; 5], l2_bytes: usize) -> Result<Self, ProblemError> {
-        let s = problem.shape;
-        let int = |axis: &'static str, size: usize| {
-            i32::try_from(size).map_err(|_| ProblemError::SizeTooLarge { axis, size })
-        };
-        // A stride past i64 can only be an axis of one element (on any longer axis it is at most
-        // the extent, below 2^31), which the kernel multiplies by index 0: any value serves.
-        let stride = |x: usize| i64::try_from(x).unwrap_or(i64::MAX);
-        let strides = |t| {
-            let st = problem.strides(t);
-            [stride(st.batch), stride(st.head), stride(st.seq)]
-        };
-        let offset = problem.causal.offset(s.sq, s.sk).unwrap_or(0);
-        let causal_offset = i32::try_from(offset)
-            .map_err(|_| ProblemError::SizeTooLarge { axis: "Sk-Sq", size: offset.unsigned_abs() as usize })?;
+        let [b, h, hkv, sq, sk, causal, causal_offset] = kernel_ints(problem)?;
+        let head_group = crate::plan::head_group(problem, l2_bytes);
         Ok(KernelParams {
             q: ptrs[0],
             k: ptrs[1],
             v: ptrs[2],
             o: ptrs[3],
             lse: ptrs[4],
-            q_strides: strides(TensorName::Q),
-            k_strides: strides(TensorName::K),
-            v_strides: strides(TensorName::V),
-            o_strides: strides(TensorName::O),
-            b: int("B", s.b)?,
-            h: int("H", s.h)?,
-            hkv: int("Hkv", s.hkv)?,
-            sq: int("Sq", s.sq)?,
-            sk: int("Sk", s.sk)?,
-            causal: i32::from(problem.causal != Causal::None),
+            q_strides: kernel_strides(problem, TensorName::Q),
+            k_strides: kernel_strides(problem, TensorName::K),
+            v_strides: kernel_strides(problem, TensorName::V),
+            o_strides: kernel_strides(problem, TensorName::O),
+            b,
+            h,
+            hkv,
+            sq,
+            sk,
+            causal,
             causal_offset,
             scale_log2: problem.softmax_scale() * std::f32::consts::LOG2_E,
-            head_group: int("head group", crate::plan::head_group(problem, l2_bytes))?,
+            head_group: i32::try_from(head_group)
+                .map_err(|_| ProblemError::SizeTooLarge { axis: "head group", size: head_group })?,
             tile_counter: 0,
             split_work: 0,
         })
     }
+}
+
+/// A problem's sizes as the kernels' 32-bit ints, in their parameter order: B, H, Hkv, Sq, Sk,
+/// causal (0 or 1), the causal offset. Checked conversions: `validate` bounds them, and a
+/// problem that skipped it is refused here rather than truncated.
+pub(crate) fn kernel_ints(problem: &Problem) -> Result<[i32; 7], ProblemError> {
+    let s = problem.shape;
+    let int =
+        |axis: &'static str, size: usize| i32::try_from(size).map_err(|_| ProblemError::SizeTooLarge { axis, size });
+    let offset = problem.causal.offset(s.sq, s.sk).unwrap_or(0);
+    let causal_offset = i32::try_from(offset)
+        .map_err(|_| ProblemError::SizeTooLarge { axis: "Sk-Sq", size: offset.unsigned_abs() as usize })?;
+    Ok([
+        int("B", s.b)?,
+        int("H", s.h)?,
+        int("Hkv", s.hkv)?,
+        int("Sq", s.sq)?,
+        int("Sk", s.sk)?,
+        i32::from(problem.causal != Causal::None),
+        causal_offset,
+    ])
+}
+
+/// Tensor `t`'s batch, head and sequence strides as the kernels' 64-bit ints (its head-dim
+/// stride is 1). A stride past i64 can only be an axis of one element (on any longer axis it is
+/// at most the extent, below 2^31), which the kernel multiplies by index 0: any value serves.
+pub(crate) fn kernel_strides(problem: &Problem, t: TensorName) -> [i64; 3] {
+    let stride = |x: usize| i64::try_from(x).unwrap_or(i64::MAX);
+    let st = problem.strides(t);
+    [stride(st.batch), stride(st.head), stride(st.seq)]
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, DeviceRe
 use std::ffi::c_void;
 
 /// CUDA's grid limits: x up to 2^31-1 blocks, y and z up to 65535.
-const MAX_GRID_X: usize = i32::MAX as usize;
-const MAX_GRID_YZ: usize = 65535;
+pub(crate) const MAX_GRID_X: usize = i32::MAX as usize;
+pub(crate) const MAX_GRID_YZ: usize = 65535;
 
 /// `splitkv`'s extra parameters; field for field `SplitParams` of kernels/splitkv/splitkv_combine.cuh.
 #[repr(C)]
