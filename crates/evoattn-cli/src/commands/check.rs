@@ -25,8 +25,7 @@ when nothing could run.
 Examples:
   evoattn check --preset small                                              # every head dim, dtype and mask
   evoattn check --shape 2,32,1000,128,8 --dtype bf16 --causal bottom-right  # GQA 32:8, the KV-cache mask
-  evoattn check --preset sanitize --impl wgmma --scale -0.3                 # one family, a negative scale
-  evoattn check --pass both --preset seed --cpu-limit 4294967296            # O, then dQ, dK, dV, each vs float64")]
+  evoattn check --pass both --shape 2,8,300,64,2 --causal all              # O, then dQ, dK, dV, each vs float64")]
 pub struct Args {
     #[command(flatten)]
     problems: ProblemArgs,
