@@ -219,6 +219,18 @@ impl Attention {
         self.launches.len()
     }
 
+    /// A plan the caller made: for this GPU's arch, a valid problem, a kernel of `pass`.
+    fn check_given(&self, plan: &Plan, pass: Pass) -> Result<()> {
+        if plan.arch != self.gpu.arch() {
+            return Err(crate::Error::Unsupported {
+                imp: plan.spec.imp().to_string(),
+                reason: format!("{} was planned for {}, this GPU is {}", plan.spec.name(), plan.arch, self.gpu.arch()),
+            });
+        }
+        plan.problem.validate()?;
+        crate::plan::check_pass(Request::Config(plan.spec.config), pass)
+    }
+
     /// The backward kernel `request` resolves to for `problem` (the forward's problem: the
     /// gradients are laid out as Q, K, V and dO as O), checked like [`Attention::plan`].
     pub fn plan_backward(&self, problem: &Problem, request: Request) -> Result<Plan> {
@@ -234,7 +246,7 @@ impl Attention {
     /// Prepares the backward launch of `plan` (from [`Attention::plan_backward`]): compiles or
     /// loads its module. Run it with [`Attention::run_backward`] as often as needed.
     pub fn prepare_backward(&mut self, plan: &Plan) -> Result<BackwardLaunch> {
-        crate::plan::check_pass(Request::Config(plan.spec.config), Pass::Backward)?;
+        self.check_given(plan, Pass::Backward)?;
         let kernel = self.prepare(plan)?;
         BackwardLaunch::new(kernel, &plan.problem)
     }
@@ -294,19 +306,7 @@ impl Attention {
         let planned_here;
         let plan = match planned {
             Planned::Given(plan) => {
-                if plan.arch != self.gpu.arch() {
-                    return Err(crate::Error::Unsupported {
-                        imp: plan.spec.imp().to_string(),
-                        reason: format!(
-                            "{} was planned for {}, this GPU is {}",
-                            plan.spec.name(),
-                            plan.arch,
-                            self.gpu.arch()
-                        ),
-                    });
-                }
-                plan.problem.validate()?;
-                crate::plan::check_pass(Request::Config(plan.spec.config), Pass::Forward)?;
+                self.check_given(plan, Pass::Forward)?;
                 plan.spec
                     .validate(plan.arch)
                     .map_err(|reason| crate::Error::Unsupported { imp: plan.spec.imp().to_string(), reason })?;

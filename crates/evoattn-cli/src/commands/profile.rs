@@ -22,7 +22,9 @@ fn kernel_filter(imp: &str) -> String {
             return format!("regex:^(evoattn_{}_|{CUBLAS_GEMM_KERNELS})", named.symbol());
         }
         Some(named) => vec![named.symbol()],
-        None => Impl::FORWARD.iter().filter(|i| **i != Impl::Reference && !i.is_library()).map(|i| i.symbol()).collect(),
+        None => {
+            Impl::FORWARD.iter().filter(|i| **i != Impl::Reference && !i.is_library()).map(|i| i.symbol()).collect()
+        }
     };
     format!("regex:^evoattn_({})_", families.join("|"))
 }
