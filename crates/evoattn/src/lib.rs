@@ -1,11 +1,12 @@
-//! evoattn: fused scaled-dot-product attention (forward) for NVIDIA GPUs.
+//! evoattn: fused scaled-dot-product attention (forward, and its backward pass) for NVIDIA GPUs.
 //!
 //! Kernels are CUDA C++ sources embedded in the crate, compiled at run time by NVRTC to CUBIN
 //! for the device's arch and cached on disk. Layers, bottom up:
 //! - [`runtime`]: NVRTC loading and compilation, resource reports, the CUBIN cache, and the
 //!   only `unsafe` code (driver launches), wrapped in RAII types;
 //! - [`problem`], [`config`], [`plan`]: what to compute and with which kernel;
-//! - [`attention`]: the safe entry point a downstream crate calls;
+//! - [`attention`]: the safe entry point a downstream crate calls (the forward pass, and the
+//!   backward through `plan_backward`/`run_backward`);
 //! - [`reference`]: the float64 CPU reference every kernel is checked against;
 //! - [`trace`]: the per-warp timelines of instrumented (`trace=1`) kernels.
 
