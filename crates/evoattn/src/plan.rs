@@ -186,10 +186,16 @@ pub use crate::kernels::wgmma::plan::head_group;
 /// [`choose_impl`], a family takes the planner's levers for the problem, a config is taken as
 /// given.
 pub fn plan(problem: &Problem, arch: Arch, sm_count: u32, request: Request) -> Plan {
+    plan_family(problem, arch, sm_count, request, || choose_impl(problem, arch, sm_count))
+}
+
+/// `request`'s kernel for `problem`: a config as given; a family (or `auto`'s, from `auto`)
+/// with its default for the problem.
+fn plan_family(problem: &Problem, arch: Arch, sm_count: u32, request: Request, auto: impl FnOnce() -> Impl) -> Plan {
     let config = match request {
         Request::Config(config) => config,
         Request::Family(imp) => crate::defaults::for_problem(imp, arch, problem, sm_count),
-        Request::Auto => crate::defaults::for_problem(choose_impl(problem, arch, sm_count), arch, problem, sm_count),
+        Request::Auto => crate::defaults::for_problem(auto(), arch, problem, sm_count),
     };
     let spec = KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d };
     Plan { problem: problem.clone(), spec, arch }
@@ -219,16 +225,7 @@ pub fn check_pass(request: Request, pass: Pass) -> crate::Result<()> {
 /// and a family take the family's default for the problem. The caller checks the request's
 /// pass ([`check_pass`]).
 pub fn plan_backward(problem: &Problem, arch: Arch, sm_count: u32, request: Request) -> Plan {
-    let config = match request {
-        Request::Config(config) => config,
-        Request::Family(imp) => crate::defaults::for_problem(imp, arch, problem, sm_count),
-        Request::Auto => crate::defaults::for_problem(Impl::MmaBwd, arch, problem, sm_count),
-    };
-    Plan {
-        problem: problem.clone(),
-        spec: KernelSpec { config, dtype: problem.dtype, head_dim: problem.shape.d },
-        arch,
-    }
+    plan_family(problem, arch, sm_count, request, || Impl::MmaBwd)
 }
 
 // ---- tuned configurations (issue 6) ----

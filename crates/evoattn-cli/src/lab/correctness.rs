@@ -144,18 +144,30 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
-    /// A case that failed before any kernel ran (no kernel can run it), with the reason.
-    pub fn unplanned(problem: &Problem, layout: Layout, error: String) -> Self {
+    /// A case about to be checked against `oracle`: passing until a seed says otherwise.
+    fn new(problem: &Problem, layout: Layout, oracle: &'static str) -> Self {
         CaseResult {
             problem: problem.clone(),
             layout,
             kernel: String::new(),
-            oracle: ORACLE_CPU,
+            oracle,
             worst: None,
             lse_err: 0.0,
-            error: Some(error),
-            passed: false,
+            error: None,
+            passed: true,
         }
+    }
+
+    /// The case failed with `error` (nothing compared after it).
+    fn failed(mut self, error: String) -> Self {
+        self.error = Some(error);
+        self.passed = false;
+        self
+    }
+
+    /// A case that failed before any kernel ran (no kernel can run it), with the reason.
+    pub fn unplanned(problem: &Problem, layout: Layout, error: String) -> Self {
+        CaseResult::new(problem, layout, ORACLE_CPU).failed(error)
     }
 }
 
@@ -185,34 +197,17 @@ pub fn check_case(
     layout: Layout,
     cache: &mut ExpectedCache,
 ) -> CaseResult {
-    let on_cpu = oracle(options, kernel, problem) == ORACLE_CPU;
-    let mut result = CaseResult {
-        problem: problem.clone(),
-        layout,
-        kernel: String::new(),
-        oracle: oracle(options, kernel, problem),
-        worst: None,
-        lse_err: 0.0,
-        error: None,
-        passed: true,
-    };
+    let mut result = CaseResult::new(problem, layout, oracle(options, kernel, problem));
+    let on_cpu = result.oracle == ORACLE_CPU;
     let tol = kernel.spec().map_or_else(|| tolerance(problem.dtype), |spec| tolerance_of(spec, problem));
     for seed in options.seed..options.seed + options.seeds {
         let want = match cache.get_or_compute(backend, problem, seed, on_cpu) {
             Ok(w) => w,
-            Err(e) => {
-                result.error = Some(e);
-                result.passed = false;
-                return result;
-            }
+            Err(e) => return result.failed(e),
         };
         let got = match backend.forward(problem, kernel, Inputs::Drawn(want.draw)) {
             Ok(f) => f,
-            Err(e) => {
-                result.error = Some(format!("{e}"));
-                result.passed = false;
-                return result;
-            }
+            Err(e) => return result.failed(e.to_string()),
         };
         result.kernel = got.kernel.clone();
         let got_lse: Vec<f64> = got.lse.unwrap_or_default().into_iter().map(f64::from).collect();
@@ -237,25 +232,15 @@ pub fn check_backward_case(
     layout: Layout,
 ) -> CaseResult {
     let problem = &plan.problem;
-    let mut result = CaseResult {
-        problem: problem.clone(),
-        layout,
-        kernel: plan.spec.name(),
-        oracle: backward_oracle(options, problem),
-        worst: None,
-        lse_err: 0.0,
-        error: None,
-        passed: true,
-    };
+    let mut result = CaseResult::new(problem, layout, backward_oracle(options, problem));
+    result.kernel = plan.spec.name();
     if result.oracle == ORACLE_NONE {
-        result.error = Some(format!(
+        return result.failed(format!(
             "the backward pass is checked against float64 on the CPU only (it has no GPU oracle yet): at most \
              {} multiply-adds (--cpu-limit) and {CPU_INPUT_LIMIT} input elements, this case has {}",
             options.cpu_limit,
             macs(problem)
         ));
-        result.passed = false;
-        return result;
     }
     let tol = grad_tolerance(problem.dtype);
     for seed in options.seed..options.seed + options.seeds {
@@ -267,11 +252,7 @@ pub fn check_backward_case(
                 result.kernel = g.kernel.clone();
                 g
             }
-            Err(e) => {
-                result.error = Some(e.to_string());
-                result.passed = false;
-                return result;
-            }
+            Err(e) => return result.failed(e.to_string()),
         };
         let want = backward_f64(problem, &inputs.q, &inputs.k, &inputs.v, &d_o);
         let dense = |t: TensorName, bits: &[u16]| -> Vec<f64> {

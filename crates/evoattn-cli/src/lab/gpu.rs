@@ -378,8 +378,8 @@ impl Backend for GpuBackend {
         let problem = &plan.problem;
         problem.validate()?;
         let stream = self.attention.gpu().stream().clone();
-        let [q, k, v, d_o] = [&inputs.q, &inputs.k, &inputs.v, &d_o.to_vec()].map(|h| upload(&stream, h));
-        let (q, k, v, d_o) = (q?, k?, v?, d_o?);
+        let device = DeviceInputs::upload(&stream, inputs)?;
+        let d_o = upload(&stream, d_o)?;
         let poison =
             |t: TensorName| upload(&stream, &vec![crate::lab::inputs::nan_bits(problem.dtype); problem.extent(t)]);
         let mut o = poison(TensorName::O)?;
@@ -389,24 +389,26 @@ impl Backend for GpuBackend {
         self.attention.forward(
             &forward,
             DeviceTensors {
-                inputs: InputViews::Sixteen {
-                    q: q.slice(..len(TensorName::Q)),
-                    k: k.slice(..len(TensorName::K)),
-                    v: v.slice(..len(TensorName::V)),
-                },
+                inputs: device.views(problem),
                 o: o.slice_mut(..len(TensorName::O)),
                 lse: Some(lse.slice_mut(..len(TensorName::Lse))),
             },
         )?;
+        let InputViews::Sixteen { q, k, v } = device.views(problem) else {
+            return Err(evoattn::Error::Unsupported {
+                imp: plan.spec.imp().to_string(),
+                reason: "the backward pass takes f16 or bf16 inputs".into(),
+            });
+        };
         let (mut dq, mut dk, mut dv) = (poison(TensorName::DQ)?, poison(TensorName::DK)?, poison(TensorName::DV)?);
         let mut launch = self.attention.prepare_backward(plan)?;
         self.attention.run_backward(
             &mut launch,
             &stream,
             BackwardTensors {
-                q: q.slice(..len(TensorName::Q)),
-                k: k.slice(..len(TensorName::K)),
-                v: v.slice(..len(TensorName::V)),
+                q,
+                k,
+                v,
                 o: o.slice(..len(TensorName::O)),
                 lse: lse.slice(..len(TensorName::Lse)),
                 d_o: d_o.slice(..len(TensorName::DO)),
